@@ -1,0 +1,1 @@
+"""The pure domain: task model, policies, ports and services. No infrastructure imports."""

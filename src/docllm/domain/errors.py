@@ -1,0 +1,46 @@
+"""The domain's error tree. Adapters translate client errors into these."""
+
+from __future__ import annotations
+
+
+class DocllmError(Exception):
+    """Base of every error docllm raises on purpose."""
+
+
+class IllegalTransition(DocllmError):
+    """A status move that DESIGN section 3 does not allow."""
+
+
+class BadPayload(DocllmError):
+    """A queue payload that cannot be turned into a task reference."""
+
+
+class LeaseLost(DocllmError):
+    """The lease no longer carries this token: the attempt must stop and commit nothing."""
+
+
+class StaleAttempt(DocllmError):
+    """A fenced write found the row held by another attempt (or gone)."""
+
+
+class TransientError(DocllmError):
+    """Worth retrying: a timeout, a dropped connection, a 429 or 5xx.
+
+    ``retry_after`` is the server's hint in seconds, when it gave one.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Unavailable(TransientError):
+    """A backing service (Redis, the database) cannot be reached right now."""
+
+
+class PermanentError(DocllmError):
+    """Retrying cannot help this task: it ends ``failed`` with this message."""
+
+
+class ConfigurationError(DocllmError):
+    """The deployment is wrong (bad setting, 401/403, unknown model): no task is to blame."""

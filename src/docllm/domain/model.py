@@ -1,0 +1,150 @@
+"""Task statuses, the moves between them, and the value objects the ports exchange."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from docllm.domain.errors import IllegalTransition
+
+
+class TaskStatus(str, enum.Enum):
+    pending = "pending"
+    processing = "processing"
+    success = "success"
+    failed = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (TaskStatus.success, TaskStatus.failed)
+
+
+# DESIGN section 3. failed -> pending is the operator's explicit retry, nothing else.
+ALLOWED_MOVES: frozenset[tuple[TaskStatus, TaskStatus]] = frozenset(
+    {
+        (TaskStatus.pending, TaskStatus.processing),
+        (TaskStatus.processing, TaskStatus.success),
+        (TaskStatus.processing, TaskStatus.pending),
+        (TaskStatus.processing, TaskStatus.failed),
+        (TaskStatus.failed, TaskStatus.pending),
+    }
+)
+
+
+def check_move(current: TaskStatus, new: TaskStatus) -> None:
+    """Raise IllegalTransition unless ``current -> new`` is an allowed move."""
+    if (TaskStatus(current), TaskStatus(new)) not in ALLOWED_MOVES:
+        raise IllegalTransition(f"{TaskStatus(current).value} -> {TaskStatus(new).value} is not allowed")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row of ``task_doc_llm`` as the domain sees it.
+
+    ``attempt`` is the fencing token: it grows by one at every start of an attempt and never
+    goes back, so every later write of that attempt can be made conditional on it.
+    ``retry_count`` counts failed attempts in the current budget (an operator's retry resets it).
+    """
+
+    task_id: int
+    task_name: str
+    status: TaskStatus
+    attempt: int = 0
+    retry_count: int = 0
+    max_attempts: int | None = None
+    lease_token: str | None = None
+    document: str | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    processing_started_at: datetime | None = None
+    finished_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def budget(self, default_max_attempts: int) -> int:
+        return self.max_attempts or default_max_attempts
+
+    def attempts_in_budget(self) -> int:
+        """Attempts started in the current budget, the running one included (if processing)."""
+        return self.retry_count + (1 if self.status == TaskStatus.processing else 0)
+
+    def last_attempt(self, default_max_attempts: int) -> bool:
+        """True when the running attempt is the last one the budget allows."""
+        return self.retry_count + 1 >= self.budget(default_max_attempts)
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """What a queue payload names: ``{"task_id": 1, "task_name": "..."}``."""
+
+    task_id: int
+    task_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A payload leased to one holder: the raw payload as it sat in the queue, and its lease."""
+
+    raw: str
+    token: str
+    deadline_ms: int
+    holder: str = ""
+    claimed_at_ms: int = 0
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A payload given up on, with why."""
+
+    raw: str
+    reason: str
+    at_ms: int
+    task_id: int | None = None
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    ready: int = 0
+    processing: int = 0
+    delayed: int = 0
+    dead: int = 0
+    oldest_claimed_at_ms: int | None = None
+
+
+class StartResult(enum.Enum):
+    """What ``TaskRepository.start_attempt`` found."""
+
+    started = "started"
+    missing = "missing"
+    terminal = "terminal"
+    busy = "busy"  # processing under another attempt's token
+
+
+@dataclass(frozen=True)
+class StartOutcome:
+    result: StartResult
+    task: Task | None = None
+
+
+@dataclass
+class Attempt:
+    """A started attempt: the delivery that carried it and the row as the start left it."""
+
+    delivery: Delivery
+    task: Task
+    started_ms: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def task_id(self) -> int:
+        return self.task.task_id
+
+    @property
+    def number(self) -> int:
+        return self.task.attempt
+
+    @property
+    def token(self) -> str:
+        return self.delivery.token

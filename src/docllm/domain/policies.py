@@ -1,0 +1,52 @@
+"""Retry and lease policies: plain numbers and the arithmetic on them."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with capped exponential backoff and jitter (D6)."""
+
+    max_attempts: int = 5
+    base_seconds: float = 2.0
+    cap_seconds: float = 300.0
+    jitter: float = 0.5  # the delay is drawn from [d * (1 - jitter), d]
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def delay_seconds(self, failed_attempts: int, retry_after: float | None = None) -> float:
+        """Delay before the next attempt after ``failed_attempts`` failures (1 for the first)."""
+        exp = min(self.cap_seconds, self.base_seconds * (2 ** max(0, failed_attempts - 1)))
+        delay = exp * (1.0 - self.jitter * self.rng.random())
+        if retry_after is not None:
+            delay = max(delay, min(float(retry_after), self.cap_seconds))
+        return delay
+
+    def max_total_backoff(self) -> float:
+        """Upper bound of all delays one task can accumulate (used by liveness bounds, I2)."""
+        return sum(
+            min(self.cap_seconds, self.base_seconds * 2 ** (n - 1)) for n in range(1, self.max_attempts + 1)
+        )
+
+
+@dataclass(frozen=True)
+class LeasePolicy:
+    """How long a lease lasts, how often a live worker renews it, and how long an attempt may run."""
+
+    lease_seconds: float = 30.0
+    max_runtime_seconds: float = 600.0  # PROCESSING_TIMEOUT_SECONDS
+    reaper_interval_seconds: float = 5.0
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        return self.lease_seconds / 3.0
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease_seconds * 1000)
+
+    def stuck_bound_seconds(self, margin: float = 1.0) -> float:
+        """I1: how long a task may stay processing after its worker stopped heartbeating."""
+        return self.lease_seconds + self.reaper_interval_seconds + margin

@@ -1,0 +1,119 @@
+"""Ports: what the domain needs from the outside world, as Protocols.
+
+Every time in these signatures is the authority's time (the Redis server's clock, DESIGN section 6)
+in milliseconds; no port takes or returns a worker's wall clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from docllm.domain.model import DeadLetter, Delivery, QueueStats, StartOutcome, Task
+
+
+class Clock(Protocol):
+    """The authority clock: milliseconds of the Redis server's time."""
+
+    def now_ms(self) -> int: ...
+
+
+class TaskQueue(Protocol):
+    """The Redis side: ready list, leases, delayed retries, dead letters.
+
+    Every method that names a token acts only while that token still holds its lease, so a late
+    or repeated call is a harmless no-op (it returns False).
+    """
+
+    def push(self, raw: str, front: bool = False) -> None:
+        """Add a payload to ready (``front`` makes it the next one claimed)."""
+
+    def claim(self, holder: str, lease_ms: int) -> Delivery | None:
+        """Atomically move the next ready payload into processing under a new lease, or None."""
+
+    def wait(self, timeout_s: float) -> None:
+        """Block until ready may hold a payload, or ``timeout_s`` passes. Takes nothing."""
+
+    def extend(self, token: str, lease_ms: int) -> bool:
+        """Renew the lease; False when the token no longer holds it."""
+
+    def ack(self, token: str) -> bool:
+        """Forget the lease and its payload: the task needs nothing more from the queue."""
+
+    def retry_later(self, token: str, delay_ms: int) -> bool:
+        """Move the leased payload to the delayed set, due after ``delay_ms``."""
+
+    def requeue(self, token: str, front: bool = False) -> bool:
+        """Move the leased payload back to ready at once."""
+
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+        """Keep the payload in the dead-letter list with its reason; with a token, only while it holds."""
+
+    def expired(self, limit: int) -> list[Delivery]:
+        """Leases whose deadline has passed, oldest first, at most ``limit``."""
+
+    def promote_due(self, limit: int) -> int:
+        """Move delayed payloads that are due into ready; returns how many."""
+
+    def referenced_task_ids(self) -> set[int]:
+        """Task ids named by any payload in ready, delayed or processing (for the reconciler)."""
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
+
+    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
+        """Remove and return the dead letters of one task (or all, with None)."""
+
+    def stats(self) -> QueueStats: ...
+
+    def now_ms(self) -> int:
+        """The authority clock as this queue sees it."""
+
+
+class TaskRepository(Protocol):
+    """The MySQL side: the source of truth. Every write of an attempt is fenced on ``attempt``."""
+
+    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task: ...
+
+    def get(self, task_id: int) -> Task | None: ...
+
+    def get_many(self, task_ids: Iterable[int]) -> list[Task]: ...
+
+    def recent(self, limit: int = 50) -> list[Task]: ...
+
+    def start_attempt(self, task_id: int, token: str) -> StartOutcome:
+        """pending -> processing, attempt + 1, lease_token = token; reports what it found otherwise."""
+
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+        """processing -> success for this attempt only."""
+
+    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+        """processing -> pending for this attempt only (retry_count + 1 when it counts as a failure)."""
+
+    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+        """processing -> failed for this attempt only."""
+
+    def reopen(self, task_id: int) -> bool:
+        """Operator's retry: failed -> pending with a fresh attempt budget."""
+
+    def delete(self, task_id: int) -> bool: ...
+
+    def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
+        """Pending/processing rows ordered by (updated_at, task_id) after ``cursor`` (index range)."""
+
+    def counts(self) -> dict[str, int]:
+        """Rows per status, every status present."""
+
+
+class DocumentReviewer(Protocol):
+    """The LLM (or the offline checks): a document in, a report (see ``domain.report``) out.
+
+    Raises TransientError (retry later), PermanentError (the task fails) or ConfigurationError
+    (the deployment is wrong; stop claiming).
+    """
+
+    name: str
+
+    def review(self, task_name: str, document: str) -> dict[str, Any]: ...
+
+    def check(self) -> None:
+        """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""

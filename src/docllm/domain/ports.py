@@ -117,3 +117,9 @@ class DocumentReviewer(Protocol):
 
     def check(self) -> None:
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""
+
+
+class EventSink(Protocol):
+    """Where services report what happened (logs, metrics, the simulation's trace)."""
+
+    def emit(self, event: str, **fields: Any) -> None: ...

@@ -1,0 +1,114 @@
+"""The composition root: builds every adapter from the settings (DESIGN section 9).
+
+Entrypoints build one container; tests and the simulation override providers
+(``container.queue.override(fake)``) instead of patching modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dependency_injector import containers, providers
+
+from docllm.domain.policies import LeasePolicy, RetryPolicy
+from docllm.domain.services.attempts import Limits, TaskProcessor
+from docllm.domain.services.reaper import Reaper
+from docllm.domain.services.reconciler import Reconciler
+from docllm.settings import Settings
+
+
+def _redis(settings: Settings) -> Iterator:
+    from docllm.adapters.redis_client import make_redis_client
+
+    client = make_redis_client(settings.redis_url, settings.embedded_redis_path)
+    yield client
+    client.close()
+
+
+def _engine(settings: Settings) -> Iterator:
+    from docllm.adapters.sql_engine import make_engine
+
+    engine = make_engine(settings.database_url)
+    yield engine
+    engine.dispose()
+
+
+def _clock(client):
+    from docllm.adapters.redis_clock import RedisServerClock
+
+    return RedisServerClock(client)
+
+
+def _queue(client, settings: Settings, clock):
+    from docllm.adapters.redis_queue import RedisTaskQueue
+
+    return RedisTaskQueue(client, settings.queue_prefix, clock=clock)
+
+
+def _repository(engine, settings: Settings):
+    from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+
+    return SqlAlchemyTaskRepository(engine, default_max_attempts=settings.max_attempts)
+
+
+def _reviewer(settings: Settings):
+    if settings.llm_provider == "openai":
+        from docllm.adapters.openai_reviewer import OpenAIReviewer
+
+        return OpenAIReviewer(
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key,
+            model=settings.llm_model,
+            timeout_seconds=settings.llm_timeout_seconds,
+            max_chunk_chars=settings.llm_max_chunk_chars,
+        )
+    from docllm.adapters.offline_reviewer import OfflineReviewer
+
+    return OfflineReviewer()
+
+
+def _events(settings: Settings):
+    from docllm.adapters.log_events import LoggingEvents
+
+    return LoggingEvents(settings.worker_id)
+
+
+class Container(containers.DeclarativeContainer):
+    settings = providers.Singleton(Settings.from_env)
+
+    redis_client = providers.Resource(_redis, settings)
+    engine = providers.Resource(_engine, settings)
+
+    clock = providers.Singleton(_clock, redis_client)
+    queue = providers.Singleton(_queue, redis_client, settings, clock)
+    repository = providers.Singleton(_repository, engine, settings)
+    reviewer = providers.Singleton(_reviewer, settings)
+    events = providers.Singleton(_events, settings)
+
+    retry_policy = providers.Singleton(
+        lambda s: RetryPolicy(max_attempts=s.max_attempts, base_seconds=s.retry_base_seconds,
+                              cap_seconds=s.retry_max_seconds),
+        settings,
+    )
+    lease_policy = providers.Singleton(
+        lambda s: LeasePolicy(lease_seconds=s.lease_seconds, max_runtime_seconds=s.processing_timeout_seconds,
+                              reaper_interval_seconds=s.reaper_interval_seconds),
+        settings,
+    )
+    limits = providers.Singleton(
+        lambda s: Limits(max_payload_bytes=s.max_payload_bytes, max_document_bytes=s.max_document_bytes),
+        settings,
+    )
+
+    processor = providers.Factory(
+        lambda s, q, r, rv, c, rp, lp, lim, ev: TaskProcessor(q, r, rv, c, rp, lp, s.worker_id, lim, ev),
+        settings, queue, repository, reviewer, clock, retry_policy, lease_policy, limits, events,
+    )
+    reaper = providers.Factory(
+        lambda s, q, r, rp, ev: Reaper(q, r, rp, s.max_payload_bytes, events=ev, name=s.worker_id),
+        settings, queue, repository, retry_policy, events,
+    )
+    reconciler = providers.Factory(
+        lambda s, q, r, c, ev: Reconciler(q, r, c, int(s.reconcile_grace_seconds * 1000), events=ev),
+        settings, queue, repository, clock, events,
+    )

@@ -1,0 +1,52 @@
+"""Event names the services emit, and sinks that need no infrastructure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CLAIMED = "claimed"
+STARTED = "started"
+SUCCEEDED = "succeeded"
+RETRIED = "retried"
+FAILED = "failed"
+DEAD_LETTERED = "dead_lettered"
+DUPLICATE = "duplicate_ignored"
+STALE = "stale_attempt"
+LEASE_RENEWED = "lease_renewed"
+LEASE_LOST = "lease_lost"
+RELEASED = "released"
+RECLAIMED = "reclaimed"
+REQUEUED = "requeued"
+STALE_LEASE_DROPPED = "stale_lease_dropped"
+RECONCILED = "reconciled"
+SUBMITTED = "submitted"
+REOPENED = "reopened"
+
+
+class NullEvents:
+    def emit(self, event: str, **fields: Any) -> None:
+        pass
+
+
+class RecordingEvents:
+    """Keeps every event in order: for tests and the simulation's traces."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.events.append((event, fields))
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.events]
+
+
+class FanoutEvents:
+    """Sends each event to several sinks (logs and metrics, say)."""
+
+    def __init__(self, *sinks: Any) -> None:
+        self.sinks = sinks
+
+    def emit(self, event: str, **fields: Any) -> None:
+        for sink in self.sinks:
+            sink.emit(event, **fields)

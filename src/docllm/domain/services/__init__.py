@@ -1,0 +1,1 @@
+"""Services over the ports: one attempt's steps, the reaper, the reconciler, submit and operator moves."""

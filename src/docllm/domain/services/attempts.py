@@ -1,0 +1,158 @@
+"""One attempt, step by step: claim, begin, heartbeat, review, finish.
+
+The steps are separate calls so that a runtime (threads in production, the event loop of the
+simulation) can interleave them with other actors and crash between any two of them. Each step is
+safe to lose: whatever a crash leaves behind is a lease that expires and is settled by the reaper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from docllm.domain import events as ev
+from docllm.domain.errors import BadPayload, ConfigurationError, PermanentError, TransientError
+from docllm.domain.events import NullEvents
+from docllm.domain.model import Attempt, Delivery, StartResult
+from docllm.domain.payload import parse_payload
+from docllm.domain.policies import LeasePolicy, RetryPolicy
+from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
+from docllm.domain.services.outcome import Outcome, OutcomeKind
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_payload_bytes: int = 64 * 1024
+    max_document_bytes: int = 5 * 1024 * 1024
+
+
+class TaskProcessor:
+    def __init__(
+        self,
+        queue: TaskQueue,
+        repo: TaskRepository,
+        reviewer: DocumentReviewer,
+        clock: Clock,
+        retry: RetryPolicy,
+        lease: LeasePolicy,
+        holder: str,
+        limits: Limits = Limits(),
+        events: EventSink | None = None,
+    ):
+        self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock
+        self.retry, self.lease, self.holder, self.limits = retry, lease, holder, limits
+        self.events = events or NullEvents()
+
+    # -- claim and begin ---------------------------------------------------------------------
+    def claim(self) -> Delivery | None:
+        delivery = self.queue.claim(self.holder, self.lease.lease_ms)
+        if delivery is not None:
+            self.events.emit(ev.CLAIMED, token=delivery.token, worker=self.holder)
+        return delivery
+
+    def begin(self, delivery: Delivery) -> Attempt | None:
+        """Start the attempt on the row (fenced), or settle a delivery that must not run."""
+        try:
+            ref = parse_payload(delivery.raw, self.limits.max_payload_bytes)
+        except BadPayload as exc:
+            self._dead_letter(delivery, f"malformed payload: {exc}", None)
+            return None
+        started = self.repo.start_attempt(ref.task_id, delivery.token)
+        if started.result is StartResult.missing:
+            self._dead_letter(delivery, f"unknown task: no row with task_id {ref.task_id}", ref.task_id)
+            return None
+        if started.result in (StartResult.terminal, StartResult.busy):
+            # A duplicate delivery: the row is finished, or another live attempt holds it.
+            self.queue.ack(delivery.token)
+            status = started.task.status.value if started.task else "?"
+            self.events.emit(ev.DUPLICATE, task_id=ref.task_id, status=status, worker=self.holder)
+            return None
+        task = started.task
+        assert task is not None
+        attempt = Attempt(delivery=delivery, task=task, started_ms=self.clock.now_ms())
+        self.events.emit(ev.STARTED, task_id=task.task_id, attempt=task.attempt, worker=self.holder)
+        return attempt
+
+    # -- while it runs -----------------------------------------------------------------------
+    def heartbeat(self, attempt: Attempt) -> bool:
+        """Renew the lease; False means it is lost and the attempt must commit nothing."""
+        if self.queue.extend(attempt.token, self.lease.lease_ms):
+            self.events.emit(ev.LEASE_RENEWED, task_id=attempt.task_id, attempt=attempt.number)
+            return True
+        self.events.emit(ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number, worker=self.holder)
+        return False
+
+    def overran(self, attempt: Attempt) -> bool:
+        """I8: an attempt past PROCESSING_TIMEOUT_SECONDS is abandoned by its own worker."""
+        return self.clock.now_ms() - attempt.started_ms > self.lease.max_runtime_seconds * 1000
+
+    def review(self, attempt: Attempt) -> Outcome:
+        """Run the reviewer and classify what happened. ConfigurationError propagates."""
+        document = attempt.task.document
+        if document is None or not document.strip():
+            return Outcome.permanent("document is empty: nothing to review")
+        size = len(document.encode("utf-8"))
+        if size > self.limits.max_document_bytes:
+            return Outcome.permanent(
+                f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}"
+            )
+        try:
+            report = self.reviewer.review(attempt.task.task_name or "", document)
+        except ConfigurationError:
+            raise
+        except TransientError as exc:
+            return Outcome.retryable(f"{type(exc).__name__}: {exc}", exc.retry_after)
+        except PermanentError as exc:
+            return Outcome.permanent(str(exc))
+        except Exception as exc:  # a reviewer bug must not kill the worker; it costs an attempt
+            return Outcome.retryable(f"reviewer raised {type(exc).__name__}: {exc}")
+        return Outcome.success(report)
+
+    # -- finish ------------------------------------------------------------------------------
+    def finish(self, attempt: Attempt, outcome: Outcome) -> bool:
+        """Write the outcome to the row (fenced), then settle the lease. False if the attempt was stale."""
+        task, n = attempt.task, attempt.number
+        fields = dict(task_id=task.task_id, attempt=n, worker=self.holder)
+        if outcome.kind is OutcomeKind.success:
+            if not self.repo.commit(task.task_id, n, outcome.report or {}):
+                return self._stale(attempt)
+            self.queue.ack(attempt.token)
+            self.events.emit(ev.SUCCEEDED, **fields)
+            return True
+        if outcome.kind is OutcomeKind.release:
+            if not self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False):
+                return self._stale(attempt)
+            self.queue.requeue(attempt.token, front=True)
+            self.events.emit(ev.RELEASED, reason=outcome.error, **fields)
+            return True
+        error = outcome.error or "unknown error"
+        if outcome.kind is OutcomeKind.retryable and not task.last_attempt(self.retry.max_attempts):
+            if not self.repo.retry(task.task_id, n, error):
+                return self._stale(attempt)
+            delay = self.retry.delay_seconds(task.retry_count + 1, outcome.retry_after)
+            self.queue.retry_later(attempt.token, int(delay * 1000))
+            self.events.emit(ev.RETRIED, error=error, delay_s=round(delay, 3), **fields)
+            return True
+        if outcome.kind is OutcomeKind.retryable:
+            budget = task.budget(self.retry.max_attempts)
+            error = f"attempts exhausted ({task.retry_count + 1}/{budget}): {error}"
+        if not self.repo.fail(task.task_id, n, error):
+            return self._stale(attempt)
+        self.queue.dead_letter(attempt.token, attempt.delivery.raw, error, task.task_id)
+        self.events.emit(ev.FAILED, error=error, **fields)
+        return True
+
+    def _stale(self, attempt: Attempt) -> bool:
+        # Another attempt (or the reaper) moved the row on. The lease, if it still exists, is
+        # left to expire: the reaper then settles it from the row, which is always safe.
+        row = self.repo.get(attempt.task_id)
+        if row is None:
+            self._dead_letter(attempt.delivery, "task row deleted while in flight", attempt.task_id)
+        status = row.status.value if row else "deleted"
+        self.events.emit(ev.STALE, task_id=attempt.task_id, attempt=attempt.number, row_status=status,
+                         worker=self.holder)
+        return False
+
+    def _dead_letter(self, delivery: Delivery, reason: str, task_id: int | None) -> None:
+        self.queue.dead_letter(delivery.token, delivery.raw, reason, task_id)
+        self.events.emit(ev.DEAD_LETTERED, reason=reason, task_id=task_id, worker=self.holder)
+

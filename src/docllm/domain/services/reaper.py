@@ -1,0 +1,93 @@
+"""The reaper: settles expired leases from what the row says (DESIGN section 5, reap).
+
+Only expired leases are read (O(log n + expired), D8). Every decision is re-taken from the row on
+each visit, so a reaper that crashed half way is finished by the next one, and several reapers
+may run at once: the fenced row write and the token-checked queue move each happen once.
+"""
+
+from __future__ import annotations
+
+from docllm.domain import events as ev
+from docllm.domain.errors import BadPayload
+from docllm.domain.events import NullEvents
+from docllm.domain.model import Delivery, TaskStatus
+from docllm.domain.payload import parse_payload
+from docllm.domain.policies import RetryPolicy
+from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
+
+LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
+
+
+class Reaper:
+    def __init__(
+        self,
+        queue: TaskQueue,
+        repo: TaskRepository,
+        retry: RetryPolicy,
+        max_payload_bytes: int = 64 * 1024,
+        batch: int = 100,
+        events: EventSink | None = None,
+        name: str = "reaper",
+    ):
+        self.queue, self.repo, self.retry = queue, repo, retry
+        self.max_payload_bytes, self.batch, self.name = max_payload_bytes, batch, name
+        self.events = events or NullEvents()
+
+    def reap_once(self) -> int:
+        """One cycle: move due retries to ready, then settle up to ``batch`` expired leases."""
+        self.queue.promote_due(self.batch)
+        expired = self.queue.expired(self.batch)
+        for delivery in expired:
+            self.settle(delivery)
+        return len(expired)
+
+    def settle(self, delivery: Delivery) -> None:
+        try:
+            ref = parse_payload(delivery.raw, self.max_payload_bytes)
+        except BadPayload as exc:
+            self._dead_letter(delivery, f"malformed payload: {exc}", None)
+            return
+        # A fenced write that finds the row changed is not a reason to skip (D2): look again.
+        for _ in range(3):
+            if self._settle_once(delivery, ref.task_id):
+                return
+
+    def _settle_once(self, delivery: Delivery, task_id: int) -> bool:
+        row = self.repo.get(task_id)
+        if row is None:
+            self._dead_letter(delivery, f"unknown task: no row with task_id {task_id}", task_id)
+            return True
+        if row.status is TaskStatus.success:
+            self.queue.ack(delivery.token)  # committed, then crashed before its ack
+            return True
+        if row.status is TaskStatus.failed:
+            self._dead_letter(delivery, row.error or "failed", task_id)  # failed, then crashed
+            return True
+        if row.status is TaskStatus.pending:
+            # Claimed but never started (D2), or a reaper died between its row write and this move.
+            if self.queue.requeue(delivery.token):
+                self.events.emit(ev.REQUEUED, task_id=task_id, reason="lease expired before start",
+                                 worker=self.name)
+            return True
+        if row.lease_token != delivery.token:
+            # A newer attempt holds the row; this lease is an old duplicate.
+            self.queue.ack(delivery.token)
+            self.events.emit(ev.STALE_LEASE_DROPPED, task_id=task_id, worker=self.name)
+            return True
+        if row.last_attempt(self.retry.max_attempts):
+            error = f"attempts exhausted ({row.retry_count + 1}/{row.budget(self.retry.max_attempts)}): {LEASE_EXPIRED}"
+            if not self.repo.fail(task_id, row.attempt, error):
+                return False
+            self._dead_letter(delivery, error, task_id)
+            return True
+        if not self.repo.retry(task_id, row.attempt, LEASE_EXPIRED):
+            return False
+        delay = self.retry.delay_seconds(row.retry_count + 1)
+        self.queue.retry_later(delivery.token, int(delay * 1000))
+        self.events.emit(ev.RECLAIMED, task_id=task_id, attempt=row.attempt, delay_s=round(delay, 3),
+                         worker=self.name)
+        return True
+
+    def _dead_letter(self, delivery: Delivery, reason: str, task_id: int | None) -> None:
+        if self.queue.dead_letter(delivery.token, delivery.raw, reason, task_id):
+            self.events.emit(ev.DEAD_LETTERED, task_id=task_id, reason=reason, worker=self.name)

@@ -1,0 +1,37 @@
+"""What every program does first: settings, logging, the container, the schema on SQLite."""
+
+from __future__ import annotations
+
+import sys
+
+from dependency_injector import providers
+
+from docllm.container import Container
+from docllm.logs import setup_logging
+from docllm.settings import Settings, SettingsError
+
+
+def load_settings() -> Settings:
+    """Settings from the environment; a bad one ends the program with a message naming it."""
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        print(f"docllm: bad setting: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def build_container(settings: Settings, log: bool = True) -> Container:
+    if log:
+        setup_logging(settings.log_format, settings.log_level)
+    container = Container()
+    container.settings.override(providers.Object(settings))
+    return container
+
+
+def prepare_schema(container: Container) -> None:
+    """The embedded SQLite database creates itself; MySQL is upgraded by ``docllm init-db``."""
+    settings = container.settings()
+    if settings.database_url.startswith("sqlite"):
+        from docllm.adapters.migrations import upgrade_schema
+
+        upgrade_schema(container.engine())

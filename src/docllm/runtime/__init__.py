@@ -1,0 +1,1 @@
+"""Runtime: threads that drive the domain services in production (the simulation drives them itself)."""

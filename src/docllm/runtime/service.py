@@ -1,0 +1,85 @@
+"""Everything one process runs: worker slots and/or the reaper and reconciler loops.
+
+``docllm worker`` runs all three (as the original note's ``__main__`` ran its reaper thread);
+``docllm reaper`` runs the loops alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+from docllm.container import Container
+from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.periodic import PeriodicLoop
+from docllm.runtime.worker_pool import WorkerPool
+
+log = logging.getLogger("docllm.service")
+
+
+class Service:
+    def __init__(self, container: Container, workers: bool = True, reaper: bool = True):
+        self.container = container
+        self.settings = container.settings()
+        self.stop_event = threading.Event()
+        self.pool: WorkerPool | None = None
+        self.loops: list[PeriodicLoop] = []
+        if workers:
+            gate = ConfigGate(container.reviewer(), logging.getLogger("docllm.llm"))
+            self.pool = WorkerPool(container.processor, container.queue(), gate, self.settings.concurrency)
+        if reaper:
+            reaper_service, reconciler = container.reaper(), container.reconciler()
+
+            def reap() -> bool:  # a full batch means more may be waiting: go again at once
+                return reaper_service.reap_once() >= reaper_service.batch
+
+            def reconcile() -> bool:
+                reconciler.reconcile_once()
+                return False
+
+            self.loops.append(PeriodicLoop("reaper", reap, self.settings.reaper_interval_seconds,
+                                           self.stop_event, logging.getLogger("docllm.reaper")))
+            self.loops.append(PeriodicLoop("reconciler", reconcile, self.settings.reconcile_interval_seconds,
+                                           self.stop_event, logging.getLogger("docllm.reconciler")))
+
+    def start(self) -> Service:
+        s = self.settings
+        log.info("starting: worker=%s concurrency=%s lease=%ss reaper_interval=%ss provider=%s",
+                 s.worker_id, s.concurrency if self.pool else 0, s.lease_seconds,
+                 s.reaper_interval_seconds, s.llm_provider)
+        if self.pool:
+            self.pool.start()
+        for loop in self.loops:
+            loop.start()
+        return self
+
+    def request_stop(self, *_: object) -> None:
+        if not self.stop_event.is_set():
+            log.info("stop requested: no new claims; in-flight attempts get %ss",
+                     self.settings.shutdown_grace_seconds)
+            if self.pool:
+                self.pool.stop(self.settings.shutdown_grace_seconds)
+            self.stop_event.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
+    def wait(self) -> None:
+        """Block until a stop is requested, then drain and return."""
+        while not self.stop_event.wait(0.5):
+            pass
+        if self.pool:
+            # Slots release what is still running at the grace deadline; allow them a moment more.
+            self.pool.join(self.settings.shutdown_grace_seconds + 5.0)
+        log.info("stopped")
+
+    def healthy(self) -> tuple[bool, list[str]]:
+        now = time.monotonic()
+        problems = [f"{loop.name} loop stalled" for loop in self.loops if loop.stalled(now)]
+        if self.pool and not self.stop_event.is_set():
+            dead = [t.name for t in self.pool.threads if not t.is_alive()]
+            problems += [f"worker slot {name} died" for name in dead]
+        return not problems, problems

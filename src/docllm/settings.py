@@ -1,0 +1,164 @@
+"""Settings from the environment (DESIGN section 8), validated at start.
+
+A bad value stops the program with a message that names the variable; secrets never appear in
+``repr`` or logs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from docllm.domain.errors import ConfigurationError
+
+EMBEDDED_REDIS = "embedded"
+PROVIDERS = ("offline", "openai")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class SettingsError(ConfigurationError):
+    """A setting has a value docllm cannot run with."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: str = ".docllm"
+    redis_url: str = EMBEDDED_REDIS
+    database_url: str = ""
+    queue_prefix: str = "docllm"
+    lease_seconds: float = 30.0
+    processing_timeout_seconds: float = 600.0
+    reaper_interval_seconds: float = 5.0
+    reconcile_interval_seconds: float = 60.0
+    reconcile_grace_seconds: float = 300.0
+    max_attempts: int = 5
+    retry_base_seconds: float = 2.0
+    retry_max_seconds: float = 300.0
+    concurrency: int = 4
+    shutdown_grace_seconds: float = 20.0
+    max_payload_bytes: int = 64 * 1024
+    max_document_bytes: int = 5 * 1024 * 1024
+    llm_provider: str = "offline"
+    llm_base_url: str = "https://api.openai.com/v1"
+    llm_api_key: str = field(default="", repr=False)
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_seconds: float = 60.0
+    llm_max_chunk_chars: int = 12000
+    log_format: str = "text"
+    log_level: str = "INFO"
+    metrics_port: int | None = None
+    worker_id: str = ""
+
+    @property
+    def sqlite_path(self) -> str:
+        return os.path.join(self.home, "docllm.db")
+
+    @property
+    def embedded_redis_path(self) -> str:
+        return os.path.join(self.home, "redis.db")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name, (var, parse) in _VARIABLES.items():
+            raw = env.get(var)
+            if name == "llm_api_key" and not raw:
+                raw = env.get("OPENAI_API_KEY")
+            if raw is None or raw == "":
+                continue
+            try:
+                values[name] = parse(raw.strip())
+            except ValueError as exc:
+                raise SettingsError(f"{var}={_shown(name, raw)!s}: {exc}") from None
+        settings = cls(**values)
+        if not settings.database_url:
+            url = "sqlite:///" + os.path.abspath(settings.sqlite_path)
+            settings = replace(settings, database_url=url)
+        if not settings.worker_id:
+            settings = replace(settings, worker_id=f"{socket.gethostname()}:{os.getpid()}")
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        def need(ok: bool, name: str, why: str) -> None:
+            if not ok:
+                var = _VARIABLES[name][0]
+                raise SettingsError(f"{var}={_shown(name, getattr(self, name))}: {why}")
+
+        for name in ("lease_seconds", "processing_timeout_seconds", "reaper_interval_seconds",
+                     "reconcile_interval_seconds", "llm_timeout_seconds", "retry_base_seconds"):
+            need(getattr(self, name) > 0, name, "must be greater than 0")
+        for name in ("reconcile_grace_seconds", "shutdown_grace_seconds"):
+            need(getattr(self, name) >= 0, name, "must not be negative")
+        need(self.retry_max_seconds >= self.retry_base_seconds, "retry_max_seconds",
+             "must be at least DOCLLM_RETRY_BASE_SECONDS")
+        for name in ("max_attempts", "concurrency", "max_payload_bytes", "max_document_bytes",
+                     "llm_max_chunk_chars"):
+            need(getattr(self, name) >= 1, name, "must be at least 1")
+        need(self.llm_provider in PROVIDERS, "llm_provider", f"must be one of {', '.join(PROVIDERS)}")
+        need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
+        need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
+        need(self.metrics_port is None or 0 <= self.metrics_port <= 65535, "metrics_port",
+             "must be a port number")
+        need(self.redis_url == EMBEDDED_REDIS or self.redis_url.startswith(("redis://", "rediss://", "unix://")),
+             "redis_url", f"must be a redis:// URL or '{EMBEDDED_REDIS}'")
+        need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
+        if self.llm_provider == "openai":
+            need(bool(self.llm_api_key), "llm_api_key",
+                 "is required with DOCLLM_LLM_PROVIDER=openai (or set OPENAI_API_KEY)")
+
+
+def _number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(raw: str) -> Any:
+        try:
+            return kind(raw)
+        except ValueError:
+            raise ValueError(f"is not a{'n integer' if kind is int else ' number'}") from None
+    return parse
+
+
+def _port(raw: str) -> int:
+    return _number(int)(raw)
+
+
+_VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "home": ("DOCLLM_HOME", str),
+    "redis_url": ("DOCLLM_REDIS_URL", str),
+    "database_url": ("DOCLLM_DATABASE_URL", str),
+    "queue_prefix": ("DOCLLM_QUEUE_PREFIX", str),
+    "lease_seconds": ("DOCLLM_LEASE_SECONDS", _number(float)),
+    "processing_timeout_seconds": ("PROCESSING_TIMEOUT_SECONDS", _number(float)),
+    "reaper_interval_seconds": ("DOCLLM_REAPER_INTERVAL_SECONDS", _number(float)),
+    "reconcile_interval_seconds": ("DOCLLM_RECONCILE_INTERVAL_SECONDS", _number(float)),
+    "reconcile_grace_seconds": ("DOCLLM_RECONCILE_GRACE_SECONDS", _number(float)),
+    "max_attempts": ("DOCLLM_MAX_ATTEMPTS", _number(int)),
+    "retry_base_seconds": ("DOCLLM_RETRY_BASE_SECONDS", _number(float)),
+    "retry_max_seconds": ("DOCLLM_RETRY_MAX_SECONDS", _number(float)),
+    "concurrency": ("DOCLLM_CONCURRENCY", _number(int)),
+    "shutdown_grace_seconds": ("DOCLLM_SHUTDOWN_GRACE_SECONDS", _number(float)),
+    "max_payload_bytes": ("DOCLLM_MAX_PAYLOAD_BYTES", _number(int)),
+    "max_document_bytes": ("DOCLLM_MAX_DOCUMENT_BYTES", _number(int)),
+    "llm_provider": ("DOCLLM_LLM_PROVIDER", str.lower),
+    "llm_base_url": ("DOCLLM_LLM_BASE_URL", str),
+    "llm_api_key": ("DOCLLM_LLM_API_KEY", str),
+    "llm_model": ("DOCLLM_LLM_MODEL", str),
+    "llm_timeout_seconds": ("DOCLLM_LLM_TIMEOUT_SECONDS", _number(float)),
+    "llm_max_chunk_chars": ("DOCLLM_LLM_MAX_CHUNK_CHARS", _number(int)),
+    "log_format": ("DOCLLM_LOG_FORMAT", str.lower),
+    "log_level": ("DOCLLM_LOG_LEVEL", str.upper),
+    "metrics_port": ("DOCLLM_METRICS_PORT", _port),
+    "worker_id": ("DOCLLM_WORKER_ID", str),
+}
+assert set(_VARIABLES) == {f.name for f in fields(Settings)}
+
+SETTINGS_TABLE = {name: var for name, (var, _) in _VARIABLES.items()}
+
+
+def _shown(name: str, value: Any) -> str:
+    return "<hidden>" if name == "llm_api_key" else repr(value)
+

@@ -1,0 +1,51 @@
+"""Port wrappers that crash on cue: the property tests and the simulation use them to stop an
+actor between any two port calls, the way a SIGKILL would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Crash(BaseException):
+    """The actor died here. A BaseException so that no ``except Exception`` in a service eats it."""
+
+
+class CrashBudget:
+    """Lets ``calls`` more port calls through, then crashes the next one; None = never crash."""
+
+    def __init__(self) -> None:
+        self.remaining: int | None = None
+        self.log: list[str] = []
+
+    def arm(self, calls: int) -> None:
+        self.remaining = calls
+
+    def disarm(self) -> None:
+        self.remaining = None
+
+    def tick(self, what: str) -> None:
+        if self.remaining is None:
+            return
+        if self.remaining <= 0:
+            self.remaining = None
+            self.log.append(f"crash before {what}")
+            raise Crash(what)
+        self.remaining -= 1
+
+
+class Faulty:
+    """Proxies every public method of ``target`` through ``budget``."""
+
+    def __init__(self, target: Any, budget: CrashBudget, name: str):
+        self._target, self._budget, self._name = target, budget, name
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._target, attr)
+        if attr.startswith("_") or not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._budget.tick(f"{self._name}.{attr}")
+            return value(*args, **kwargs)
+
+        return call

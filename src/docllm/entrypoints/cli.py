@@ -1,0 +1,86 @@
+"""``docllm``: the command line. Exit codes: 0 success, 2 usage error, 1 anything else."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from rich.console import Console
+
+from docllm.domain.errors import DocllmError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class CommandError(Exception):
+    """A failure the user can act on: printed as one line on stderr, exit 1."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="docllm", description="Reliable LLM document review worker.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("init-db", help="create or upgrade the schema (idempotent)")
+    s = sub.add_parser("submit", help="queue one task per file")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--name", help="task name (default: the file name)")
+    s.add_argument("--json", action="store_true")
+    st = sub.add_parser("status", help="show tasks (default: the newest 50)")
+    st.add_argument("task_ids", nargs="*", type=int, metavar="TASK_ID")
+    st.add_argument("--json", action="store_true")
+    sa = sub.add_parser("stats", help="counts of tasks and queue depths")
+    sa.add_argument("--json", action="store_true")
+    sa.add_argument("--watch", action="store_true", help="live view, refreshed every second")
+    sa.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
+    sa.add_argument("--iterations", type=int, default=0, help=argparse.SUPPRESS)
+    d = sub.add_parser("dead", help="inspect and retry dead letters")
+    dsub = d.add_subparsers(dest="dead_command", required=True, metavar="ACTION")
+    dl = dsub.add_parser("list")
+    dl.add_argument("--json", action="store_true")
+    dl.add_argument("--limit", type=int, default=100)
+    dr = dsub.add_parser("retry")
+    target = dr.add_mutually_exclusive_group(required=True)
+    target.add_argument("task_id", nargs="?", type=int)
+    target.add_argument("--all", action="store_true")
+    dr.add_argument("--json", action="store_true")
+    sub.add_parser("worker", help="run a worker (with the reaper and reconciler)")
+    sub.add_parser("reaper", help="run the reaper and reconciler alone")
+    demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")
+    demo.add_argument("--workers", type=int, default=3)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: 0 for --help, 2 for a usage error
+        return int(exc.code or 0)
+    handler = _handler(args)
+    try:
+        return handler(args) or EXIT_OK
+    except (CommandError, DocllmError, ValueError, OSError) as exc:
+        print(f"docllm: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
+    from docllm.entrypoints import commands
+
+    if args.command == "dead":
+        return commands.dead_list if args.dead_command == "list" else commands.dead_retry
+    return getattr(commands, args.command.replace("-", "_"))
+
+
+def print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=None) + "\n")
+
+
+def console() -> Console:
+    return Console()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

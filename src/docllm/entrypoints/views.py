@@ -1,0 +1,85 @@
+"""How tasks, stats and dead letters look on the command line: JSON shapes (a contract) and tables."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+
+from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "task_name": task.task_name,
+        "status": task.status.value,
+        "attempt": task.attempt,
+        "retry_count": task.retry_count,
+        "result": task.result,
+        "error": task.error,
+        "created_at": _iso(task.created_at),
+        "finished_at": _iso(task.finished_at),
+    }
+
+
+def stats_json(counts: dict[str, int], queue: QueueStats, now_ms: int) -> dict[str, Any]:
+    oldest = None
+    if queue.oldest_claimed_at_ms is not None:
+        oldest = round(max(0, now_ms - queue.oldest_claimed_at_ms) / 1000.0, 3)
+    return {
+        "tasks": {s.value: int(counts.get(s.value, 0)) for s in TaskStatus},
+        "queue": {"ready": queue.ready, "processing": queue.processing, "delayed": queue.delayed,
+                  "dead": queue.dead},
+        "oldest_processing_s": oldest,
+    }
+
+
+def dead_json(letter: DeadLetter) -> dict[str, Any]:
+    return {"task_id": letter.task_id, "reason": letter.reason, "payload": letter.raw, "at_ms": letter.at_ms}
+
+
+def findings_count(task: Task) -> int | None:
+    if not isinstance(task.result, dict):
+        return None
+    return len(task.result.get("findings") or [])
+
+
+def tasks_table(tasks: list[Task], title: str = "tasks") -> Table:
+    table = Table(title=title)
+    for col in ("id", "name", "status", "attempt", "retries", "findings", "error"):
+        table.add_column(col, overflow="fold")
+    colours = {"success": "green", "failed": "red", "processing": "yellow", "pending": "cyan"}
+    for t in tasks:
+        found = findings_count(t)
+        table.add_row(str(t.task_id), t.task_name or "", f"[{colours[t.status.value]}]{t.status.value}[/]",
+                      str(t.attempt), str(t.retry_count), "" if found is None else str(found),
+                      (t.error or "")[:80])
+    return table
+
+
+def stats_table(stats: dict[str, Any]) -> Table:
+    table = Table(title="docllm stats")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for key, value in stats["tasks"].items():
+        table.add_row(f"tasks {key}", str(value))
+    for key, value in stats["queue"].items():
+        table.add_row(f"queue {key}", str(value))
+    oldest = stats["oldest_processing_s"]
+    table.add_row("oldest processing (s)", "-" if oldest is None else f"{oldest:.1f}")
+    return table
+
+
+def dead_table(letters: list[DeadLetter]) -> Table:
+    table = Table(title="dead letters")
+    for col in ("task_id", "reason", "payload"):
+        table.add_column(col, overflow="fold")
+    for d in letters:
+        table.add_row("" if d.task_id is None else str(d.task_id), d.reason, d.raw[:120])
+    return table

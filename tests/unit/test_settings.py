@@ -1,0 +1,38 @@
+import pytest
+
+from docllm.settings import SETTINGS_TABLE, Settings, SettingsError
+
+
+def test_defaults_run_on_a_laptop():
+    s = Settings.from_env({})
+    assert s.redis_url == "embedded" and s.database_url.startswith("sqlite:///")
+    assert s.llm_provider == "offline" and s.processing_timeout_seconds == 600
+    assert s.queue_prefix == "docllm"
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"DOCLLM_LEASE_SECONDS": "-5"}, "DOCLLM_LEASE_SECONDS"),
+    ({"DOCLLM_LEASE_SECONDS": "abc"}, "DOCLLM_LEASE_SECONDS"),
+    ({"DOCLLM_CONCURRENCY": "2.5"}, "DOCLLM_CONCURRENCY"),
+    ({"DOCLLM_CONCURRENCY": "0"}, "DOCLLM_CONCURRENCY"),
+    ({"DOCLLM_LLM_PROVIDER": "gpt"}, "DOCLLM_LLM_PROVIDER"),
+    ({"PROCESSING_TIMEOUT_SECONDS": "0"}, "PROCESSING_TIMEOUT_SECONDS"),
+    ({"DOCLLM_MAX_ATTEMPTS": "many"}, "DOCLLM_MAX_ATTEMPTS"),
+    ({"DOCLLM_REDIS_URL": "localhost:6379"}, "DOCLLM_REDIS_URL"),
+    ({"DOCLLM_LOG_FORMAT": "xml"}, "DOCLLM_LOG_FORMAT"),
+    ({"DOCLLM_LLM_PROVIDER": "openai"}, "DOCLLM_LLM_API_KEY"),
+])
+def test_a_bad_setting_names_its_variable(env, named):
+    with pytest.raises(SettingsError, match=named):
+        Settings.from_env(env)
+
+
+def test_api_key_from_openai_variable_and_never_shown():
+    s = Settings.from_env({"DOCLLM_LLM_PROVIDER": "openai", "OPENAI_API_KEY": "sk-secret-123"})
+    assert s.llm_api_key == "sk-secret-123"
+    assert "sk-secret" not in repr(s)
+
+
+def test_every_setting_has_a_variable():
+    assert SETTINGS_TABLE["processing_timeout_seconds"] == "PROCESSING_TIMEOUT_SECONDS"
+    assert all(v.startswith("DOCLLM_") for k, v in SETTINGS_TABLE.items() if k != "processing_timeout_seconds")

@@ -1,0 +1,138 @@
+"""Shared pytest setup: import paths, hypothesis profiles, and real servers started on demand.
+
+Fixtures (servers start lazily, only when a test asks for them, and stop at session end):
+
+- ``redis_server`` (session): a :class:`tests.servers.RedisServer` (``.host .port .url .pid
+  .client() .start() .stop() .restart() .kill()``), AOF with fsync always.
+- ``redis_url`` (function): server running, FLUSHALL + SCRIPT FLUSH, returns ``redis://127.0.0.1:PORT/0``.
+- ``mariadb_server`` (session): a :class:`tests.servers.MariaDBServer` (``.host .port .pid
+  .url_for(db) .connect() .create_database() .drop_database() .start() .stop() .restart()
+  .kill()``), time zone +08:00, user docllm/docllm.
+- ``mysql_url`` (function): a fresh empty database, its SQLAlchemy URL; dropped afterwards.
+
+A missing server binary skips the test with a hint (``run scripts/test``), except under
+``CI=true`` where it fails it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator, NoReturn
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `import tests.support...` and `import sim` from the repo root
+    sys.path.insert(0, str(ROOT))
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from tests.servers import MariaDBServer, RedisServer, ServerNotInstalled  # noqa: E402
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+# -- hypothesis -----------------------------------------------------------------------------------
+
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    stateful_step_count=50,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile("dev", max_examples=50, deadline=None)
+
+
+def _hypothesis_profile() -> str:
+    requested = os.environ.get("HYPOTHESIS_PROFILE", "").strip()
+    if in_ci() or requested == "ci":
+        return "ci"
+    return requested or "dev"
+
+
+settings.load_profile(_hypothesis_profile())
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [f"docllm: CI={in_ci()} (missing servers {'fail' if in_ci() else 'skip'})"]
+
+
+# -- markers --------------------------------------------------------------------------------------
+
+_MARKERS_BY_FIXTURE = {
+    "redis_server": "redis_server",
+    "redis_url": "redis_server",
+    "mariadb_server": "mariadb",
+    "mysql_url": "mariadb",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that use a real server get its marker, so ``-m "not mariadb"`` works."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for marker in {m for fixture, m in _MARKERS_BY_FIXTURE.items() if fixture in names}:
+            item.add_marker(marker)
+
+
+# -- servers --------------------------------------------------------------------------------------
+
+
+def _server_missing(message: str) -> NoReturn:
+    if in_ci():
+        pytest.fail(f"{message} (CI=true: a missing server is a failure, not a skip)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def redis_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RedisServer:
+    try:
+        server = RedisServer(tmp_path_factory.mktemp("redis"))
+    except ServerNotInstalled as exc:
+        _server_missing(str(exc))
+    request.addfinalizer(server.close)  # also registered with atexit while running
+    return server.start()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    redis_server.start()  # a previous test may have stopped or killed it
+    with redis_server.client() as client:
+        client.flushall()
+        client.script_flush()  # no Lua script cached by an earlier test
+    return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> MariaDBServer:
+    try:
+        server = MariaDBServer(tmp_path_factory.mktemp("mariadb"))
+    except ServerNotInstalled as exc:
+        _server_missing(str(exc))
+    request.addfinalizer(server.close)
+    return server.start()
+
+
+def _database_name(nodeid: str) -> str:
+    """t_<test name>_<random>, at most 64 characters, for a readable SHOW DATABASES."""
+    test = re.sub(r"[^A-Za-z0-9]+", "_", nodeid.rsplit("::", 1)[-1]).strip("_").lower()
+    return f"t_{test[:40]}_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def mysql_url(mariadb_server: MariaDBServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    mariadb_server.start()  # a previous test may have stopped or killed it
+    name = _database_name(request.node.nodeid)
+    url = mariadb_server.create_database(name)
+    yield url
+    mariadb_server.start()  # this test may have stopped it
+    mariadb_server.drop_database(name)

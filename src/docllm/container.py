@@ -64,6 +64,10 @@ def _reviewer(settings: Settings):
         )
     from docllm.adapters.offline_reviewer import OfflineReviewer
 
+    if settings.offline_latency_seconds > 0:  # demos and benchmarks stand in for an LLM's latency
+        from docllm.adapters.slow_reviewer import SlowReviewer
+
+        return SlowReviewer(OfflineReviewer(), settings.offline_latency_seconds)
     return OfflineReviewer()
 
 

@@ -48,6 +48,7 @@ class Settings:
     llm_model: str = "gpt-4o-mini"
     llm_timeout_seconds: float = 60.0
     llm_max_chunk_chars: int = 12000
+    offline_latency_seconds: float = 0.0
     log_format: str = "text"
     log_level: str = "INFO"
     metrics_port: int | None = None
@@ -93,7 +94,7 @@ class Settings:
         for name in ("lease_seconds", "processing_timeout_seconds", "reaper_interval_seconds",
                      "reconcile_interval_seconds", "llm_timeout_seconds", "retry_base_seconds"):
             need(getattr(self, name) > 0, name, "must be greater than 0")
-        for name in ("reconcile_grace_seconds", "shutdown_grace_seconds"):
+        for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds"):
             need(getattr(self, name) >= 0, name, "must not be negative")
         need(self.retry_max_seconds >= self.retry_base_seconds, "retry_max_seconds",
              "must be at least DOCLLM_RETRY_BASE_SECONDS")
@@ -149,6 +150,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "llm_model": ("DOCLLM_LLM_MODEL", str),
     "llm_timeout_seconds": ("DOCLLM_LLM_TIMEOUT_SECONDS", _number(float)),
     "llm_max_chunk_chars": ("DOCLLM_LLM_MAX_CHUNK_CHARS", _number(int)),
+    "offline_latency_seconds": ("DOCLLM_OFFLINE_LATENCY_SECONDS", _number(float)),
     "log_format": ("DOCLLM_LOG_FORMAT", str.lower),
     "log_level": ("DOCLLM_LOG_LEVEL", str.upper),
     "metrics_port": ("DOCLLM_METRICS_PORT", _port),

@@ -52,6 +52,9 @@ class TaskQueue(Protocol):
     def expired(self, limit: int) -> list[Delivery]:
         """Leases whose deadline has passed, oldest first, at most ``limit``."""
 
+    def in_flight(self, limit: int) -> list[Delivery]:
+        """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""
+
     def promote_due(self, limit: int) -> int:
         """Move delayed payloads that are due into ready; returns how many."""
 

@@ -1,0 +1,102 @@
+"""Reading a file for ``submit``: Markdown and plain text as they are, HTML turned into text.
+
+Refused with a DocumentError that names the file: missing or unreadable, empty, over the size limit,
+binary (NUL bytes) or not UTF-8 text.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+DEFAULT_MAX_BYTES = 1_000_000
+_HTML_START = re.compile(r"\s*(<!doctype\s+html|<html[\s>])", re.I)
+_BLOCKS = {"p", "div", "section", "article", "header", "footer", "main", "nav", "aside", "table", "tr",
+           "ul", "ol", "dl", "dt", "dd", "blockquote", "figure", "hr", "br", "title"}
+_SKIP = {"script", "style", "head", "template", "noscript", "svg"}
+
+
+class DocumentError(ValueError):
+    """A file that cannot be submitted; the message says which and why."""
+
+
+def read_document(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise DocumentError(f"{path}: is a directory, not a document")
+        with path.open("rb") as f:
+            data = f.read(max_bytes + 1)  # never more than the limit and one byte into memory
+    except FileNotFoundError:
+        raise DocumentError(f"{path}: no such file") from None
+    except OSError as e:
+        raise DocumentError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if len(data) > max_bytes:
+        raise DocumentError(f"{path}: over the limit of {max_bytes} bytes")
+    if b"\x00" in data:
+        raise DocumentError(f"{path}: binary file (it contains NUL bytes); submit Markdown, text or HTML")
+    try:
+        text = data.decode("utf-8-sig")  # plain UTF-8 too; a BOM is dropped
+    except UnicodeDecodeError as e:
+        raise DocumentError(
+            f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert it to UTF-8 first"
+        ) from None
+    if path.suffix.lower() in (".html", ".htm") or _HTML_START.match(text):
+        text = html_to_text(text)
+    if not text.strip():
+        raise DocumentError(f"{path}: the document is empty")
+    return text
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self._skip = 0  # depth inside script/style/...
+        self._pre = 0
+
+    def _newline(self, blank: bool = False) -> None:
+        self.out.append("\n\n" if blank else "\n")
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in _SKIP:
+            self._skip += 1
+        elif m := re.fullmatch(r"h([1-6])", tag):
+            self._newline(True)
+            self.out.append("#" * int(m.group(1)) + " ")
+        elif tag == "li":
+            self._newline()
+            self.out.append("- ")
+        elif tag == "pre":
+            self._pre += 1
+            self.out.append("\n\n```\n")
+        elif tag in _BLOCKS:
+            self._newline(tag not in ("br", "tr", "dt", "dd"))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIP:
+            self._skip = max(0, self._skip - 1)
+        elif re.fullmatch(r"h[1-6]", tag) or tag in _BLOCKS:
+            self._newline(True)
+        elif tag == "pre":
+            self._pre = max(0, self._pre - 1)
+            self.out[-1] = self.out[-1].rstrip("\n")
+            self.out.append("\n```\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.out.append(data if self._pre else re.sub(r"\s+", " ", data))
+
+
+def html_to_text(html: str) -> str:
+    """Text of an HTML page; headings become Markdown ``#`` lines, ``<pre>`` a fenced block."""
+    parser = _TextExtractor()
+    parser.feed(html)
+    parser.close()
+    lines, in_pre = [], False
+    for line in "".join(parser.out).split("\n"):
+        if line.strip() == "```":
+            in_pre = not in_pre
+        lines.append(line.rstrip() if in_pre else line.strip())  # indentation only matters in code
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"

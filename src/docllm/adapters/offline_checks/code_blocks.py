@@ -1,0 +1,60 @@
+"""Fenced JSON, YAML and Python blocks must parse: readers copy them as they are."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import yaml
+
+from docllm.adapters.offline_checks.document import Doc
+
+
+def _json(body: str) -> tuple[str, int] | None:
+    try:
+        json.loads(body)
+    except json.JSONDecodeError as e:
+        return f"{e.msg} (line {e.lineno} column {e.colno})", e.lineno
+    return None
+
+
+def _yaml(body: str) -> tuple[str, int] | None:
+    try:
+        list(yaml.safe_load_all(body))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        return f"{getattr(e, 'problem', None) or 'invalid YAML'} (line {line})", line
+    return None
+
+
+def _python(body: str) -> tuple[str, int] | None:
+    if body.lstrip().startswith(">>>"):
+        return None  # an interactive session, not a program
+    try:
+        ast.parse(body)
+    except SyntaxError as e:
+        return f"{e.msg} (line {e.lineno})", e.lineno or 1
+    return None
+
+
+PARSERS: dict[str, tuple[str, Callable[[str], tuple[str, int] | None]]] = {
+    "json": ("JSON", _json), "yaml": ("YAML", _yaml), "yml": ("YAML", _yaml),
+    "python": ("Python", _python), "py": ("Python", _python), "python3": ("Python", _python),
+}
+
+
+def unparsable_code(doc: Doc) -> Iterator[dict[str, Any]]:
+    for fence in doc.outline.fences:
+        kind = PARSERS.get(fence.language)
+        if fence.end is None or kind is None or not fence.body.strip():
+            continue
+        name, parse = kind
+        problem = parse(fence.body)
+        if problem:
+            reason, line = problem
+            at = min(fence.start + max(line, 1), fence.end - 1)
+            yield doc.finding("code", "medium", f"This {name} block does not parse: {reason}.", at,
+                              suggestion=f"Fix the {name} so that readers can copy it as it is.")

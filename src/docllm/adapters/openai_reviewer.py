@@ -1,0 +1,144 @@
+"""OpenAIReviewer: the DocumentReviewer over any server that speaks the Chat Completions API.
+
+The client never retries (``max_retries=0``): the worker owns retries, bounded and with backoff,
+so this adapter only classifies every failure into the domain's error tree.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import re
+import time
+from typing import Any
+
+import openai
+
+from docllm.domain.chunking import Chunk, place_finding, split_markdown
+from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, TransientError
+from docllm.domain.prompt import build_messages, repair_messages
+from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
+
+log = logging.getLogger(__name__)
+
+
+class OpenAIReviewer:
+    name = "openai"
+
+    def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout_seconds: float = 60.0,
+                 max_chunk_chars: int = 12000, max_retries: int = 0):
+        if not model:
+            raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
+        self.model = model
+        self._key = api_key or ""
+        self._where = re.sub(r"//[^/@]*@", "//", base_url) if base_url else "the OpenAI API"  # no user:password
+        self._timeout = timeout_seconds
+        self._max_chunk_chars = max_chunk_chars
+        self._json_mode = True  # off for good once the server rejects response_format
+        # Servers on a laptop often need no key, but the client insists on one.
+        self._client = openai.OpenAI(base_url=base_url or None, api_key=api_key or "unset",
+                                     timeout=timeout_seconds, max_retries=max_retries)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def check(self) -> None:
+        try:
+            try:
+                self._client.models.retrieve(self.model)
+            except openai.APIStatusError as e:
+                if e.status_code not in (404, 405, 501):
+                    raise
+                # Not every compatible server serves /models/{id}: ask for one token instead.
+                self._client.chat.completions.create(
+                    model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1)
+        except openai.BadRequestError:
+            return  # the model exists; the server only disliked the probe's parameters
+        except openai.OpenAIError as e:
+            raise self._translate(e) from None
+
+    def review(self, task_name: str, document: str) -> dict[str, Any]:
+        chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
+        return merge_reports([self._review_chunk(task_name, c, i, len(chunks)) for i, c in enumerate(chunks, 1)])
+
+    def _review_chunk(self, task_name: str, chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
+        messages = build_messages(task_name, chunk.text, chunk.heading, part, parts)
+        usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        for repairing in (False, True):
+            answer = self._complete(messages, usage)
+            try:
+                parsed = parse_answer(answer)
+                break
+            except ValueError as e:
+                if repairing:
+                    raise TransientError(f"LLM answered an invalid report: {e}") from None
+                messages = repair_messages(messages, answer, str(e))
+        findings = [place_finding(f, chunk) for f in parsed["findings"]]
+        return make_report(findings, parsed["summary"], self.name, self.model, chunks=1, usage=usage)
+
+    def _complete(self, messages: list[dict], usage: dict[str, int]) -> str:
+        try:
+            try:
+                response = self._create(messages)
+            except openai.BadRequestError as e:
+                if not (self._json_mode and _about_response_format(e)):
+                    raise
+                log.warning("the LLM at %s rejects response_format; asking for JSON in words only", self._where)
+                self._json_mode = False
+                response = self._create(messages)
+        except openai.OpenAIError as e:
+            raise self._translate(e) from None  # the chained error could carry what the server echoed
+        if response.usage:
+            usage["prompt_tokens"] += response.usage.prompt_tokens or 0
+            usage["completion_tokens"] += response.usage.completion_tokens or 0
+        return (response.choices[0].message.content or "") if response.choices else ""
+
+    def _create(self, messages: list[dict]) -> Any:
+        extra = {"response_format": {"type": "json_object"}} if self._json_mode else {}
+        return self._client.chat.completions.create(model=self.model, messages=messages, **extra)
+
+    def _translate(self, e: openai.OpenAIError) -> DocllmError:
+        if isinstance(e, openai.APITimeoutError):
+            return TransientError(f"the LLM at {self._where} did not answer within {self._timeout:g} s")
+        if isinstance(e, openai.APIConnectionError):
+            return TransientError(f"cannot reach the LLM at {self._where}")
+        if not isinstance(e, openai.APIStatusError):
+            return TransientError(f"LLM client error: {type(e).__name__}")
+        status, detail = e.status_code, self._detail(e)
+        if status in (401, 403):
+            hint = "" if self._key else "; no API key is set (DOCLLM_LLM_API_KEY or OPENAI_API_KEY)"
+            return ConfigurationError(f"the LLM at {self._where} refused the credentials ({status}){hint}")
+        if status == 429 and e.code == "insufficient_quota":  # billing, not load: waiting will not help
+            return ConfigurationError(f"the LLM account at {self._where} has no quota left (429 insufficient_quota)")
+        if status == 404:
+            return ConfigurationError(f"the LLM at {self._where} does not serve model {self.model!r} (404){detail}")
+        if status in (408, 409, 429) or status >= 500:
+            return TransientError(f"the LLM answered {status}{detail}", retry_after=_retry_after(e.response.headers))
+        return PermanentError(f"the LLM refused the request ({status}){detail}")
+
+    def _detail(self, e: openai.APIStatusError) -> str:
+        text = e.body.get("message") if isinstance(e.body, dict) else e.body
+        text = " ".join(str(text or "").split())[:300]
+        if self._key:
+            text = text.replace(self._key, "***")
+        return f": {text}" if text else ""
+
+
+def _about_response_format(e: openai.BadRequestError) -> bool:
+    return e.param == "response_format" or "response_format" in str(e.body or e.message)
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), when given."""
+    date = headers.get("retry-after")
+    for raw, scale in ((headers.get("retry-after-ms"), 0.001), (date, 1.0)):
+        try:
+            if raw:
+                return max(0.0, float(raw) * scale)
+        except ValueError:
+            pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(date).timestamp() - time.time()) if date else None
+    except (TypeError, ValueError):
+        return None
+

@@ -1,0 +1,209 @@
+"""A small OpenAI-compatible server on loopback: scripted replies, a smart default, chaos knobs.
+
+In a test::
+
+    with FakeLLM() as llm:
+        llm.script(Reply(status=429, headers={"Retry-After": "7"}), Reply(content="not json"))
+        reviewer = OpenAIReviewer(llm.base_url, "sk-test", "test-model", timeout_seconds=1)
+        ...
+        llm.requests[-1]["body"]["messages"]  # every request: method, path, headers (lowercase), body
+
+Scripted replies are consumed in order, one per request (any route); then the default answers:
+401 to everything when ``unauthorized``, else chaos (latency, 429/500 at the seeded rates), else the
+route: ``GET /v1/models/{id}`` and ``POST /v1/chat/completions`` (404 for a model not in ``models``,
+400 when ``reject_response_format`` and the request asks for it, else a valid report whose one finding
+quotes the first heading of the numbered document in the last user message that has one).
+
+As a process: ``python -m tests.support.llm_server --port 0 --latency-ms 5-50 --rate-429 0.1
+--rate-500 0.05 --seed 1`` prints its port, then serves until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import re
+import signal
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_NUMBERED = re.compile(r"^(\d+)\| (.*)$", re.M)
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # a dict goes out as JSON, a str as it is; None (and no content): the default answers
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering
+    content: str | None = None  # shorthand for a chat completion whose message is this text
+
+
+def completion(content: str, model: str = "test-model", prompt_tokens: int = 10, completion_tokens: int = 5) -> dict:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def error(status: int, message: str, param: str | None = None, code: str | None = None, **headers: str) -> Reply:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    return Reply(status=status, body=body, headers={k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def smart_answer(request: dict) -> dict:
+    """A valid report about the document in the last user message: one finding on its first heading."""
+    users = [str(m.get("content") or "") for m in request.get("messages", []) if m.get("role") == "user"]
+    numbered = [found for found in map(_NUMBERED.findall, users) if found]  # a repair request has none
+    lines = [(int(n), text) for n, text in (numbered[-1] if numbered else [])]
+    first = next((x for x in lines if x[1].startswith("#")), next((x for x in lines if x[1].strip()), None))
+    findings = []
+    if first:
+        no, text = first
+        title = text.lstrip("#").strip()
+        findings.append({
+            "category": "clarity", "severity": "low",
+            "location": {"heading": title if text.startswith("#") else "", "line_start": no, "line_end": no},
+            "quote": text, "message": f"Reviewed the part that starts with {title!r}.", "suggestion": "",
+        })
+    report = {"findings": findings, "summary": f"Reviewed {len(lines)} lines."}
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
+    content = json.dumps(report)
+    return completion(content, request.get("model", "test-model"), prompt_chars // 4 + 1, len(content) // 4 + 1)
+
+
+class FakeLLM:
+    def __init__(self, *, port: int = 0, seed: int = 0, latency_ms: tuple[float, float] = (0, 0),
+                 rate_429: float = 0.0, rate_500: float = 0.0, unauthorized: bool = False,
+                 models: set[str] | None = None, reject_response_format: bool = False):
+        self.latency_ms, self.rate_429, self.rate_500 = latency_ms, rate_429, rate_500
+        self.unauthorized, self.models, self.reject_response_format = unauthorized, models, reject_response_format
+        self.requests: list[dict] = []
+        self._queue: collections.deque[Reply] = collections.deque()
+        self._rng, self._lock, self._stopping = random.Random(seed), threading.Lock(), threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+        self._httpd.fake = self  # type: ignore[attr-defined]
+        serve = lambda: self._httpd.serve_forever(poll_interval=0.02)  # noqa: E731  (a quick stop)
+        self._thread = threading.Thread(target=serve, name="fake-llm", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def start(self) -> FakeLLM:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    __enter__ = start
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> Reply:
+        with self._lock:
+            self.requests.append({"method": method, "path": path, "headers": headers, "body": body})
+            scripted = self._queue.popleft() if self._queue else None
+            latency = self._rng.uniform(*self.latency_ms) / 1000
+            draw = self._rng.random()
+        if scripted and (scripted.body is not None or scripted.content is not None or scripted.status != 200):
+            body = completion(scripted.content) if scripted.content is not None else scripted.body
+            return Reply(scripted.status, body, scripted.headers, scripted.delay)
+        reply = self._default(method, path, body if isinstance(body, dict) else {}, draw)
+        reply.delay = scripted.delay if scripted else latency
+        return reply
+
+    def _default(self, method: str, path: str, body: dict, draw: float) -> Reply:
+        if self.unauthorized:
+            return error(401, "Incorrect API key provided.", code="invalid_api_key")
+        if draw < self.rate_429:
+            return error(429, "Rate limit reached.", retry_after="1")
+        if draw < self.rate_429 + self.rate_500:
+            return error(500, "The server had an error.")
+        model = path.rsplit("/", 1)[-1] if path.startswith("/v1/models/") else body.get("model", "")
+        if self.models is not None and model not in self.models:
+            return error(404, f"The model `{model}` does not exist.", code="model_not_found")
+        if method == "GET" and path.startswith("/v1/models/"):
+            return Reply(body={"id": model, "object": "model", "created": 0, "owned_by": "docllm-tests"})
+        if method != "POST" or path != "/v1/chat/completions":
+            return error(404, f"no route {method} {path}")
+        if self.reject_response_format and "response_format" in body:
+            return error(400, "response_format is not supported by this server", param="response_format")
+        return Reply(body=smart_answer(body))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self._serve(None)
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            self._serve(json.loads(raw or b"null"))
+        except json.JSONDecodeError:
+            self._serve(raw.decode("utf-8", "replace"))
+
+    def _serve(self, body: Any) -> None:
+        fake: FakeLLM = self.server.fake  # type: ignore[attr-defined]
+        reply = fake.answer(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        if reply.delay and fake._stopping.wait(reply.delay):
+            return
+        data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+        payload = data.encode()
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up first (a timeout test)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--latency-ms", default="0-0", help="A-B: each answer waits uniformly A to B ms")
+    p.add_argument("--rate-429", type=float, default=0.0)
+    p.add_argument("--rate-500", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--unauthorized", action="store_true", help="answer 401 to everything")
+    args = p.parse_args(argv)
+    low, _, high = args.latency_ms.partition("-")
+    fake = FakeLLM(port=args.port, seed=args.seed, latency_ms=(float(low), float(high or low)),
+                   rate_429=args.rate_429, rate_500=args.rate_500, unauthorized=args.unauthorized)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    with fake:
+        print(fake.port, flush=True)
+        done.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+-- lib.lua: helpers prepended to every queue script by redis_queue.py (a script cannot include
+-- another). Scripts never call TIME: the adapter passes the authority's now_ms.
+-- KEYS (the same seven in every script, RedisKeys.script_keys):
+--   1 ready, 2 processing, 3 lease_index, 4 leases, 5 delayed, 6 dead, 7 processing_ts
+local READY, PROCESSING, LEASE_INDEX, LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local DELAYED, DEAD, PROCESSING_TS = KEYS[5], KEYS[6], KEYS[7]
+
+-- The positive integer task id a payload names, as a string, or nil. A malformed payload is
+-- still leased (its caller dead-letters it), so a decode error must not abort the script.
+local function task_id_of(raw)
+  local ok, data = pcall(cjson.decode, raw)
+  if not ok or type(data) ~= 'table' then return nil end
+  local id = data['task_id']
+  if type(id) == 'string' and string.match(id, '^%s*%d+%s*$') then id = tonumber(id) end
+  if type(id) ~= 'number' or id < 1 or id >= 2 ^ 53 or id ~= math.floor(id) then return nil end
+  return string.format('%d', id)
+end
+
+-- Move up to `limit` delayed payloads due at `now` (inclusive) to the far end of ready, oldest
+-- due first. Returns how many moved.
+local function promote(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, limit)
+  for _, raw in ipairs(due) do
+    redis.call('LPUSH', READY, raw)
+    redis.call('ZREM', DELAYED, raw)
+  end
+  return #due
+end
+
+-- The decoded lease of `token`, or nil when the token holds none. No script writes an index
+-- entry without lease data; should one appear anyway, nothing can be recovered from it, so it
+-- is removed on sight.
+local function lease_of(token)
+  if not redis.call('ZSCORE', LEASE_INDEX, token) then return nil end
+  local data = redis.call('HGET', LEASES, token)
+  if not data then
+    redis.call('ZREM', LEASE_INDEX, token)
+    return nil
+  end
+  return cjson.decode(data)
+end
+
+-- End the lease of `token`: its payload leaves processing with it. Returns the lease or nil.
+local function take_lease(token)
+  local lease = lease_of(token)
+  if not lease then return nil end
+  -- From the tail: processing is in claim order, and the oldest leases are the usual ones to end.
+  redis.call('LREM', PROCESSING, -1, lease.raw)
+  redis.call('ZREM', LEASE_INDEX, token)
+  redis.call('HDEL', LEASES, token)
+  if type(lease.task_id) == 'number' then
+    redis.call('HDEL', PROCESSING_TS, string.format('%d', lease.task_id))
+  end
+  return lease
+end

@@ -1,0 +1,174 @@
+"""The TaskQueue port in memory: the Redis adapter's semantics in plain Python, thread-safe.
+
+For unit and property tests and the simulation; it passes the same contract tests as
+``RedisTaskQueue``. One lock guards everything, and its Condition wakes ``wait`` on a push.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from docllm.domain.errors import BadPayload
+from docllm.domain.model import DeadLetter, Delivery, QueueStats
+from docllm.domain.payload import parse_payload
+from docllm.domain.ports import Clock
+
+
+@dataclass
+class _Lease:
+    raw: str
+    holder: str
+    claimed_at_ms: int
+    deadline_ms: int
+    task_id: int | None
+
+    def delivery(self, token: str) -> Delivery:
+        return Delivery(self.raw, token, self.deadline_ms, self.holder, self.claimed_at_ms)
+
+
+class InMemoryTaskQueue:
+    """Same orders as Redis: ready is claimed from the right and pushed on the left; delayed holds
+    one entry per distinct payload (a sorted set's member), ties broken by payload; expired leases
+    come by (deadline, token); dead letters newest first."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        token_factory: Callable[[], str] | None = None,
+        promote_batch: int = 100,
+    ):
+        self._clock = clock
+        self._new_token = token_factory or (lambda: uuid.uuid4().hex)
+        self._promote_batch = promote_batch
+        self._changed = threading.Condition()
+        self._ready: deque[str] = deque()  # right end: claimed next
+        self._leases: dict[str, _Lease] = {}
+        self._delayed: dict[str, int] = {}  # payload -> due ms
+        self._dead: deque[DeadLetter] = deque()  # left end: newest
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    def push(self, raw: str, front: bool = False) -> None:
+        with self._changed:
+            self._to_ready(raw, front)
+
+    def _to_ready(self, raw: str, front: bool) -> None:
+        if front:
+            self._ready.append(raw)
+        else:
+            self._ready.appendleft(raw)
+        self._changed.notify_all()
+
+    def claim(self, holder: str, lease_ms: int) -> Delivery | None:
+        now = self._clock.now_ms()
+        token = self._new_token()
+        with self._changed:
+            self._promote(now, self._promote_batch)
+            if not self._ready:
+                return None
+            raw = self._ready.pop()
+            lease = _Lease(raw, holder, now, now + lease_ms, _task_id(raw))
+            self._leases[token] = lease
+            return lease.delivery(token)
+
+    def wait(self, timeout_s: float) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: bool(self._ready), timeout=max(0.0, timeout_s))
+
+    def extend(self, token: str, lease_ms: int) -> bool:
+        now = self._clock.now_ms()
+        with self._changed:
+            lease = self._leases.get(token)
+            if lease is None:
+                return False
+            lease.deadline_ms = now + lease_ms
+            return True
+
+    def ack(self, token: str) -> bool:
+        with self._changed:
+            return self._leases.pop(token, None) is not None
+
+    def retry_later(self, token: str, delay_ms: int) -> bool:
+        due = self._clock.now_ms() + max(0, delay_ms)
+        with self._changed:
+            lease = self._leases.pop(token, None)
+            if lease is None:
+                return False
+            self._delayed[lease.raw] = due
+            return True
+
+    def requeue(self, token: str, front: bool = False) -> bool:
+        with self._changed:
+            lease = self._leases.pop(token, None)
+            if lease is None:
+                return False
+            self._to_ready(lease.raw, front)
+            return True
+
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+        now = self._clock.now_ms()
+        with self._changed:
+            if token is not None:
+                lease = self._leases.pop(token, None)
+                if lease is None:
+                    return False
+                raw = lease.raw  # the queue's own copy
+                task_id = lease.task_id if task_id is None else task_id
+            self._dead.appendleft(DeadLetter(raw=raw, reason=reason, at_ms=now, task_id=task_id))
+            return True
+
+    def expired(self, limit: int) -> list[Delivery]:
+        now = self._clock.now_ms()
+        with self._changed:
+            late = sorted((lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now)
+            return [self._leases[token].delivery(token) for _, token in late[: max(0, limit)]]
+
+    def in_flight(self, limit: int) -> list[Delivery]:
+        with self._changed:
+            oldest = sorted((lease.claimed_at_ms, token) for token, lease in self._leases.items())
+            return [self._leases[token].delivery(token) for _, token in oldest[: max(0, limit)]]
+
+    def promote_due(self, limit: int) -> int:
+        now = self._clock.now_ms()
+        with self._changed:
+            return self._promote(now, limit)
+
+    def _promote(self, now: int, limit: int) -> int:
+        due = sorted((at, raw) for raw, at in self._delayed.items() if at <= now)[: max(0, limit)]
+        for _, raw in due:
+            del self._delayed[raw]
+            self._to_ready(raw, front=False)
+        return len(due)
+
+    def referenced_task_ids(self) -> set[int]:
+        with self._changed:
+            raws = [*self._delayed, *self._ready, *(lease.raw for lease in self._leases.values())]
+        return {tid for tid in map(_task_id, raws) if tid is not None}
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        with self._changed:
+            return list(self._dead)[: max(0, limit)]
+
+    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
+        with self._changed:
+            removed = [d for d in self._dead if task_id is None or d.task_id == task_id]
+            self._dead = deque(d for d in self._dead if not (task_id is None or d.task_id == task_id))
+            return removed
+
+    def stats(self) -> QueueStats:
+        with self._changed:
+            oldest = min((lease.claimed_at_ms for lease in self._leases.values()), default=None)
+            return QueueStats(len(self._ready), len(self._leases), len(self._delayed), len(self._dead), oldest)
+
+
+def _task_id(raw: str) -> int | None:
+    try:
+        return parse_payload(raw, max_bytes=sys.maxsize).task_id
+    except BadPayload:
+        return None

@@ -1,0 +1,73 @@
+"""The authority clock (DESIGN section 6): the Redis server's TIME, advanced locally by a
+monotonic clock and re-read now and then. Never the worker's wall clock.
+
+Also home of the translation of redis-py's connection errors into the domain's ``Unavailable``,
+which every Redis adapter shares.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import redis
+
+from docllm.domain.errors import Unavailable
+
+# Errors that say "the server cannot answer right now", not "the request is wrong".
+# BusyLoadingError (a restart replaying its AOF) is a ConnectionError.
+_UNAVAILABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+)
+
+
+@contextmanager
+def redis_errors(what: str) -> Iterator[None]:
+    """Turn redis-py's connection failures into ``Unavailable`` (other errors are bugs: re-raised)."""
+    try:
+        yield
+    except _UNAVAILABLE as exc:
+        raise Unavailable(f"redis {what}: {type(exc).__name__}: {exc}") from None
+
+
+class RedisServerClock:
+    """Milliseconds of the Redis server's clock, at one ``TIME`` call per ``resync_seconds``.
+
+    Between reads the last server time is advanced by ``monotonic`` (so a jump of the local wall
+    clock changes nothing). The read is stamped with the middle of its round trip.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        resync_seconds: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ):
+        self._client = client
+        self._resync_seconds = resync_seconds
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._server_ms: int | None = None
+        self._read_at = 0.0
+
+    def now_ms(self) -> int:
+        with self._lock:
+            if self._server_ms is None or self._monotonic() - self._read_at >= self._resync_seconds:
+                self._read_server_time()
+            assert self._server_ms is not None
+            return self._server_ms + int((self._monotonic() - self._read_at) * 1000)
+
+    def _read_server_time(self) -> None:
+        sent = self._monotonic()
+        with redis_errors("TIME"):
+            seconds, micros = self._client.time()
+        received = self._monotonic()
+        self._server_ms = int(seconds) * 1000 + int(micros) // 1000
+        self._read_at = (sent + received) / 2

@@ -1,0 +1,250 @@
+"""The TaskQueue port over Redis (DESIGN sections 4 to 6).
+
+Every change that touches more than one key is one Lua script from ``adapters/lua/`` (atomic:
+a crash leaves it done or not done), run with the authority's ``now_ms`` from the clock. The
+client should not decode responses: payloads are kept byte for byte, and bytes that are not
+UTF-8 travel through ``str`` as surrogate escapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from docllm.adapters.redis_clock import RedisServerClock, redis_errors
+from docllm.adapters.redis_keys import RedisKeys
+from docllm.domain.errors import BadPayload
+from docllm.domain.model import DeadLetter, Delivery, QueueStats
+from docllm.domain.payload import parse_payload
+from docllm.domain.ports import Clock
+
+SCRIPT_NAMES = (
+    "claim",
+    "extend",
+    "ack",
+    "retry_later",
+    "requeue",
+    "dead_letter",
+    "expired",
+    "promote",
+    "remove_dead",
+    "stats",
+)
+
+# A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
+BLOCK_READ_MARGIN_S = 5.0
+
+
+@functools.cache
+def _script_text(name: str) -> str:
+    lua = resources.files("docllm.adapters") / "lua"
+    return (lua / "lib.lua").read_text("utf-8") + "\n" + (lua / f"{name}.lua").read_text("utf-8")
+
+
+def queue_scripts(client: redis.Redis) -> dict[str, Script]:
+    """The queue's scripts registered on ``client``: loaded on first use and again after NOSCRIPT."""
+    return {name: client.register_script(_script_text(name)) for name in SCRIPT_NAMES}
+
+
+class RedisTaskQueue:
+    """Ready list, leases, delayed retries and dead letters in Redis; see ``RedisKeys``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys_or_prefix: RedisKeys | str = "docllm",
+        clock: Clock | None = None,
+        token_factory: Callable[[], str] | None = None,
+        promote_batch: int = 100,
+        page_size: int = 1000,
+    ):
+        self._client = client
+        self._keys = RedisKeys.of(keys_or_prefix)
+        self._clock = clock or RedisServerClock(client)
+        self._new_token = token_factory or (lambda: uuid.uuid4().hex)
+        self._promote_batch = promote_batch
+        self._page_size = page_size
+        self._scripts = queue_scripts(client)
+
+    @property
+    def keys(self) -> RedisKeys:
+        return self._keys
+
+    def _run(self, name: str, *args: Any) -> Any:
+        with redis_errors(name):
+            return self._scripts[name](keys=self._keys.script_keys, args=list(args))
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    def push(self, raw: str, front: bool = False) -> None:
+        with redis_errors("push"):
+            if front:
+                self._client.rpush(self._keys.ready, _wire(raw))
+            else:
+                self._client.lpush(self._keys.ready, _wire(raw))
+
+    def claim(self, holder: str, lease_ms: int) -> Delivery | None:
+        now = self._clock.now_ms()
+        token = self._new_token()
+        raw = self._run("claim", now, lease_ms, token, holder, self._promote_batch)
+        if raw is None:
+            return None
+        return Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
+
+    def wait(self, timeout_s: float) -> None:
+        """``BLMOVE ready ready RIGHT RIGHT``: a no-op move that blocks until ready has an item.
+
+        It runs on a pooled connection of its own with a read timeout longer than the block, so
+        the client's ``socket_timeout`` cannot cut it short. One command per call: no spinning.
+        """
+        if timeout_s < 0.001:  # BLMOVE's timeout 0 would block forever
+            return
+        pool = self._client.connection_pool
+        with redis_errors("wait"):
+            conn = pool.get_connection()
+            try:
+                conn.send_command("BLMOVE", self._keys.ready, self._keys.ready, "RIGHT", "RIGHT", f"{timeout_s:.3f}")
+                conn.read_response(timeout=timeout_s + BLOCK_READ_MARGIN_S)
+            finally:
+                pool.release(conn)
+
+    def extend(self, token: str, lease_ms: int) -> bool:
+        return bool(self._run("extend", token, self._clock.now_ms(), lease_ms))
+
+    def ack(self, token: str) -> bool:
+        return bool(self._run("ack", token))
+
+    def retry_later(self, token: str, delay_ms: int) -> bool:
+        return bool(self._run("retry_later", token, self._clock.now_ms() + max(0, delay_ms)))
+
+    def requeue(self, token: str, front: bool = False) -> bool:
+        return bool(self._run("requeue", token, "1" if front else "0"))
+
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+        tid = "" if task_id is None else task_id
+        return bool(self._run("dead_letter", token or "", _wire(raw), reason, self._clock.now_ms(), tid))
+
+    def expired(self, limit: int) -> list[Delivery]:
+        """Only the expired members of the lease index are read. An index entry without lease data
+        (no script writes one) is removed by the script and not returned: nothing to recover."""
+        if limit <= 0:
+            return []
+        flat = self._run("expired", self._clock.now_ms(), limit)
+        return [_delivery(flat[i], flat[i + 1], json.loads(_text(flat[i + 2]))) for i in range(0, len(flat), 3)]
+
+    def in_flight(self, limit: int) -> list[Delivery]:
+        """For display: scans every lease in pages (O(in flight)), so keep it off hot paths."""
+        if limit <= 0:
+            return []
+        with redis_errors("in_flight"):
+            scan = self._client.hscan_iter(self._keys.leases, count=self._page_size)
+            leases = {_text(token): json.loads(_text(data)) for token, data in scan}
+            oldest = heapq.nsmallest(limit, leases, key=lambda token: (leases[token]["claimed_at"], token))
+            deadlines = self._client.zmscore(self._keys.lease_index, oldest) if oldest else []
+        return [
+            _delivery(token, deadline, leases[token])
+            for token, deadline in zip(oldest, deadlines)
+            if deadline is not None  # ended between the two reads
+        ]
+
+    def promote_due(self, limit: int) -> int:
+        """In steps of ``page_size``, so no single script holds the server for long."""
+        now, moved = self._clock.now_ms(), 0
+        while moved < limit:
+            step = min(limit - moved, self._page_size)
+            done = int(self._run("promote", now, step))
+            moved += done
+            if done < step:
+                break
+        return moved
+
+    def referenced_task_ids(self) -> set[int]:
+        with redis_errors("referenced_task_ids"):
+            return {tid for tid in map(_task_id, self._referenced_payloads()) if tid is not None}
+
+    def _referenced_payloads(self) -> Iterator[str]:
+        """Delayed, then ready, then leases, each in pages: the order payloads move in, so one
+        moving during the scan is seen at least once. (A move against that flow, a requeue or a
+        retry during the scan, can be missed; the reconciler's grace period covers it.)"""
+        keys, client, size = self._keys, self._client, self._page_size
+        yield from map(_text, _pages(lambda start, end: client.zrange(keys.delayed, start, end), size))
+        yield from map(_text, _pages(lambda start, end: client.lrange(keys.ready, start, end), size))
+        for _, data in client.hscan_iter(keys.leases, count=size):
+            yield json.loads(_text(data))["raw"]
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Newest first."""
+        if limit <= 0:
+            return []
+        with redis_errors("dead_letters"):
+            entries = self._client.lrange(self._keys.dead, 0, limit - 1)
+        return [_dead_letter(entry) for entry in entries]
+
+    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
+        return [_dead_letter(entry) for entry in self._run("remove_dead", "" if task_id is None else task_id)]
+
+    def stats(self) -> QueueStats:
+        """``oldest_claimed_at_ms`` has whole-second precision here (see stats.lua)."""
+        ready, processing, delayed, dead, oldest = self._run("stats")
+        return QueueStats(ready, processing, delayed, dead, None if oldest is None else int(oldest))
+
+
+def _pages(fetch: Callable[[int, int], list[Any]], size: int) -> Iterator[Any]:
+    start = 0
+    while True:
+        page = fetch(start, start + size - 1)
+        yield from page
+        if len(page) < size:
+            return
+        start += size
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def _wire(raw: str | bytes) -> bytes:
+    return raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
+
+
+def _task_id(raw: str) -> int | None:
+    try:
+        return parse_payload(raw, max_bytes=sys.maxsize).task_id
+    except BadPayload:
+        return None
+
+
+def _delivery(token: bytes | str, deadline: bytes | float, lease: dict[str, Any]) -> Delivery:
+    return Delivery(
+        raw=lease["raw"],
+        token=_text(token),
+        deadline_ms=int(float(deadline)),
+        holder=lease.get("holder", ""),
+        claimed_at_ms=int(lease.get("claimed_at", 0)),
+    )
+
+
+def _dead_letter(entry: bytes | str) -> DeadLetter:
+    text = _text(entry)
+    try:
+        data = json.loads(text)
+        task_id = data.get("task_id")
+        return DeadLetter(
+            raw=data["payload"],
+            reason=data.get("reason", ""),
+            at_ms=int(data.get("at_ms", 0)),
+            task_id=None if task_id is None else int(task_id),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        # Written by someone else: keep it visible rather than fail the whole listing.
+        return DeadLetter(raw=text, reason="unreadable dead-letter entry", at_ms=0)

@@ -1,0 +1,343 @@
+"""The TaskQueue contract: one suite, run against every adapter (see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from docllm.domain.model import Delivery
+from docllm.domain.payload import make_payload
+from docllm.domain.ports import TaskQueue
+
+from .conftest import QueueUnderTest
+
+LEASE = 30_000
+
+
+def payload(task_id: int) -> str:
+    return make_payload(task_id, f"task {task_id}")
+
+
+def claim(subject: QueueUnderTest, lease_ms: int = LEASE, holder: str = "w1") -> Delivery:
+    delivery = subject.queue.claim(holder, lease_ms)
+    assert delivery is not None
+    return delivery
+
+
+def drain(subject: QueueUnderTest) -> list[str]:
+    raws = []
+    while (delivery := subject.queue.claim("drain", LEASE)) is not None:
+        raws.append(delivery.raw)
+    return raws
+
+
+def test_adapter_has_every_method_of_the_port(subject: QueueUnderTest) -> None:
+    wanted = {name for name in vars(TaskQueue) if not name.startswith("_")}
+    assert {name for name in wanted if not callable(getattr(subject.queue, name, None))} == set()
+
+
+# -- claim ----------------------------------------------------------------------------------------
+
+
+def test_claim_on_empty_returns_none(subject: QueueUnderTest) -> None:
+    assert subject.queue.claim("w1", LEASE) is None
+
+
+def test_claim_is_fifo(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    assert drain(subject) == [payload(1), payload(2), payload(3)]
+
+
+def test_push_front_is_claimed_next(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    subject.queue.push(payload(2), front=True)
+    assert drain(subject) == [payload(2), payload(1)]
+
+
+def test_plain_lpush_of_an_existing_producer_is_served(subject: QueueUnderTest) -> None:
+    subject.lpush('{"task_id": 7, "task_name": "x"}')
+    subject.lpush('{"task_id": 8, "task_name": "y"}')
+    assert drain(subject) == ['{"task_id": 7, "task_name": "x"}', '{"task_id": 8, "task_name": "y"}']
+
+
+def test_delivery_carries_the_lease(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    now = subject.clock.now_ms()
+    delivery = claim(subject, lease_ms=5_000, holder="worker-a")
+    assert (delivery.raw, delivery.holder) == (payload(1), "worker-a")
+    assert (delivery.claimed_at_ms, delivery.deadline_ms) == (now, now + 5_000)
+    other = (subject.queue.push(payload(2)), claim(subject))[1]
+    assert delivery.token and other.token != delivery.token
+    assert subject.queue.now_ms() == now
+
+
+def test_payload_is_kept_byte_for_byte(subject: QueueUnderTest) -> None:
+    raw = '{ "task_name" : "文档/é\\u00e9\\n" ,"task_id":7 }'
+    subject.lpush(raw)
+    delivery = claim(subject)
+    assert delivery.raw == raw
+    assert subject.queue.dead_letter(delivery.token, delivery.raw, "why")
+    assert subject.queue.dead_letters()[0].raw == raw
+
+
+def test_malformed_payload_is_leased_and_returned_not_dropped(subject: QueueUnderTest) -> None:
+    bad = ["not json {", "[1, 2]", '{"task_id": "abc"}', '{"task_name": "no id"}', '{"task_id": null}']
+    for raw in bad:
+        subject.lpush(raw)
+    deliveries = [claim(subject, lease_ms=1_000) for _ in bad]
+    assert [d.raw for d in deliveries] == bad
+    assert subject.queue.stats().processing == len(bad)
+    subject.clock.advance(1_001)
+    assert sorted(d.raw for d in subject.queue.expired(10)) == sorted(bad)  # same deadline: by token
+    for delivery in deliveries:
+        assert subject.queue.dead_letter(delivery.token, delivery.raw, "malformed payload")
+    assert sorted(d.raw for d in subject.queue.dead_letters()) == sorted(bad)
+    assert subject.queue.stats().processing == 0
+
+
+def test_concurrent_claims_never_share_a_payload(subject: QueueUnderTest) -> None:
+    for task_id in range(1, 201):
+        subject.queue.push(payload(task_id))
+    claimed: list[list[str]] = [[] for _ in range(8)]
+    workers = [threading.Thread(target=lambda mine: mine.extend(drain(subject)), args=(c,)) for c in claimed]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    everything = [raw for mine in claimed for raw in mine]
+    assert sorted(everything) == sorted(payload(task_id) for task_id in range(1, 201))
+    assert subject.queue.stats().processing == 200
+
+
+# -- leases ---------------------------------------------------------------------------------------
+
+
+def test_lease_is_expired_only_after_its_deadline(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    delivery = claim(subject, lease_ms=1_000)
+    subject.clock.advance(1_000)
+    assert subject.queue.expired(10) == []
+    subject.clock.advance(1)
+    assert subject.queue.expired(10) == [delivery]
+
+
+def test_expired_is_oldest_first_and_limited(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    late = claim(subject, lease_ms=3_000)
+    early = claim(subject, lease_ms=1_000)
+    alive = claim(subject, lease_ms=60_000)
+    subject.clock.advance(5_000)
+    assert [d.token for d in subject.queue.expired(10)] == [early.token, late.token]
+    assert [d.token for d in subject.queue.expired(1)] == [early.token]
+    assert alive.token not in {d.token for d in subject.queue.expired(10)}
+
+
+def test_extend_moves_the_deadline(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    delivery = claim(subject, lease_ms=1_000)
+    subject.clock.advance(900)
+    assert subject.queue.extend(delivery.token, 1_000)
+    subject.clock.advance(900)
+    assert subject.queue.expired(10) == []
+    subject.clock.advance(101)
+    assert [d.deadline_ms for d in subject.queue.expired(10)] == [delivery.claimed_at_ms + 1_900]
+
+
+def test_an_expired_lease_still_holds_until_someone_takes_it(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    delivery = claim(subject, lease_ms=1_000)
+    subject.clock.advance(5_000)
+    assert subject.queue.extend(delivery.token, 1_000)
+    assert subject.queue.expired(10) == []
+
+
+def test_extend_with_a_wrong_or_ended_token_is_false(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    delivery = claim(subject, lease_ms=1_000)
+    assert not subject.queue.extend("not-a-token", 1_000)
+    subject.clock.advance(2_000)
+    assert subject.queue.ack(delivery.token)
+    assert not subject.queue.extend(delivery.token, 1_000)
+    assert subject.queue.expired(10) == []
+
+
+def test_ack_twice_the_second_is_false(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    delivery = claim(subject)
+    assert subject.queue.ack(delivery.token)
+    assert not subject.queue.ack(delivery.token)
+    assert subject.queue.stats().processing == 0
+    assert subject.queue.referenced_task_ids() == set()
+
+
+def test_a_taken_lease_refuses_every_later_call(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    stale = claim(subject)
+    assert subject.queue.requeue(stale.token)  # e.g. the reaper
+    fresh = claim(subject)
+    assert fresh.raw == stale.raw
+    queue = subject.queue
+    assert not queue.extend(stale.token, LEASE)
+    assert not queue.retry_later(stale.token, 1_000)
+    assert not queue.requeue(stale.token)
+    assert not queue.dead_letter(stale.token, stale.raw, "late")
+    assert not queue.ack(stale.token)
+    assert queue.stats().processing == 1 and queue.stats().delayed == 0 and queue.dead_letters() == []
+    assert queue.ack(fresh.token)
+
+
+def test_in_flight_lists_current_leases_oldest_claim_first(subject: QueueUnderTest) -> None:
+    assert subject.queue.in_flight(10) == []
+    for task_id in (1, 2, 3, 4):
+        subject.queue.push(payload(task_id))
+    deliveries = []
+    for _ in range(4):
+        deliveries.append(claim(subject, lease_ms=10_000 - 1_000 * len(deliveries)))
+        subject.clock.advance(100)
+    subject.queue.ack(deliveries[1].token)
+    subject.queue.extend(deliveries[0].token, 50_000)
+    first, third, fourth = deliveries[0], deliveries[2], deliveries[3]
+    extended = Delivery(first.raw, first.token, subject.clock.now_ms() + 50_000, first.holder, first.claimed_at_ms)
+    assert subject.queue.in_flight(10) == [extended, third, fourth]
+    assert subject.queue.in_flight(2) == [extended, third]
+
+
+# -- retries and requeues -------------------------------------------------------------------------
+
+
+def test_retry_later_is_due_only_after_the_delay(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    delivery = claim(subject)
+    assert subject.queue.retry_later(delivery.token, 2_000)
+    assert subject.queue.stats().delayed == 1 and subject.queue.stats().processing == 0
+    subject.clock.advance(1_999)
+    assert subject.queue.claim("w1", LEASE) is None
+    assert subject.queue.promote_due(10) == 0
+    subject.clock.advance(1)
+    assert claim(subject).raw == payload(1)
+    assert subject.queue.stats().delayed == 0
+
+
+def test_promote_due_moves_due_payloads_behind_the_ready_ones(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    first, second = claim(subject), claim(subject)
+    subject.queue.retry_later(second.token, 200)
+    subject.queue.retry_later(first.token, 100)
+    subject.clock.advance(500)
+    assert subject.queue.promote_due(1) == 1
+    assert subject.queue.promote_due(10) == 1
+    assert subject.queue.stats().ready == 3
+    assert drain(subject) == [payload(3), payload(1), payload(2)]
+
+
+def test_requeue_front_and_back(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    first, second = claim(subject), claim(subject)
+    assert subject.queue.requeue(first.token)  # back: behind 3
+    assert subject.queue.requeue(second.token, front=True)  # front: claimed next
+    assert drain(subject) == [payload(2), payload(3), payload(1)]
+
+
+# -- dead letters ---------------------------------------------------------------------------------
+
+
+def test_dead_letter_keeps_payload_reason_and_task(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    delivery = claim(subject)
+    subject.clock.advance(10)
+    assert subject.queue.dead_letter(delivery.token, delivery.raw, "attempts exhausted")
+    [letter] = subject.queue.dead_letters()
+    assert (letter.raw, letter.reason, letter.task_id) == (payload(1), "attempts exhausted", 1)
+    assert letter.at_ms == subject.clock.now_ms()
+    assert subject.queue.stats().processing == 0
+
+
+def test_dead_letter_without_a_token_just_records(subject: QueueUnderTest) -> None:
+    assert subject.queue.dead_letter(None, "junk", "unknown task")
+    assert subject.queue.dead_letter(None, payload(9), "task row missing", task_id=9)
+    assert [(d.raw, d.reason, d.task_id) for d in subject.queue.dead_letters()] == [
+        (payload(9), "task row missing", 9),
+        ("junk", "unknown task", None),
+    ]
+
+
+def test_dead_letters_newest_first_limited_and_removable(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 1, 3):
+        subject.queue.dead_letter(None, payload(task_id), f"reason {task_id}", task_id=task_id)
+    assert [d.task_id for d in subject.queue.dead_letters(limit=2)] == [3, 1]
+    assert [d.task_id for d in subject.queue.remove_dead_letters(1)] == [1, 1]
+    assert [d.task_id for d in subject.queue.dead_letters()] == [3, 2]
+    assert subject.queue.remove_dead_letters(42) == []
+    assert [d.task_id for d in subject.queue.remove_dead_letters(None)] == [3, 2]
+    assert subject.queue.dead_letters() == [] and subject.queue.stats().dead == 0
+
+
+# -- what the reconciler and operators read -------------------------------------------------------
+
+
+def test_referenced_task_ids_covers_ready_delayed_and_leased(subject: QueueUnderTest) -> None:
+    for task_id in range(1, 8):
+        subject.queue.push(payload(task_id))
+    subject.lpush("not json")
+    subject.lpush(json.dumps({"task_id": "8"}))
+    leased, delayed, acked, dead = (claim(subject) for _ in range(4))
+    subject.queue.retry_later(delayed.token, 60_000)
+    subject.queue.ack(acked.token)
+    subject.queue.dead_letter(dead.token, dead.raw, "poison")
+    assert leased.raw == payload(1)
+    assert subject.queue.referenced_task_ids() == {1, 2, 5, 6, 7, 8}
+
+
+def test_stats(subject: QueueUnderTest) -> None:
+    assert subject.queue.stats().oldest_claimed_at_ms is None
+    for task_id in range(1, 6):
+        subject.queue.push(payload(task_id))
+    first_claim = subject.clock.now_ms()
+    first = claim(subject)
+    subject.clock.advance(2_000)
+    claim(subject)
+    retried = claim(subject)
+    subject.queue.retry_later(retried.token, 10_000)
+    subject.queue.dead_letter(None, "junk", "bad")
+    stats = subject.queue.stats()
+    assert (stats.ready, stats.processing, stats.delayed, stats.dead) == (2, 2, 1, 1)
+    assert stats.oldest_claimed_at_ms == first_claim
+    subject.queue.ack(first.token)
+    assert subject.queue.stats().oldest_claimed_at_ms == first_claim + 2_000
+
+
+# -- blocking wait --------------------------------------------------------------------------------
+
+
+def test_wait_returns_promptly_when_a_payload_arrives(blocking_subject: QueueUnderTest) -> None:
+    subject = blocking_subject
+    pusher = threading.Timer(0.2, subject.queue.push, args=(payload(1),))
+    started = time.monotonic()
+    pusher.start()
+    subject.queue.wait(5.0)
+    elapsed = time.monotonic() - started
+    pusher.join()
+    assert 0.15 < elapsed < 2.0
+    assert claim(subject).raw == payload(1)  # wait took nothing
+
+
+def test_wait_returns_at_once_when_ready_is_not_empty(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    started = time.monotonic()
+    subject.queue.wait(5.0)
+    assert time.monotonic() - started < 1.0
+    assert subject.queue.stats().ready == 1
+
+
+def test_wait_times_out_when_nothing_comes(blocking_subject: QueueUnderTest) -> None:
+    subject = blocking_subject
+    # 0.8 s is longer than the real-server client's socket timeout (0.5 s, see conftest.py).
+    started = time.monotonic()
+    subject.queue.wait(0.8)
+    assert 0.7 < time.monotonic() - started < 3.0
+    assert subject.queue.claim("w1", LEASE) is None

@@ -1,0 +1,169 @@
+"""``TaskRepository`` in memory: the same semantics as the SQL adapter, for unit and property tests.
+
+Imports no database library. Timestamps come from an injected ``Clock`` (authority milliseconds)
+or, without one, from a counter that ticks one millisecond per write, so ordering by
+(updated_at, task_id) behaves as on the database. Datetimes are aware UTC, as the SQL adapter's.
+Listing methods leave ``document`` out (None), as the SQL adapter does.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
+from docllm.domain.ports import Clock
+
+PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
+COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+NOW = object()  # a value that stands for "the time of this write", as the SQL utcnow()
+
+
+def start_outcome_found(task: Task, token: str) -> StartOutcome:
+    """What a start found on a row that is not pending (shared with the SQL adapter)."""
+    if task.status.terminal:
+        return StartOutcome(StartResult.terminal, task)
+    if task.lease_token == token:  # our own start landed earlier and its answer was lost
+        return StartOutcome(StartResult.started, task)
+    return StartOutcome(StartResult.busy, task)
+
+
+class InMemoryTaskRepository:
+    def __init__(self, clock: Clock | None = None, default_max_attempts: int | None = None):
+        self._clock = clock
+        self._default_max_attempts = default_max_attempts
+        self._ticks = itertools.count(1)
+        self._ids = itertools.count(1)
+        self._rows: dict[int, Task] = {}
+        self._lock = threading.Lock()
+
+    def _now(self) -> datetime:
+        if self._clock is not None:
+            return datetime.fromtimestamp(self._clock.now_ms() / 1000, tz=timezone.utc)
+        return COUNTER_EPOCH + timedelta(milliseconds=next(self._ticks))
+
+    def _update(self, task_id: int, when: Callable[[Task], bool], **values: Any) -> Task | None:
+        """The in-memory conditional UPDATE: apply ``values`` (callables get the row) when ``when(row)``."""
+        with self._lock:
+            row = self._rows.get(task_id)
+            if row is None or not when(row):
+                return None
+            now = self._now()
+            values = {k: now if v is NOW else v(row) if callable(v) else v for k, v in values.items()}
+            self._rows[task_id] = replace(row, updated_at=now, **values)
+            return copy.deepcopy(self._rows[task_id])
+
+    def _fenced(self, task_id: int, attempt: int, to: TaskStatus, **values: Any) -> bool:
+        held = lambda r: r.attempt == attempt and r.status == PROCESSING  # noqa: E731
+        return self._update(task_id, held, status=to, **values) is not None
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, task_id: int) -> Task | None:
+        with self._lock:
+            return copy.deepcopy(self._rows.get(task_id))
+
+    def get_many(self, task_ids: Iterable[int]) -> list[Task]:
+        with self._lock:
+            return [_listed(self._rows[i]) for i in sorted(set(task_ids)) if i in self._rows]
+
+    def recent(self, limit: int = 50) -> list[Task]:
+        with self._lock:
+            return [_listed(self._rows[i]) for i in sorted(self._rows, reverse=True)[:limit]]
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            found = {s.value: 0 for s in TaskStatus}
+            for row in self._rows.values():
+                found[row.status.value] += 1
+            return found
+
+    def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
+        with self._lock:
+            keys = sorted((r.updated_at, r.task_id) for r in self._rows.values() if not r.status.terminal)
+            after = [k for k in keys if cursor is None or k > tuple(cursor)]
+            return [_listed(self._rows[task_id]) for _, task_id in after[:limit]]
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task:
+        with self._lock:
+            now = self._now()
+            task = Task(
+                task_id=next(self._ids),
+                task_name=task_name,
+                status=PENDING,
+                document=document,
+                max_attempts=self._default_max_attempts if max_attempts is None else max_attempts,
+                created_at=now,
+                updated_at=now,
+            )
+            self._rows[task.task_id] = task
+            return task
+
+    def start_attempt(self, task_id: int, token: str) -> StartOutcome:
+        task = None
+        for _ in range(2):  # a second try when the row went back to pending in between
+            started = self._update(
+                task_id,
+                lambda r: r.status == PENDING,
+                status=PROCESSING,
+                attempt=lambda r: r.attempt + 1,
+                lease_token=token,
+                processing_started_at=NOW,
+                finished_at=None,
+            )
+            if started is not None:
+                return StartOutcome(StartResult.started, started)
+            task = self.get(task_id)
+            if task is None:
+                return StartOutcome(StartResult.missing)
+            if task.status != PENDING:
+                return start_outcome_found(task, token)
+        return StartOutcome(StartResult.busy, task)
+
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+        result = copy.deepcopy(result)
+        return self._fenced(task_id, attempt, SUCCESS, result=result, error=None, finished_at=NOW)
+
+    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+        return self._fenced(
+            task_id,
+            attempt,
+            PENDING,
+            retry_count=lambda r: r.retry_count + (1 if count_failure else 0),
+            error=error,
+            lease_token=None,
+            processing_started_at=None,
+        )
+
+    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+        return self._fenced(
+            task_id, attempt, FAILED, retry_count=lambda r: r.retry_count + 1, error=error, finished_at=NOW
+        )
+
+    def reopen(self, task_id: int) -> bool:
+        # ``attempt`` is left alone: it is the fencing token and must keep growing.
+        changed = self._update(
+            task_id,
+            lambda r: r.status == FAILED,
+            status=PENDING,
+            retry_count=0,
+            lease_token=None,
+            processing_started_at=None,
+            finished_at=None,
+        )
+        return changed is not None
+
+    def delete(self, task_id: int) -> bool:
+        with self._lock:
+            return self._rows.pop(task_id, None) is not None
+
+
+def _listed(task: Task) -> Task:
+    return replace(copy.deepcopy(task), document=None)

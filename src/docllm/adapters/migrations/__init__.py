@@ -1,0 +1,66 @@
+"""Alembic migrations of the task table, and ``upgrade_schema`` to apply them from code.
+
+No alembic.ini is needed: the configuration is built here and points at this package.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection, Engine
+
+from docllm.adapters.sql_engine import make_engine
+from docllm.domain.errors import Unavailable
+
+HERE = Path(__file__).parent
+LOCK_NAME = "docllm_schema_upgrade"
+# Alembic keeps the running migration context in module globals: one upgrade per process at a time.
+_IN_PROCESS = threading.Lock()
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(HERE))
+    return config
+
+
+@contextmanager
+def _migration_lock(conn: Connection) -> Iterator[None]:
+    """Keep processes that start together from migrating at once (the second finds it done)."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock now, so the DDL below is one step
+        yield
+    elif conn.dialect.name in ("mysql", "mariadb"):
+        if conn.execute(text("SELECT GET_LOCK(:name, 60)"), {"name": LOCK_NAME}).scalar() != 1:
+            raise Unavailable("another process has been upgrading the schema for 60 s")
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": LOCK_NAME})
+    else:
+        yield
+
+
+def upgrade_schema(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
+    """Bring the database to ``revision``; a no-op when it is there already.
+
+    Pass the engine, not the URL, for an in-memory SQLite database: a URL gets its own engine,
+    disposed of (and the database with it) on return.
+    """
+    owned = not isinstance(url_or_engine, Engine)
+    engine = make_engine(url_or_engine) if owned else url_or_engine
+    config = alembic_config()
+    try:
+        with _IN_PROCESS, engine.begin() as conn:
+            with _migration_lock(conn):
+                config.attributes["connection"] = conn
+                command.upgrade(config, revision)
+    finally:
+        if owned:
+            engine.dispose()

@@ -1,0 +1,135 @@
+"""Engines for MySQL/MariaDB (PyMySQL) and SQLite, and the retry of transient database errors.
+
+``make_engine`` connects to nothing: the first connection is made by the first query.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import StaticPool
+
+from docllm.domain.errors import Unavailable
+
+T = TypeVar("T")
+
+# MySQL error codes worth another try. A lost connection (2006, 2013) may have hit after the
+# server committed, so a retried write must be able to recognise its own earlier success.
+LOST_CONNECTION = frozenset({2006, 2013})
+TRANSIENT = LOST_CONNECTION | {1205, 1213, 2003}  # lock wait timeout, deadlock, refused
+
+
+def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 60) -> Engine:
+    """An engine for ``DOCLLM_DATABASE_URL``; ``io_timeout`` bounds a read or write on a hung server."""
+    url = make_url(url)
+    backend = url.get_backend_name()
+    if backend in ("mysql", "mariadb"):
+        if "+" not in url.drivername:
+            url = url.set(drivername=f"{backend}+pymysql")
+        if "charset" not in url.query:
+            url = url.update_query_dict({"charset": "utf8mb4"})
+        return create_engine(
+            url,
+            pool_pre_ping=True,  # a connection the server dropped (restart, wait_timeout) is replaced
+            pool_recycle=1800,
+            isolation_level="READ COMMITTED",
+            connect_args={
+                "connect_timeout": connect_timeout,
+                "read_timeout": io_timeout,
+                "write_timeout": io_timeout,
+            },
+        )
+    if backend == "sqlite":
+        return _sqlite_engine(url)
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
+        # One connection holds the whole in-memory database: every thread shares it, one at a time.
+        return create_engine(url, poolclass=TakeTurnsPool, connect_args={"check_same_thread": False})
+    engine = create_engine(url, connect_args={"check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_connection, _record):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers do not block the writer
+        cursor.execute("PRAGMA busy_timeout=5000")  # wait for a lock instead of failing at once
+        cursor.close()
+
+    return engine
+
+
+class TakeTurnsPool(StaticPool):
+    """The single connection of a StaticPool, lent to one checkout at a time.
+
+    A plain StaticPool hands the same connection to every thread at once, so their transactions
+    would interleave. The lock is taken before the connection is lent, and given back with it.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._turn = threading.Lock()
+
+    def _do_get(self):
+        if not self._turn.acquire(timeout=30):
+            raise RuntimeError("the in-memory SQLite connection was not returned for 30 s (nested use?)")
+        try:
+            return super()._do_get()
+        except BaseException:
+            self._turn.release()
+            raise
+
+    def _do_return_conn(self, record) -> None:
+        self._turn.release()
+
+
+def error_kind(exc: BaseException) -> str | None:
+    """'lost' (the outcome is unknown), 'transient' (nothing happened) or None (not worth a retry)."""
+    if not isinstance(exc, DBAPIError):
+        return None
+    if exc.connection_invalidated:
+        return "lost"
+    orig = exc.orig
+    code = orig.args[0] if orig is not None and orig.args else None
+    if isinstance(code, int) and code in TRANSIENT:
+        return "lost" if code in LOST_CONNECTION else "transient"
+    if "database is locked" in str(orig) or "database table is locked" in str(orig):
+        return "transient"
+    return None
+
+
+@dataclass(frozen=True)
+class TransientRetry:
+    """A bounded number of tries with short exponential backoff and jitter, then ``Unavailable``."""
+
+    tries: int = 5
+    base_delay: float = 0.05
+    max_delay: float = 1.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def __call__(self, fn: Callable[[], T], on_lost: Callable[[], None] | None = None) -> T:
+        """Run ``fn``; ``on_lost`` hears of every lost connection before the next try."""
+        tried = 0
+        while True:
+            tried += 1
+            try:
+                return fn()
+            except DBAPIError as exc:
+                kind = error_kind(exc)
+                if kind is None:
+                    raise
+                if kind == "lost" and on_lost is not None:
+                    on_lost()
+                if tried >= self.tries:
+                    raise Unavailable(f"database unavailable after {tried} tries: {exc.orig}") from None
+            delay = min(self.max_delay, self.base_delay * 2 ** (tried - 1))
+            self.sleep(delay * (0.5 + random.random() / 2))

@@ -1,0 +1,218 @@
+"""``TaskRepository`` over SQLAlchemy Core: MySQL/MariaDB in production, SQLite embedded.
+
+Every write of an attempt is one conditional UPDATE fenced on ``attempt`` and ``status`` with a
+rowcount check: the database decides, nothing is read, changed and written back in Python.
+Timestamps come from the database's ``utcnow()``; they are returned as aware UTC datetimes.
+Listing methods (``get_many``, ``recent``, ``non_terminal_after``) leave ``document`` out
+(None): documents may be megabytes and listings never need them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy.engine import Engine
+
+from docllm.adapters.memory_repository import start_outcome_found
+from docllm.adapters.sql_engine import TransientRetry
+from docllm.adapters.sql_schema import task_doc_llm as t
+from docllm.adapters.sql_time import utcnow
+from docllm.domain.errors import Unavailable
+from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
+
+PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
+FULL_ROW = tuple(t.c)
+LISTED_ROW = tuple(c for c in t.c if c.name != "document")
+IN_CHUNK = 500  # ids per IN (...) list
+
+
+def _task(row) -> Task:
+    values = row._asdict()
+    values["status"] = TaskStatus(values["status"])
+    return Task(**values)
+
+
+class SqlAlchemyTaskRepository:
+    def __init__(
+        self, engine: Engine, default_max_attempts: int | None = None, retry: TransientRetry | None = None
+    ):
+        self._engine = engine
+        self._default_max_attempts = default_max_attempts
+        self._retry = retry or TransientRetry()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _run(self, work: Callable[[Connection], Any], idempotent: bool = True) -> Any:
+        """Run ``work`` in one transaction, retrying transient errors."""
+
+        def once():
+            with self._engine.begin() as conn:
+                return work(conn)
+
+        if idempotent:
+            return self._retry(once)
+        return self._retry(once, on_lost=_give_up)
+
+    def _write(self, stmt, task_id: int, landed: Callable[[Task | None], bool]) -> bool:
+        """Execute one conditional statement; True when it changed exactly one row.
+
+        After a lost connection an earlier try may have committed, so a zero rowcount is then
+        checked against the row: ``landed`` says whether the row is what this write makes it.
+        """
+        lost: list[bool] = []
+        changed = self._retry(lambda: self._rowcount(stmt), on_lost=lambda: lost.append(True))
+        if changed == 1:
+            return True
+        return bool(lost) and landed(self.get(task_id))
+
+    def _rowcount(self, stmt) -> int:
+        with self._engine.begin() as conn:
+            return conn.execute(stmt).rowcount
+
+    @staticmethod
+    def _fetch(conn: Connection, task_id: int) -> Task | None:
+        row = conn.execute(select(*FULL_ROW).where(t.c.task_id == task_id)).first()
+        return None if row is None else _task(row)
+
+    def _fenced(self, task_id: int, attempt: int, to: TaskStatus, **values: Any) -> bool:
+        stmt = (
+            update(t)
+            .where(t.c.task_id == task_id, t.c.attempt == attempt, t.c.status == PROCESSING.value)
+            .values(status=to.value, updated_at=utcnow(), **values)
+        )
+        landed = lambda row: row is not None and row.attempt == attempt and row.status == to  # noqa: E731
+        return self._write(stmt, task_id, landed)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, task_id: int) -> Task | None:
+        return self._run(lambda conn: self._fetch(conn, task_id))
+
+    def get_many(self, task_ids: Iterable[int]) -> list[Task]:
+        ids = sorted(set(task_ids))
+        tasks: list[Task] = []
+        for i in range(0, len(ids), IN_CHUNK):
+            stmt = select(*LISTED_ROW).where(t.c.task_id.in_(ids[i : i + IN_CHUNK])).order_by(t.c.task_id)
+            tasks += self._run(lambda conn, s=stmt: [_task(r) for r in conn.execute(s)])
+        return tasks
+
+    def recent(self, limit: int = 50) -> list[Task]:
+        stmt = select(*LISTED_ROW).order_by(t.c.task_id.desc()).limit(limit)
+        return self._run(lambda conn: [_task(r) for r in conn.execute(stmt)])
+
+    def counts(self) -> dict[str, int]:
+        stmt = select(t.c.status, func.count()).group_by(t.c.status)
+        found = dict(self._run(lambda conn: conn.execute(stmt).all()))
+        return {s.value: 0 for s in TaskStatus} | found
+
+    def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
+        def work(conn):
+            pages = (conn.execute(non_terminal_page(s, cursor, limit)) for s in (PENDING, PROCESSING))
+            return [_task(row) for page in pages for row in page]
+
+        return sorted(self._run(work), key=lambda task: (task.updated_at, task.task_id))[:limit]
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task:
+        if max_attempts is None:
+            max_attempts = self._default_max_attempts
+
+        def work(conn):
+            stmt = insert(t).values(
+                task_name=task_name,
+                document=document,
+                status=PENDING.value,
+                max_attempts=max_attempts,
+                created_at=utcnow(),
+                updated_at=utcnow(),
+            )
+            return self._fetch(conn, conn.execute(stmt).inserted_primary_key[0])
+
+        # An INSERT cut off by a lost connection may have landed: trying again could duplicate it.
+        return self._run(work, idempotent=False)
+
+    def start_attempt(self, task_id: int, token: str) -> StartOutcome:
+        start = (
+            update(t)
+            .where(t.c.task_id == task_id, t.c.status == PENDING.value)
+            .values(
+                status=PROCESSING.value,
+                attempt=t.c.attempt + 1,
+                lease_token=token,
+                processing_started_at=utcnow(),
+                finished_at=None,
+                updated_at=utcnow(),
+            )
+        )
+
+        def work(conn):
+            for _ in range(2):  # a second try when the row went back to pending in between
+                if conn.execute(start).rowcount == 1:
+                    return StartOutcome(StartResult.started, self._fetch(conn, task_id))
+                task = self._fetch(conn, task_id)
+                if task is None:
+                    return StartOutcome(StartResult.missing)
+                if task.status != PENDING:
+                    return start_outcome_found(task, token)
+            return StartOutcome(StartResult.busy, task)
+
+        # Safe to retry after a lost connection: a start that landed is recognised by its token.
+        return self._run(work)
+
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+        return self._fenced(task_id, attempt, SUCCESS, result=result, error=None, finished_at=utcnow())
+
+    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+        return self._fenced(
+            task_id,
+            attempt,
+            PENDING,
+            retry_count=t.c.retry_count + (1 if count_failure else 0),
+            error=error,
+            lease_token=None,
+            processing_started_at=None,
+        )
+
+    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+        return self._fenced(
+            task_id, attempt, FAILED, retry_count=t.c.retry_count + 1, error=error, finished_at=utcnow()
+        )
+
+    def reopen(self, task_id: int) -> bool:
+        # ``attempt`` is left alone: it is the fencing token and must keep growing.
+        stmt = (
+            update(t)
+            .where(t.c.task_id == task_id, t.c.status == FAILED.value)
+            .values(
+                status=PENDING.value,
+                retry_count=0,
+                lease_token=None,
+                processing_started_at=None,
+                finished_at=None,
+                updated_at=utcnow(),
+            )
+        )
+        return self._write(stmt, task_id, lambda row: row is not None and row.status == PENDING)
+
+    def delete(self, task_id: int) -> bool:
+        return self._write(delete(t).where(t.c.task_id == task_id), task_id, lambda row: row is None)
+
+
+def non_terminal_page(status: TaskStatus, cursor: tuple[Any, int] | None, limit: int):
+    """Rows of one status after ``cursor``, in (updated_at, task_id) order.
+
+    A range of the (status, updated_at) index, already in that order (InnoDB and SQLite index
+    entries end with the primary key): no sort, no more than ``limit`` rows read (D8).
+    """
+    stmt = select(*LISTED_ROW).where(t.c.status == status.value)
+    if cursor is not None:
+        at, after_id = cursor
+        stmt = stmt.where(t.c.updated_at >= at, (t.c.updated_at > at) | (t.c.task_id > after_id))
+    return stmt.order_by(t.c.updated_at, t.c.task_id).limit(limit)
+
+
+def _give_up() -> None:
+    raise Unavailable("database connection lost during a write that cannot be safely repeated") from None

@@ -1,0 +1,68 @@
+"""The ``task_doc_llm`` table (the original note's ``TaskDocLLM``), as SQLAlchemy Core.
+
+Existing producers insert only ``task_name``, ``status='pending'`` and maybe ``document``: the
+server defaults below make such a row valid, its timestamps in the database's UTC time.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text, text
+from sqlalchemy.dialects.mysql import LONGTEXT
+from sqlalchemy.types import TypeDecorator
+
+from docllm.adapters.sql_time import UtcDateTime, utcnow
+
+# MySQL's TEXT holds 64 KB; documents of 10 MB and more need LONGTEXT (4 GB).
+LongText = Text().with_variant(LONGTEXT(), "mysql", "mariadb")
+# SQLite autoincrements only an INTEGER PRIMARY KEY (the rowid).
+TaskId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class JsonText(TypeDecorator):
+    """A JSON document kept as text: portable, and readable by producers that predate JSON columns."""
+
+    impl = LongText
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else json.dumps(value, ensure_ascii=False)
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else json.loads(value)
+
+
+def timestamp(name: str, *, defaulted: bool = False) -> Column:
+    """A UTC timestamp; ``defaulted`` ones are filled by the database on insert."""
+    if defaulted:
+        return Column(name, UtcDateTime(), nullable=False, server_default=utcnow())
+    return Column(name, UtcDateTime(), nullable=True)
+
+
+TABLE_NAME = "task_doc_llm"
+STATUS_INDEX = "ix_task_doc_llm_status_updated_at"
+MYSQL_TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
+
+metadata = MetaData()
+task_doc_llm = Table(
+    TABLE_NAME,
+    metadata,
+    Column("task_id", TaskId, primary_key=True, autoincrement=True),
+    Column("task_name", String(255), nullable=True),
+    Column("status", String(16), nullable=False, server_default=text("'pending'")),
+    Column("attempt", Integer, nullable=False, server_default=text("0")),  # the fencing token
+    Column("retry_count", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=True),
+    Column("lease_token", String(64), nullable=True),
+    Column("document", LongText, nullable=True),
+    Column("result", JsonText, nullable=True),
+    Column("error", Text, nullable=True),
+    timestamp("processing_started_at"),
+    timestamp("finished_at"),
+    timestamp("created_at", defaulted=True),
+    timestamp("updated_at", defaulted=True),
+    **MYSQL_TABLE_OPTIONS,
+)
+# The reconciler pages pending/processing rows by (updated_at, task_id) through this index (D8).
+Index(STATUS_INDEX, task_doc_llm.c.status, task_doc_llm.c.updated_at)

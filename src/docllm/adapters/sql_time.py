@@ -1,0 +1,66 @@
+"""``utcnow()``: the database's current UTC time, compiled per dialect.
+
+Every timestamp the repository writes comes from the database, never from the worker's clock
+(DESIGN section 6), and in UTC whatever the session or server time zone is (D4): MySQL's
+``NOW()`` and ``CURRENT_TIMESTAMP`` follow the session time zone, ``UTC_TIMESTAMP()`` does not.
+"""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+from sqlalchemy.dialects.mysql import DATETIME
+from sqlalchemy.exc import CompileError
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.types import DateTime, TypeDecorator
+
+# The text SQLAlchemy's SQLite DateTime stores ('YYYY-MM-DD HH:MM:SS.ffffff'). SQLite compares
+# these as strings, so the database must write the same six-digit form ('%f' gives three).
+SQLITE_UTC_NOW = "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
+
+
+class UtcDateTime(TypeDecorator):
+    """A naive UTC DATETIME in the database, an aware UTC ``datetime`` in Python."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime())
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else value.replace(tzinfo=timezone.utc)
+
+
+class utcnow(FunctionElement):  # noqa: N801 - reads like the SQL function it stands for
+    type = UtcDateTime()
+    inherit_cache = True
+
+
+@compiles(utcnow, "mysql")
+@compiles(utcnow, "mariadb")
+def _mysql_utcnow(element, compiler, **kw):
+    return "UTC_TIMESTAMP(6)"
+
+
+@compiles(utcnow, "sqlite")
+def _sqlite_utcnow(element, compiler, **kw):
+    return SQLITE_UTC_NOW
+
+
+@compiles(utcnow, "postgresql")
+def _postgresql_utcnow(element, compiler, **kw):
+    return "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')"
+
+
+@compiles(utcnow)
+def _unsupported_utcnow(element, compiler, **kw):
+    raise CompileError(f"utcnow() has no UTC form for dialect {compiler.dialect.name!r}")

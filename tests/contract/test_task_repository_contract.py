@@ -1,0 +1,318 @@
+"""One contract for every TaskRepository: in memory, SQLite (a file) and a real MariaDB.
+
+The fencing cases are the point (DESIGN section 3): a stale attempt can change nothing, a
+duplicate start is recognised, and ``attempt`` only ever grows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import timezone
+
+import pytest
+
+from docllm.adapters.memory_repository import InMemoryTaskRepository
+from docllm.domain.model import StartResult, Task, TaskStatus
+from docllm.domain.ports import TaskRepository
+
+PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
+MB = 1024 * 1024
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def make_repo(request, tmp_path) -> Iterator[Callable[..., TaskRepository]]:
+    """A factory of repositories over one fresh store: ``make_repo(default_max_attempts=3)``."""
+    if request.param == "memory":
+        yield lambda **kw: InMemoryTaskRepository(**kw)
+        return
+    from docllm.adapters.migrations import upgrade_schema
+    from docllm.adapters.sql_engine import make_engine
+    from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+
+    url = f"sqlite:///{tmp_path / 'tasks.db'}" if request.param == "sqlite" else request.getfixturevalue("mysql_url")
+    engine = make_engine(url)
+    upgrade_schema(engine)
+    yield lambda **kw: SqlAlchemyTaskRepository(engine, **kw)
+    engine.dispose()
+
+
+@pytest.fixture
+def repo(make_repo) -> TaskRepository:
+    return make_repo()
+
+
+def started(repo: TaskRepository, token: str = "tok-1", name: str = "doc") -> Task:
+    task = repo.create(name, "body")
+    outcome = repo.start_attempt(task.task_id, token)
+    assert outcome.result is StartResult.started
+    return outcome.task
+
+
+# -- create and reads ---------------------------------------------------------------------------
+
+
+def test_create_gives_a_pending_row_with_utc_timestamps(repo):
+    task = repo.create("report.docx", "文档内容", max_attempts=3)
+    assert (task.task_name, task.document, task.status) == ("report.docx", "文档内容", PENDING)
+    assert (task.attempt, task.retry_count, task.max_attempts, task.lease_token) == (0, 0, 3, None)
+    assert task.result is None and task.error is None
+    assert task.processing_started_at is None and task.finished_at is None
+    assert task.created_at.tzinfo is not None and task.created_at.utcoffset() == timezone.utc.utcoffset(None)
+    assert task.updated_at == task.created_at
+    assert repo.get(task.task_id) == task
+
+
+def test_create_takes_the_default_budget(make_repo):
+    repo = make_repo(default_max_attempts=4)
+    assert repo.create("a", "x").max_attempts == 4
+    assert repo.create("b", "x", max_attempts=2).max_attempts == 2
+
+
+def test_get_of_a_missing_task_is_none(repo):
+    assert repo.get(424242) is None
+
+
+def test_get_many_lists_known_tasks_by_id_without_documents(repo):
+    a, b, c = (repo.create(n, "big body") for n in "abc")
+    found = repo.get_many([c.task_id, a.task_id, 999999, a.task_id])
+    assert [t.task_id for t in found] == [a.task_id, c.task_id]
+    assert all(t.document is None for t in found)
+    assert found[0].task_name == "a"
+    assert repo.get_many([]) == []
+
+
+def test_recent_is_newest_first_and_limited(repo):
+    ids = [repo.create(f"t{i}", "x").task_id for i in range(5)]
+    assert [t.task_id for t in repo.recent(3)] == ids[::-1][:3]
+    assert [t.task_id for t in repo.recent()] == ids[::-1]
+
+
+def test_counts_has_every_status(repo):
+    assert repo.counts() == {"pending": 0, "processing": 0, "success": 0, "failed": 0}
+    done = started(repo, name="done")
+    repo.commit(done.task_id, done.attempt, {"ok": True})
+    broken = started(repo, name="broken")
+    repo.fail(broken.task_id, broken.attempt, "boom")
+    started(repo, name="running")
+    repo.create("waiting", "x")
+    assert repo.counts() == {"pending": 1, "processing": 1, "success": 1, "failed": 1}
+
+
+def test_a_ten_megabyte_document_round_trips(repo):
+    document = ("检查这份文档。" * 10 + "\n") * (MB // 20) + "end"
+    assert len(document.encode()) > 10 * MB
+    task = repo.create("big", document)
+    assert repo.get(task.task_id).document == document
+    assert repo.start_attempt(task.task_id, "t").task.document == document
+
+
+# -- start_attempt --------------------------------------------------------------------------------
+
+
+def test_start_moves_pending_to_processing_under_the_token(repo):
+    created = repo.create("doc", "body")
+    outcome = repo.start_attempt(created.task_id, "tok-1")
+    task = outcome.task
+    assert outcome.result is StartResult.started
+    assert (task.status, task.attempt, task.lease_token, task.document) == (PROCESSING, 1, "tok-1", "body")
+    assert task.processing_started_at is not None and task.finished_at is None
+    assert task.updated_at >= created.updated_at
+    assert repo.get(task.task_id) == task
+
+
+def test_start_of_a_missing_task(repo):
+    outcome = repo.start_attempt(424242, "tok")
+    assert outcome.result is StartResult.missing and outcome.task is None
+
+
+@pytest.mark.parametrize("end", ["commit", "fail"])
+def test_start_of_a_finished_task_is_terminal(repo, end):
+    task = started(repo)
+    if end == "commit":
+        assert repo.commit(task.task_id, task.attempt, {"ok": True})
+    else:
+        assert repo.fail(task.task_id, task.attempt, "boom")
+    outcome = repo.start_attempt(task.task_id, "tok-2")
+    assert outcome.result is StartResult.terminal
+    assert outcome.task.status == (SUCCESS if end == "commit" else FAILED)
+    assert repo.get(task.task_id).attempt == 1
+
+
+def test_start_under_another_token_is_busy(repo):
+    task = started(repo, token="tok-1")
+    outcome = repo.start_attempt(task.task_id, "tok-2")
+    assert outcome.result is StartResult.busy
+    assert (outcome.task.attempt, outcome.task.lease_token) == (1, "tok-1")
+
+
+def test_start_again_with_the_same_token_is_the_same_attempt(repo):
+    first = started(repo, token="tok-1")
+    again = repo.start_attempt(first.task_id, "tok-1")
+    assert again.result is StartResult.started
+    assert (again.task.attempt, again.task.lease_token) == (1, "tok-1")
+
+
+# -- fenced writes --------------------------------------------------------------------------------
+
+
+def test_commit_stores_the_result_of_the_holding_attempt(repo):
+    task = started(repo)
+    report = {"verdict": "pass", "issues": [{"line": 3, "text": "错别字"}], "score": 0.5}
+    assert repo.commit(task.task_id, task.attempt, report)
+    done = repo.get(task.task_id)
+    assert (done.status, done.result, done.error, done.attempt) == (SUCCESS, report, None, 1)
+    assert done.finished_at is not None and done.updated_at >= task.updated_at
+    assert not repo.commit(task.task_id, task.attempt, {"again": True})
+    assert repo.get(task.task_id).result == report
+
+
+def test_retry_puts_the_task_back_to_pending(repo):
+    task = started(repo)
+    assert repo.retry(task.task_id, task.attempt, "429 from the LLM")
+    back = repo.get(task.task_id)
+    assert (back.status, back.retry_count, back.error, back.attempt) == (PENDING, 1, "429 from the LLM", 1)
+    assert back.lease_token is None and back.processing_started_at is None and back.finished_at is None
+    assert not repo.retry(task.task_id, task.attempt, "again")
+    assert repo.get(task.task_id).retry_count == 1
+
+
+def test_retry_that_does_not_count_keeps_the_budget(repo):
+    task = started(repo)
+    assert repo.retry(task.task_id, task.attempt, "worker shutting down", count_failure=False)
+    assert repo.get(task.task_id).retry_count == 0
+
+
+def test_fail_ends_the_task(repo):
+    task = started(repo)
+    assert repo.fail(task.task_id, task.attempt, "unsupported format")
+    failed = repo.get(task.task_id)
+    assert (failed.status, failed.retry_count, failed.error) == (FAILED, 1, "unsupported format")
+    assert failed.finished_at is not None
+    assert not repo.fail(task.task_id, task.attempt, "again")
+
+
+def test_a_stale_attempt_can_change_nothing(repo):
+    """D5: attempt 1 was reclaimed and attempt 2 runs; attempt 1's late writes all miss."""
+    first = started(repo, token="tok-1")
+    assert repo.retry(first.task_id, first.attempt, "lease expired", count_failure=False)
+    second = repo.start_attempt(first.task_id, "tok-2").task
+    assert second.attempt == 2
+    before = repo.get(first.task_id)
+    assert not repo.commit(first.task_id, first.attempt, {"stale": True})
+    assert not repo.retry(first.task_id, first.attempt, "stale")
+    assert not repo.fail(first.task_id, first.attempt, "stale")
+    assert repo.get(first.task_id) == before
+    assert repo.commit(second.task_id, second.attempt, {"fresh": True})
+    assert repo.get(first.task_id).result == {"fresh": True}
+
+
+def test_fenced_writes_need_a_processing_row(repo):
+    pending = repo.create("p", "x")
+    assert not repo.commit(pending.task_id, 0, {})
+    assert not repo.retry(pending.task_id, 0, "e")
+    assert not repo.fail(pending.task_id, 0, "e")
+    assert not repo.commit(424242, 1, {})
+    assert not repo.retry(424242, 1, "e")
+    assert not repo.fail(424242, 1, "e")
+    assert repo.get(pending.task_id) == pending
+
+
+def test_attempts_count_up_through_retries(repo):
+    task = repo.create("flaky", "x")
+    for n in range(1, 4):
+        attempt = repo.start_attempt(task.task_id, f"tok-{n}").task
+        assert attempt.attempt == n
+        assert repo.retry(task.task_id, n, f"error {n}")
+    assert repo.get(task.task_id).retry_count == 3
+
+
+# -- reopen and delete ----------------------------------------------------------------------------
+
+
+def test_reopen_gives_a_fresh_budget_and_keeps_the_fencing_token(repo):
+    task = started(repo, token="tok-1")
+    repo.retry(task.task_id, 1, "e1")
+    repo.start_attempt(task.task_id, "tok-2")
+    assert repo.fail(task.task_id, 2, "e2")
+    assert repo.reopen(task.task_id)
+    reopened = repo.get(task.task_id)
+    assert (reopened.status, reopened.retry_count, reopened.attempt) == (PENDING, 0, 2)
+    assert reopened.finished_at is None and reopened.lease_token is None
+    assert not repo.commit(task.task_id, 2, {"stale": True})  # the failed attempt stays fenced off
+    again = repo.start_attempt(task.task_id, "tok-3").task
+    assert again.attempt == 3
+    assert repo.commit(task.task_id, 3, {"ok": True})
+
+
+def test_reopen_only_reopens_failed_tasks(repo):
+    pending = repo.create("p", "x")
+    running = started(repo)
+    done = started(repo, token="tok-d")
+    repo.commit(done.task_id, done.attempt, {})
+    for task_id in (pending.task_id, running.task_id, done.task_id, 424242):
+        assert not repo.reopen(task_id)
+    assert repo.get(running.task_id).status == PROCESSING
+    assert repo.get(done.task_id).status == SUCCESS
+
+
+def test_delete(repo):
+    task = repo.create("gone", "x")
+    assert repo.delete(task.task_id)
+    assert repo.get(task.task_id) is None
+    assert not repo.delete(task.task_id)
+    assert repo.start_attempt(task.task_id, "t").result is StartResult.missing
+
+
+# -- non_terminal_after (the reconciler's paging) ------------------------------------------------
+
+
+def page_through(repo: TaskRepository, limit: int) -> list[Task]:
+    seen: list[Task] = []
+    cursor = None
+    while True:
+        page = repo.non_terminal_after(cursor, limit)
+        assert len(page) <= limit
+        if not page:
+            return seen
+        seen += page
+        cursor = (page[-1].updated_at, page[-1].task_id)
+
+
+def test_non_terminal_after_pages_pending_and_processing_rows_in_order(repo):
+    tasks = [repo.create(f"t{i}", "x") for i in range(7)]
+    repo.start_attempt(tasks[1].task_id, "a")
+    repo.start_attempt(tasks[2].task_id, "b")
+    repo.commit(tasks[2].task_id, 1, {})
+    repo.start_attempt(tasks[3].task_id, "c")
+    repo.fail(tasks[3].task_id, 1, "e")
+    repo.start_attempt(tasks[4].task_id, "d")
+    expected = {tasks[i].task_id for i in (0, 1, 4, 5, 6)}
+
+    for limit in (1, 2, 3, 100):
+        seen = page_through(repo, limit)
+        assert [t.task_id for t in seen if t.task_id in expected] == [t.task_id for t in seen]
+        assert len(seen) == len(expected) and {t.task_id for t in seen} == expected
+        keys = [(t.updated_at, t.task_id) for t in seen]
+        assert keys == sorted(keys)
+        assert all(t.document is None for t in seen)
+        assert {t.status for t in seen} == {PENDING, PROCESSING}
+
+
+def test_a_touched_row_moves_to_the_end_of_the_order(repo):
+    first, second = repo.create("first", "x"), repo.create("second", "x")
+    time.sleep(0.005)  # past SQLite's millisecond resolution
+    repo.start_attempt(first.task_id, "tok")
+    assert [t.task_id for t in repo.non_terminal_after(None, 10)] == [second.task_id, first.task_id]
+    cursor = (second.updated_at, second.task_id)
+    assert [t.task_id for t in repo.non_terminal_after(cursor, 10)] == [first.task_id]
+
+
+def test_updated_at_never_goes_back(repo):
+    task = repo.create("t", "x")
+    stamps = [task.updated_at]
+    attempt = repo.start_attempt(task.task_id, "a").task
+    stamps.append(attempt.updated_at)
+    repo.retry(task.task_id, attempt.attempt, "e")
+    stamps.append(repo.get(task.task_id).updated_at)
+    assert stamps == sorted(stamps)

@@ -35,6 +35,7 @@ LEASE = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_s
 GRACE_MS = 60_000
 MAX_ATTEMPTS = 3
 WORKERS = ("w1", "w2", "w3")
+MALFORMED = ["not json", '{"task_name": "x"}', '{"task_id": "abc"}', "[1, 2]", '{"task_id": 999999}']
 REPORT = {"findings": [], "summary": "ok", "reviewer": "offline", "model": "m", "chunks": 1,
           "usage": {"prompt_tokens": 0, "completion_tokens": 0}}
 
@@ -84,8 +85,8 @@ class QueueMachine(RuleBasedStateMachine):
     def make_ports(self, clock: ManualClock, tokens):
         return InMemoryTaskQueue(clock, token_factory=tokens), InMemoryTaskRepository(clock)
 
-    @initialize()
-    def setup(self):
+    @initialize(n=st.integers(1, 3))
+    def setup(self, n=1):
         self.clock = ManualClock()
         counter = itertools.count(1)
         queue, repo = self.make_ports(self.clock, lambda: f"t{next(counter)}")
@@ -96,6 +97,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.tasks: list[int] = []
         self.unpushed: set[int] = set()  # rows whose producer died before the push
         self.malformed = 0
+        for _ in range(n):
+            self._submit(None)
 
     # -- helpers -----------------------------------------------------------------------------
     def _ports(self, actor: str):
@@ -118,6 +121,9 @@ class QueueMachine(RuleBasedStateMachine):
     # -- producers and bad input -------------------------------------------------------------
     @rule(crash_after=st.sampled_from([None, None, None, 1]))
     def submit_task(self, crash_after):
+        self._submit(crash_after)
+
+    def _submit(self, crash_after):
         producer = self.actors["producer"]
         if crash_after is not None:
             producer.budget.arm(crash_after)
@@ -134,17 +140,18 @@ class QueueMachine(RuleBasedStateMachine):
                 self.unpushed.add(tid)
         producer.budget.disarm()
 
-    @precondition(lambda self: self.tasks)
-    @rule(data=st.data())
-    def push_duplicate(self, data):
-        tid = data.draw(st.sampled_from(self.tasks))
-        self.queue.push(make_payload(tid, "doc.md"))
-
-    @rule(raw=st.sampled_from(["not json", '{"task_name": "x"}', '{"task_id": "abc"}', "[1, 2]",
-                               '{"task_id": 999999}']))
-    def push_malformed(self, raw):
-        self.queue.push(raw)
-        self.malformed += 1
+    @rule(data=st.data(), kind=st.sampled_from(["duplicate", "malformed", "crash", "reconcile"]))
+    def chaos(self, data, kind):
+        """Rarer events share one rule, so the common ones above get drawn more often."""
+        if kind == "duplicate" and self.tasks:
+            self.queue.push(make_payload(data.draw(st.sampled_from(self.tasks)), "doc.md"))
+        elif kind == "malformed":
+            self.queue.push(data.draw(st.sampled_from(MALFORMED)))
+            self.malformed += 1
+        elif kind == "crash":
+            self._crash(data.draw(st.sampled_from(WORKERS)))
+        elif kind == "reconcile":
+            self._reconciler().reconcile_once()
 
     # -- workers -----------------------------------------------------------------------------
     @rule(worker=st.sampled_from(WORKERS), crash_after=st.sampled_from([None, None, 0, 1, 2]))
@@ -178,14 +185,24 @@ class QueueMachine(RuleBasedStateMachine):
             self.actors[worker].running.remove(running)
 
     @precondition(lambda self: any(self.actors[w].running for w in WORKERS))
-    @rule(data=st.data(), kind=st.sampled_from(["success", "success", "retryable", "permanent"]),
-          crash_after=st.sampled_from([None, None, 0, 1, 2, 3]))
+    @rule(data=st.data())
+    def complete(self, data):
+        """The common case: the review succeeded and the worker commits."""
+        self._finish(data, Outcome.success(dict(REPORT)), None)
+
+    @precondition(lambda self: any(self.actors[w].running for w in WORKERS))
+    @rule(data=st.data(), kind=st.sampled_from(["success", "retryable", "permanent"]),
+          crash_after=st.sampled_from([None, 0, 1, 2, 3]))
     def finish(self, data, kind, crash_after):
+        """Any outcome, possibly crashing between two of the port calls that record it."""
+        outcome = {"success": Outcome.success(dict(REPORT)), "retryable": Outcome.retryable("LLM 500"),
+                   "permanent": Outcome.permanent("unreviewable")}[kind]
+        self._finish(data, outcome, crash_after)
+
+    def _finish(self, data, outcome, crash_after):
         worker = data.draw(st.sampled_from([w for w in WORKERS if self.actors[w].running]))
         running = data.draw(st.sampled_from(self.actors[worker].running))
         self.actors[worker].running.remove(running)
-        outcome = {"success": Outcome.success(dict(REPORT)), "retryable": Outcome.retryable("LLM 500"),
-                   "permanent": Outcome.permanent("unreviewable")}[kind]
         if crash_after is not None:
             self.actors[worker].budget.arm(crash_after)
         try:
@@ -194,12 +211,18 @@ class QueueMachine(RuleBasedStateMachine):
             self._crash(worker)
         self.actors[worker].budget.disarm()
 
+    @precondition(lambda self: any(self.actors[w].running for w in WORKERS))
     @rule(worker=st.sampled_from(WORKERS))
-    def crash_worker(self, worker):
-        self._crash(worker)
+    def stall_past_lease(self, worker):
+        """A slow-but-alive worker (a GC pause): its lease runs out, the reaper reclaims the task,
+        the retry comes due and another worker claims it while the first still holds its attempt."""
+        self.clock.advance(LEASE.lease_ms + LEASE.reaper_interval_seconds * 1000 + 1_000)
+        self._reaper().reap_once()
+        self.clock.advance(self.retry.cap_seconds * 1000)
+        self.claim(worker, None)
 
     # -- time, reaper, reconciler ------------------------------------------------------------
-    @rule(ms=st.sampled_from([1_000, 5_000, 10_000, 25_000, 40_000]))
+    @rule(ms=st.sampled_from([2_000, 11_000, 31_000, 61_000]))
     def advance(self, ms):
         self.clock.advance(ms)
 
@@ -212,10 +235,6 @@ class QueueMachine(RuleBasedStateMachine):
         except Crash:
             pass
         self.actors["reaper"].budget.disarm()
-
-    @rule()
-    def reconcile(self):
-        self._reconciler().reconcile_once()
 
     def _reconciler(self) -> Reconciler:
         if not hasattr(self, "_rec"):

@@ -1,0 +1,52 @@
+"""The state machine is not vacuous: break one safety mechanism and hypothesis finds a counterexample."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from docllm.adapters.memory_queue import InMemoryTaskQueue
+from docllm.adapters.memory_repository import InMemoryTaskRepository
+from docllm.domain.model import TaskStatus
+from docllm.domain.services.reaper import Reaper
+from tests.property.machine import QueueMachine
+
+SEARCH = settings(max_examples=2000, stateful_step_count=50, derandomize=True, deadline=None,
+                  suppress_health_check=list(HealthCheck), print_blob=False,
+                  phases=(Phase.generate,))  # finding is the point; shrinking would only cost time
+
+
+class UnfencedRepository(InMemoryTaskRepository):
+    """commit as ``UPDATE ... WHERE task_id = ?``: no attempt, no status in the condition."""
+
+    def commit(self, task_id, attempt, result):
+        return self._update(task_id, lambda row: True, status=TaskStatus.success, result=result) is not None
+
+
+class SkippingReaper(Reaper):
+    """The original note's ``if not ok: continue``: a lease whose row is not reclaimable is skipped."""
+
+    def _settle_once(self, delivery, task_id):
+        row = self.repo.get(task_id)
+        if row is not None and row.status is TaskStatus.pending:
+            return True  # D2: skipped forever
+        return super()._settle_once(delivery, task_id)
+
+
+class UnfencedMachine(QueueMachine):
+    def make_ports(self, clock, tokens):
+        return InMemoryTaskQueue(clock, token_factory=tokens), UnfencedRepository(clock)
+
+
+class SkippingReaperMachine(QueueMachine):
+    reaper_class = SkippingReaper
+
+
+@pytest.mark.parametrize("machine, symptom", [
+    (UnfencedMachine, "committed more than once"),
+    (SkippingReaperMachine, "not finished within|queue not empty"),
+])
+def test_a_broken_mechanism_is_caught(machine, symptom):
+    with pytest.raises(AssertionError, match=symptom):
+        run_state_machine_as_test(machine, settings=SEARCH)

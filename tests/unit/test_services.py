@@ -1,0 +1,281 @@
+"""The domain services, defect by defect (DESIGN section 2), over the in-memory adapters."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from docllm.adapters.manual_clock import ManualClock
+from docllm.adapters.memory_queue import InMemoryTaskQueue
+from docllm.adapters.memory_repository import InMemoryTaskRepository
+from docllm.domain import events as ev
+from docllm.domain.errors import PermanentError, TransientError
+from docllm.domain.events import RecordingEvents
+from docllm.domain.model import TaskStatus
+from docllm.domain.payload import make_payload
+from docllm.domain.policies import LeasePolicy, RetryPolicy
+from docllm.domain.services.attempts import Limits, TaskProcessor
+from docllm.domain.services.outcome import Outcome
+from docllm.domain.services.producer import retry_dead, submit
+from docllm.domain.services.reaper import Reaper
+from docllm.domain.services.reconciler import Reconciler
+
+LEASE = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_seconds=5)
+
+
+class Reviewer:
+    name = "stub"
+
+    def __init__(self, *failures: BaseException):
+        self.failures = list(failures)
+        self.calls = 0
+
+    def review(self, task_name, document):
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return {"findings": [], "summary": f"reviewed {task_name}", "reviewer": "offline"}
+
+    def check(self):
+        pass
+
+
+@dataclass
+class World:
+    clock: ManualClock
+    queue: InMemoryTaskQueue
+    repo: InMemoryTaskRepository
+    events: RecordingEvents
+    retry: RetryPolicy
+
+    def worker(self, name="w1", reviewer=None, limits=Limits()):
+        return TaskProcessor(self.queue, self.repo, reviewer or Reviewer(), self.clock, self.retry, LEASE,
+                             name, limits, self.events)
+
+    def reaper(self):
+        return Reaper(self.queue, self.repo, self.retry, events=self.events)
+
+    def submit(self, document="# T\n\ntext\n"):
+        return submit(self.repo, self.queue, "doc.md", document)
+
+    def run_one(self, proc):
+        attempt = proc.begin(proc.claim())
+        return attempt, proc.finish(attempt, proc.review(attempt))
+
+    def expire(self):
+        self.clock.advance(LEASE.lease_ms + 1)
+
+    def drain_delayed(self):
+        self.clock.advance(self.retry.cap_seconds * 1000 + 1)
+
+    def status(self, task_id):
+        return self.repo.get(task_id).status
+
+
+@pytest.fixture
+def w():
+    clock = ManualClock()
+    tokens = itertools.count(1)
+    return World(clock, InMemoryTaskQueue(clock, token_factory=lambda: f"t{next(tokens)}"),
+                 InMemoryTaskRepository(clock), RecordingEvents(),
+                 RetryPolicy(max_attempts=3, base_seconds=1, cap_seconds=4, rng=random.Random(0)))
+
+
+def test_happy_path_commits_once_and_empties_the_queue(w):
+    task = w.submit()
+    attempt, ok = w.run_one(w.worker())
+    assert ok and attempt.number == 1
+    row = w.repo.get(task.task_id)
+    assert row.status is TaskStatus.success and row.result["summary"] == "reviewed doc.md"
+    s = w.queue.stats()
+    assert (s.ready, s.processing, s.delayed, s.dead) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("raw, reason", [("garbage", "malformed payload"), ('{"task_id": 424242}', "unknown task")])
+def test_bad_payloads_are_dead_lettered_with_a_reason_never_dropped(w, raw, reason):  # D7, I7
+    w.queue.push(raw)
+    proc = w.worker()
+    assert proc.begin(proc.claim()) is None
+    [letter] = w.queue.dead_letters()
+    assert letter.raw == raw and reason in letter.reason
+    assert w.queue.stats().processing == 0
+
+
+def test_crash_after_claim_before_start_is_requeued_by_the_reaper(w):  # D1/D2
+    task = w.submit()
+    w.worker("dead").claim()  # the worker dies here: the row still says pending
+    w.expire()
+    assert w.reaper().reap_once() == 1
+    assert w.status(task.task_id) is TaskStatus.pending
+    _, ok = w.run_one(w.worker("w2"))
+    assert ok and w.status(task.task_id) is TaskStatus.success
+
+
+def test_reaper_crash_between_row_and_queue_is_finished_by_the_next_one(w):  # D2
+    task = w.submit()
+    proc = w.worker("dead")
+    proc.begin(proc.claim())
+    w.expire()
+    [delivery] = w.queue.expired(10)
+    row = w.repo.get(task.task_id)
+    assert w.repo.retry(task.task_id, row.attempt, "lease expired")  # first reaper: row written, then it died
+    assert w.reaper().reap_once() == 1  # zero rows to reclaim is not a reason to skip
+    assert w.queue.stats().ready == 1 and w.status(task.task_id) is TaskStatus.pending
+
+
+def test_an_exception_in_the_review_is_a_bounded_retry_not_a_stuck_row(w):  # D3
+    task = w.submit()
+    _, ok = w.run_one(w.worker(reviewer=Reviewer(RuntimeError("boom"))))
+    row = w.repo.get(task.task_id)
+    assert ok and row.status is TaskStatus.pending and "boom" in row.error and row.retry_count == 1
+    assert w.queue.stats().delayed == 1
+
+
+def test_a_stale_worker_cannot_overwrite_the_newer_attempt(w):  # D5, I4
+    task = w.submit()
+    slow = w.worker("slow")
+    first = slow.begin(slow.claim())
+    w.expire()
+    w.reaper().reap_once()
+    w.drain_delayed()
+    second, ok = w.run_one(w.worker("fast"))
+    assert ok and second.number == 2
+    assert slow.finish(first, Outcome.success({"summary": "stale"})) is False
+    assert w.repo.get(task.task_id).result["summary"] == "reviewed doc.md"
+    assert w.events.names().count(ev.SUCCEEDED) == 1
+
+
+def test_a_poison_task_ends_failed_with_its_payload_dead_lettered(w):  # D6, I5
+    task = w.submit()
+    reviewer = Reviewer(*[TransientError("500")] * 10)
+    for _ in range(3):
+        w.drain_delayed()
+        w.run_one(w.worker(reviewer=reviewer))
+    row = w.repo.get(task.task_id)
+    assert row.status is TaskStatus.failed and "attempts exhausted (3/3)" in row.error
+    assert reviewer.calls == 3
+    [letter] = w.queue.dead_letters()
+    assert letter.task_id == task.task_id and letter.raw == make_payload(task.task_id, "doc.md")
+
+
+def test_a_poison_task_that_always_times_out_is_failed_by_the_reaper(w):  # D6 via lease expiry
+    task = w.submit()
+    for n in range(3):
+        w.drain_delayed()
+        proc = w.worker(f"w{n}")
+        assert proc.begin(proc.claim()) is not None
+        w.expire()
+        w.reaper().reap_once()
+    assert w.status(task.task_id) is TaskStatus.failed
+    assert w.queue.dead_letters()[0].task_id == task.task_id
+
+
+def test_heartbeats_keep_a_long_attempt_and_a_dead_one_is_reclaimed_after_one_lease(w):  # D9, I8
+    long_task, dead_task = w.submit(), w.submit()
+    live, dead = w.worker("live"), w.worker("dead")
+    a = live.begin(live.claim())
+    dead.begin(dead.claim())
+    for _ in range(10):  # 100 s: more than three leases
+        w.clock.advance(LEASE.heartbeat_seconds * 1000)
+        assert live.heartbeat(a)
+        w.reaper().reap_once()
+    assert w.status(long_task.task_id) is TaskStatus.processing
+    assert w.repo.get(dead_task.task_id).error.startswith("lease expired")
+
+
+def test_an_attempt_past_the_maximum_runtime_is_abandoned_by_its_worker(w):  # I8
+    w.submit()
+    proc = w.worker()
+    attempt = proc.begin(proc.claim())
+    w.clock.advance(LEASE.max_runtime_seconds * 1000 + 1)
+    assert proc.overran(attempt)
+
+
+def test_redis_data_loss_is_recovered_by_the_reconciler(w):  # D10, I3
+    pending, processing = w.submit(), w.submit()
+    proc = w.worker()
+    proc.begin(proc.claim())  # pending stays in ready, the other is in flight
+    w.queue = InMemoryTaskQueue(w.clock)  # Redis restarted without its data
+    rec = Reconciler(w.queue, w.repo, w.clock, grace_ms=60_000)
+    assert rec.reconcile_once() == 0  # first sighting starts the grace period
+    w.clock.advance(30_000)
+    assert rec.reconcile_once() == 0
+    w.clock.advance(30_000)
+    assert rec.reconcile_once() == 2
+    assert w.status(processing.task_id) is TaskStatus.pending
+    for _ in range(2):
+        _, ok = w.run_one(w.worker("w2"))
+        assert ok
+    assert {w.status(t.task_id) for t in (pending, processing)} == {TaskStatus.success}
+
+
+def test_the_reconciler_leaves_referenced_rows_alone(w):
+    w.submit()
+    rec = Reconciler(w.queue, w.repo, w.clock, grace_ms=1)
+    for _ in range(3):
+        w.clock.advance(10)
+        assert rec.reconcile_once() == 0
+    assert w.queue.stats().ready == 1
+
+
+def test_release_on_shutdown_goes_back_first_without_costing_an_attempt(w):  # D11
+    first, _ = w.submit(), w.submit()
+    proc = w.worker()
+    attempt = proc.begin(proc.claim())
+    assert proc.finish(attempt, Outcome.release("shutdown"))
+    row = w.repo.get(first.task_id)
+    assert row.status is TaskStatus.pending and row.retry_count == 0
+    assert w.worker("w2").claim().raw == make_payload(first.task_id, "doc.md")  # next in line
+
+
+def test_duplicates_are_recognised_and_not_run_again(w):
+    task = w.submit()
+    w.queue.push(make_payload(task.task_id, "doc.md"))
+    proc = w.worker()
+    attempt = proc.begin(proc.claim())
+    assert proc.begin(proc.claim()) is None  # duplicate while in flight
+    proc.finish(attempt, proc.review(attempt))
+    w.queue.push(make_payload(task.task_id, "doc.md"))
+    assert proc.begin(proc.claim()) is None  # duplicate of a finished task
+    assert w.events.names().count(ev.STARTED) == 1 and w.events.names().count(ev.DUPLICATE) == 2
+    assert w.queue.stats().processing == 0
+
+
+def test_permanent_errors_and_oversized_documents_fail_at_once(w):
+    a = w.submit()
+    w.run_one(w.worker(reviewer=Reviewer(PermanentError("not a document"))))
+    b = w.submit("x" * 2000)
+    w.run_one(w.worker(limits=Limits(max_document_bytes=1000)))
+    assert w.repo.get(a.task_id).error == "not a document"
+    assert "over the limit" in w.repo.get(b.task_id).error
+    assert {w.status(a.task_id), w.status(b.task_id)} == {TaskStatus.failed}
+    assert len(w.queue.dead_letters()) == 2
+
+
+def test_retry_after_is_honoured(w):
+    w.submit()
+    w.run_one(w.worker(reviewer=Reviewer(TransientError("429", retry_after=3.5))))
+    [event] = [f for n, f in w.events.events if n == ev.RETRIED]
+    assert event["delay_s"] >= 3.5
+
+
+def test_a_row_deleted_in_flight_ends_in_the_dead_letter_list(w):
+    task = w.submit()
+    proc = w.worker()
+    attempt = proc.begin(proc.claim())
+    w.repo.delete(task.task_id)
+    assert proc.finish(attempt, proc.review(attempt)) is False
+    assert "deleted" in w.queue.dead_letters()[0].reason
+
+
+def test_operator_retry_reopens_with_a_fresh_budget(w):
+    task = w.submit()
+    w.run_one(w.worker(reviewer=Reviewer(PermanentError("bad"))))
+    assert retry_dead(w.repo, w.queue, task.task_id) == [task.task_id]
+    assert w.queue.dead_letters() == []
+    attempt, ok = w.run_one(w.worker())
+    row = w.repo.get(task.task_id)
+    assert ok and row.status is TaskStatus.success and attempt.number == 2 and row.retry_count == 0

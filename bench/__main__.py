@@ -1,0 +1,102 @@
+"""``python -m bench``: every measurement in one run, one table each.
+
+    python -m bench                      # everything (under 10 minutes on 2 cores)
+    python -m bench --quick              # tiny N, no 100,000-lease reaper run, no 30 s lease, no peer recovery
+    python -m bench --only floor queue_only
+    python -m bench --markdown out.md --json out.json
+
+Nothing is skipped silently: a missing server, peer or profiler is printed as SKIPPED with the
+reason, and listed again at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from bench import common
+
+SECTIONS = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
+
+
+def docllm_source() -> str:
+    import docllm
+
+    path = Path(docllm.__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(common.ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(common.ROOT), "status", "--porcelain", "--", "src"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        head, dirty = "?", ""
+    in_checkout = str(path).startswith(str(common.ROOT / "src"))
+    state = f"checkout at {head}" + (" with uncommitted changes under src/" if in_checkout and dirty else "")
+    return f"{path} ({state if in_checkout else f'not the checkout; checkout HEAD is {head}'})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny N: for the smoke test")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these measurements")
+    parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
+    parser.add_argument("--json", type=Path, help="write every figure as JSON here")
+    parser.add_argument("--workdir", type=Path, help="scratch directory (default: a new temporary one)")
+    args = parser.parse_args(argv)
+
+    command = "python -m bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    info = common.machine()
+    started = time.time()
+    header = [f"command: {command.strip()}",
+              f"machine: nproc={info['nproc']}, memory {info['memory']}, {info['cpu']}, Linux {info['kernel']}, "
+              f"Python {info['python']}",
+              f"docllm: {docllm_source()}",
+              f"redis: {common.REDIS_CONFIG}"]
+    for line in header:
+        print(line, flush=True)
+    tables: list[common.Table] = []
+    results: dict = {"machine": info, "command": command.strip()}
+    failed: list[str] = []
+    with common.Env(quick=args.quick, workdir=args.workdir) as env:
+        print(f"redis-server {env.redis.url} pid {env.redis.pid}; "
+              f"mariadb {'pid ' + str(env.mariadb.pid) if env.mariadb else 'not installed'}; scratch {env.dir}",
+              flush=True)
+        for name in SECTIONS:
+            if args.only and name not in args.only:
+                continue
+            module = __import__(f"bench.{name}", fromlist=["run"])
+            t = time.time()
+            print(f"-- {name} ...", flush=True)
+            try:
+                new = module.run(env, results)
+            except Exception:  # one broken measurement must not hide the others
+                traceback.print_exc()
+                failed.append(name)
+                continue
+            for table in new:
+                print(table.text(), flush=True)
+            tables += new
+            print(f"-- {name}: {time.time() - t:.0f} s", flush=True)
+        skipped = list(env.skipped)
+    elapsed = time.time() - started
+    footer = [f"total: {elapsed:.0f} s"] + [f"SKIPPED: {s}" for s in skipped] + [f"FAILED: {f}" for f in failed]
+    for line in footer:
+        print(line)
+    results.update(skipped=skipped, failed=failed, elapsed_s=elapsed, tables=[t.as_dict() for t in tables])
+    if args.markdown:
+        body = ["```", *header, *footer, "```", ""] + [t.markdown() for t in tables]
+        args.markdown.write_text("\n".join(body))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

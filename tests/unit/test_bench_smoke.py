@@ -1,0 +1,54 @@
+"""The benchmarks still run: ``python -m bench --quick`` end to end on tiny N (no figures checked).
+
+It needs a redis-server (as the integration tests do); MariaDB, the peers (``.[bench]``) and
+py-spy are optional and reported as SKIPPED by the run itself. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers import find_redis_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_quick_benchmark_runs_every_measurement(tmp_path: Path) -> None:
+    if not find_redis_server():
+        pytest.skip("redis-server not installed: run scripts/test to install it")
+    out = tmp_path / "bench.json"
+    md = tmp_path / "bench.md"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--json", str(out), "--markdown", str(md),
+                           "--workdir", str(tmp_path / "work")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=580)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+    assert results["failed"] == []
+    keys = {t["key"] for t in results["tables"]}
+    assert {"floor", "queue_only", "worker", "memory", "reaper", "recovery"} <= keys
+    for table in results["tables"]:
+        assert table["rows"], table["key"]
+    # whatever was left out says why, in the output and in the results
+    for skipped in results["skipped"]:
+        assert f"SKIPPED: {skipped}" in proc.stdout
+    assert md.read_text().count("| ") > 10
+
+
+def test_table_formats_and_percentiles() -> None:
+    from bench.common import Table, percentile, verdict
+
+    t = Table("k", "title", ["a", "b"])
+    t.add(1, 2.5)
+    t.add("x", None)
+    assert "| 1 | 2.50 |" in t.markdown()
+    assert "title" in t.text()
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([], 99) is None
+    assert verdict(True) == "MET" and verdict(False) == "NOT MET" and verdict(None) == "n/a"

@@ -39,16 +39,34 @@ def _clock(client):
     return RedisServerClock(client)
 
 
-def _queue(client, settings: Settings, clock):
+def _queue(client, settings: Settings, clock, metrics):
     from docllm.adapters.redis_queue import RedisTaskQueue
 
-    return RedisTaskQueue(client, settings.queue_prefix, clock=clock)
+    queue = RedisTaskQueue(client, settings.queue_prefix, clock=clock)
+    return metrics.counting(queue, "redis") if metrics else queue
 
 
-def _repository(engine, settings: Settings):
+def _repository(engine, settings: Settings, metrics):
     from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
 
-    return SqlAlchemyTaskRepository(engine, default_max_attempts=settings.max_attempts)
+    repo = SqlAlchemyTaskRepository(engine, default_max_attempts=settings.max_attempts)
+    return metrics.counting(repo, "database") if metrics else repo
+
+
+def _metrics(settings: Settings):
+    """Off (None) unless DOCLLM_METRICS_PORT is set: then the ports below are counted and timed."""
+    if settings.metrics_port is None:
+        return None
+    from docllm.adapters.metrics import Metrics
+
+    return Metrics()
+
+
+def _timed_reviewer(settings: Settings, metrics):
+    from docllm.adapters.metrics import TimedReviewer
+
+    reviewer = _reviewer(settings)
+    return TimedReviewer(reviewer, metrics) if metrics else reviewer
 
 
 def _reviewer(settings: Settings):
@@ -71,23 +89,34 @@ def _reviewer(settings: Settings):
     return OfflineReviewer()
 
 
-def _events(settings: Settings):
+def _events(settings: Settings, metrics):
     from docllm.adapters.log_events import LoggingEvents
+    from docllm.adapters.metrics import AttemptTimer, PrometheusEvents
+    from docllm.domain.events import FanoutEvents
 
-    return LoggingEvents(settings.worker_id)
+    logs = LoggingEvents(settings.worker_id)
+    return AttemptTimer(FanoutEvents(logs, PrometheusEvents(metrics)) if metrics else logs)
+
+
+def _readiness(client, engine):
+    from docllm.runtime.http_endpoints import readiness_checks
+
+    return readiness_checks(client, engine)
 
 
 class Container(containers.DeclarativeContainer):
     settings = providers.Singleton(Settings.from_env)
+    metrics = providers.Singleton(_metrics, settings)
 
     redis_client = providers.Resource(_redis, settings)
     engine = providers.Resource(_engine, settings)
 
     clock = providers.Singleton(_clock, redis_client)
-    queue = providers.Singleton(_queue, redis_client, settings, clock)
-    repository = providers.Singleton(_repository, engine, settings)
-    reviewer = providers.Singleton(_reviewer, settings)
-    events = providers.Singleton(_events, settings)
+    queue = providers.Singleton(_queue, redis_client, settings, clock, metrics)
+    repository = providers.Singleton(_repository, engine, settings, metrics)
+    reviewer = providers.Singleton(_timed_reviewer, settings, metrics)
+    events = providers.Singleton(_events, settings, metrics)
+    readiness = providers.Singleton(_readiness, redis_client, engine)
 
     retry_policy = providers.Singleton(
         lambda s: RetryPolicy(max_attempts=s.max_attempts, base_seconds=s.retry_base_seconds,

@@ -52,6 +52,7 @@ class Settings:
     log_format: str = "text"
     log_level: str = "INFO"
     metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
     worker_id: str = ""
 
     @property
@@ -154,6 +155,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "log_format": ("DOCLLM_LOG_FORMAT", str.lower),
     "log_level": ("DOCLLM_LOG_LEVEL", str.upper),
     "metrics_port": ("DOCLLM_METRICS_PORT", _port),
+    "metrics_host": ("DOCLLM_METRICS_HOST", str),
     "worker_id": ("DOCLLM_WORKER_ID", str),
 }
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}

@@ -1,0 +1,222 @@
+"""Prometheus metrics of one process, in a registry of its own (tests build several side by side).
+
+Counters follow the domain events (``PrometheusEvents``, an ``EventSink``); the LLM is timed by a
+reviewer decorator; Redis and database outages are counted by a port proxy; queue depths, the
+oldest lease and the attempts in flight are read when Prometheus scrapes (``QueueGauges``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+from docllm.domain import events as ev
+from docllm.domain.errors import Unavailable
+from docllm.domain.ports import DocumentReviewer, EventSink, TaskQueue
+
+log = logging.getLogger("docllm.metrics")
+
+SLOW = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)  # LLM calls, attempts
+FAST = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)  # reaper cycles
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+
+        def counter(name: str, doc: str, *labels: str) -> Counter:
+            return Counter(f"docllm_{name}", doc, labels, registry=r)
+
+        self.events = counter("events", "Domain events by name", "event")
+        self.claimed = counter("tasks_claimed", "Payloads claimed from ready")
+        self.started = counter("attempts_started", "Attempts started on the row (pending -> processing)")
+        self.succeeded = counter("tasks_succeeded", "Attempts that committed a report")
+        self.failed = counter("tasks_failed", "Tasks that ended failed", "reason")
+        self.retried = counter("tasks_retried", "Attempts that failed and were scheduled again", "reason")
+        self.released = counter("tasks_released", "Attempts handed back unrun or unfinished", "reason")
+        self.reclaimed = counter("tasks_reclaimed", "Expired leases the reaper sent back", "reason")
+        self.dead_lettered = counter("tasks_dead_lettered", "Payloads moved to the dead-letter list", "reason")
+        self.renewals = counter("lease_renewals", "Leases renewed by a heartbeat")
+        self.leases_lost = counter("leases_lost", "Heartbeats that found the lease gone")
+        self.backend_errors = counter("backend_errors", "Calls that found Redis or the database unavailable",
+                                      "backend")
+        self.llm_errors = counter("llm_errors", "Reviews that raised, by error class", "provider", "error_class")
+        self.llm_seconds = Histogram("docllm_llm_review_seconds", "Time of one document review (all LLM calls)",
+                                     ["provider", "outcome"], buckets=SLOW, registry=r)
+        self.attempt_seconds = Histogram("docllm_attempt_duration_seconds", "Attempts from start to outcome",
+                                         ["outcome"], buckets=SLOW, registry=r)
+        self.reaper_cycle = Histogram("docllm_reaper_cycle_seconds", "One reaper cycle",
+                                      buckets=FAST, registry=r)
+        self.reconcile_cycle = Histogram("docllm_reconciler_cycle_seconds", "One reconciler cycle",
+                                         buckets=FAST, registry=r)
+
+    def watch(self, queue: TaskQueue, in_flight: Callable[[], int] | None = None) -> None:
+        """Publish the queue's depths (and this process's attempts in flight) at every scrape."""
+        self.registry.register(QueueGauges(queue, in_flight))
+
+    def counting(self, port: Any, backend: str) -> Any:
+        return CountingUnavailable(port, self.backend_errors.labels(backend))
+
+
+class PrometheusEvents:
+    """The EventSink that counts: every event by name, the task outcomes also by reason."""
+
+    def __init__(self, metrics: Metrics):
+        m = self.m = metrics
+        self._plain = {ev.CLAIMED: m.claimed, ev.STARTED: m.started, ev.SUCCEEDED: m.succeeded,
+                       ev.LEASE_RENEWED: m.renewals, ev.LEASE_LOST: m.leases_lost}
+        self._by_reason = {ev.FAILED: (m.failed, "error", "permanent_error"),
+                           ev.RETRIED: (m.retried, "error", "other"),
+                           ev.RELEASED: (m.released, "reason", "other"),
+                           ev.DEAD_LETTERED: (m.dead_lettered, "reason", "other")}
+
+    def emit(self, event: str, **fields: Any) -> None:
+        m = self.m
+        m.events.labels(event).inc()
+        if event in self._plain:
+            self._plain[event].inc()
+        elif event in self._by_reason:
+            counter, field, default = self._by_reason[event]
+            counter.labels(reason_class(fields.get(field), default)).inc()
+        elif event == ev.RECLAIMED:
+            m.reclaimed.labels("lease_expired").inc()
+        elif event == ev.REQUEUED:  # claimed, never started, lease expired
+            m.reclaimed.labels("never_started").inc()
+        if "duration" in fields:
+            m.attempt_seconds.labels(event).observe(fields["duration"])
+
+
+_REASONS = (  # the first match wins: "attempts exhausted (5/5): TransientError: ..." is exhausted
+    ("attempts exhausted", "attempts_exhausted"),
+    ("malformed payload", "malformed_payload"),
+    ("unknown task", "unknown_task"),
+    ("row deleted", "row_deleted"),
+    ("PROCESSING_TIMEOUT_SECONDS", "timeout"),
+    ("lease expired", "lease_expired"),
+    ("shut down", "shutdown"),
+    ("LLM configuration error", "llm_configuration"),
+    ("document is empty", "invalid_document"),
+    ("is over the limit", "invalid_document"),
+    ("reviewer raised", "reviewer_bug"),
+)
+_ERROR_CLASS = re.compile(r"^([A-Z][A-Za-z0-9]{2,40}): ")
+
+
+def reason_class(text: str | None, default: str = "other") -> str:
+    """A reason text as one of a few label values (a label must not carry task ids or messages)."""
+    if not text:
+        return default
+    for needle, reason in _REASONS:
+        if needle in text:
+            return reason
+    match = _ERROR_CLASS.match(text)  # "TransientError: the LLM answered 503" -> transient_error
+    if match:
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
+    return default
+
+
+class AttemptTimer:
+    """An EventSink decorator: adds ``duration`` (seconds, this process's monotonic clock; a record,
+    never an input to a decision) to the event that ends an attempt started in this process."""
+
+    ENDS = frozenset({ev.SUCCEEDED, ev.RETRIED, ev.FAILED, ev.RELEASED, ev.STALE, ev.LEASE_LOST})
+    LIMIT = 10_000  # attempts whose end this process never sees (a lost lease) must not pile up
+
+    def __init__(self, inner: EventSink):
+        self.inner = inner
+        self._started: dict[tuple[Any, Any], float] = {}
+        self._lock = threading.Lock()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        key = (fields.get("task_id"), fields.get("attempt"))
+        if event == ev.STARTED:
+            with self._lock:
+                if len(self._started) >= self.LIMIT:
+                    self._started.clear()
+                self._started[key] = time.monotonic()
+        elif event in self.ENDS and "duration" not in fields:
+            with self._lock:
+                started = self._started.pop(key, None)
+            if started is not None:
+                fields["duration"] = round(time.monotonic() - started, 3)
+        self.inner.emit(event, **fields)
+
+
+class TimedReviewer:
+    """A DocumentReviewer decorator: the review's latency, and its errors by class."""
+
+    def __init__(self, inner: DocumentReviewer, metrics: Metrics):
+        self.inner, self.m, self.name = inner, metrics, inner.name
+
+    def review(self, task_name: str, document: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            report = self.inner.review(task_name, document)
+        except Exception as exc:
+            self.m.llm_seconds.labels(self.name, "error").observe(time.perf_counter() - started)
+            self.m.llm_errors.labels(self.name, type(exc).__name__).inc()
+            raise
+        self.m.llm_seconds.labels(self.name, "ok").observe(time.perf_counter() - started)
+        return report
+
+    def check(self) -> None:
+        self.inner.check()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+
+class CountingUnavailable:
+    """A port proxy: each ``Unavailable`` that passes through is counted once (an error that a
+    wrapped clock raised inside a wrapped queue call is not counted twice)."""
+
+    def __init__(self, target: Any, counter: Any):
+        self._target, self._counter = target, counter
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._target, attr)
+        if attr.startswith("_") or not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except Unavailable as exc:
+                if not getattr(exc, "docllm_counted", False):
+                    exc.docllm_counted = True  # type: ignore[attr-defined]
+                    self._counter.inc()
+                raise
+
+        return call
+
+
+class QueueGauges:
+    """A custom collector: values read at scrape time, so they are never stale."""
+
+    def __init__(self, queue: TaskQueue, in_flight: Callable[[], int] | None):
+        self.queue, self.in_flight = queue, in_flight
+
+    def collect(self):
+        if self.in_flight is not None:
+            yield GaugeMetricFamily("docllm_attempts_in_flight", "Attempts running in this process",
+                                    value=self.in_flight())
+        try:
+            stats, now_ms = self.queue.stats(), self.queue.now_ms()
+        except Exception as exc:  # noqa: BLE001 - Redis down: no depths this scrape, the rest still served
+            log.debug("queue depths unavailable: %s", exc)
+            return
+        depth = GaugeMetricFamily("docllm_queue_depth", "Payloads per queue structure", labels=["queue"])
+        for name in ("ready", "processing", "delayed", "dead"):
+            depth.add_metric([name], getattr(stats, name))
+        yield depth
+        oldest = stats.oldest_claimed_at_ms
+        age = 0.0 if oldest is None else max(0, now_ms - oldest) / 1000.0
+        yield GaugeMetricFamily("docllm_oldest_processing_age_seconds",
+                                "Age of the oldest current lease (0 when none)", value=age)

@@ -6,6 +6,7 @@ Entrypoints build one container; tests and the simulation override providers
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from dependency_injector import containers, providers
@@ -28,6 +29,8 @@ def _redis(settings: Settings) -> Iterator:
 def _engine(settings: Settings) -> Iterator:
     from docllm.adapters.sql_engine import make_engine
 
+    if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
+        os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///"):])), exist_ok=True)
     engine = make_engine(settings.database_url)
     yield engine
     engine.dispose()

@@ -55,6 +55,11 @@ class Settings:
     metrics_host: str = "0.0.0.0"
     worker_id: str = ""
 
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "llm_api_key"}
+        shown["redis_url"], shown["database_url"] = redact_url(self.redis_url), redact_url(self.database_url)
+        return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
     @property
     def sqlite_path(self) -> str:
         return os.path.join(self.home, "docllm.db")
@@ -163,6 +168,18 @@ assert set(_VARIABLES) == {f.name for f in fields(Settings)}
 SETTINGS_TABLE = {name: var for name, (var, _) in _VARIABLES.items()}
 
 
+def redact_url(url: str) -> str:
+    """A URL without its password, for messages and logs."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
 def _shown(name: str, value: Any) -> str:
-    return "<hidden>" if name == "llm_api_key" else repr(value)
+    if name == "llm_api_key":
+        return "<hidden>"
+    return repr(redact_url(value)) if name in ("redis_url", "database_url") else repr(value)
 

@@ -36,3 +36,10 @@ def test_api_key_from_openai_variable_and_never_shown():
 def test_every_setting_has_a_variable():
     assert SETTINGS_TABLE["processing_timeout_seconds"] == "PROCESSING_TIMEOUT_SECONDS"
     assert all(v.startswith("DOCLLM_") for k, v in SETTINGS_TABLE.items() if k != "processing_timeout_seconds")
+
+
+def test_urls_lose_their_passwords_in_repr_and_messages():
+    s = Settings.from_env({"DOCLLM_DATABASE_URL": "mysql+pymysql://u:hunter2@db/docllm",
+                           "DOCLLM_REDIS_URL": "redis://:sekret@r:6379/0"})
+    assert "hunter2" not in repr(s) and "sekret" not in repr(s)
+    assert "mysql+pymysql://u:***@db/docllm" in repr(s)

@@ -13,6 +13,7 @@ from docllm.domain.services.producer import retry_dead, submit as submit_task
 from docllm.entrypoints import views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 from docllm.entrypoints.cli import CommandError, console, print_json
+from docllm.settings import redact_url
 
 
 @contextmanager
@@ -33,7 +34,7 @@ def init_db(args: argparse.Namespace) -> int:
 
     with _container(schema=False) as c:
         upgrade_schema(c.engine())
-        print(f"schema is up to date ({_redacted(c.settings().database_url)})")
+        print(f"schema is up to date ({redact_url(c.settings().database_url)})")
     return 0
 
 
@@ -130,13 +131,4 @@ def demo(args: argparse.Namespace) -> int:
     from docllm.entrypoints.demo import run_demo
 
     return run_demo(workers=args.workers)
-
-
-def _redacted(url: str) -> str:
-    """A database URL without its password, for messages."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':')[0]}:***@{host}"
-    return url
 

@@ -1,0 +1,74 @@
+"""The worker with the real ``openai`` client over HTTP against the scripted test server:
+retryable LLM failures end in success with the LLM's findings, and a 401 fails no task."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from docllm.adapters.memory_queue import InMemoryTaskQueue
+from docllm.adapters.memory_repository import InMemoryTaskRepository
+from docllm.adapters.openai_reviewer import OpenAIReviewer
+from docllm.domain.model import TaskStatus
+from docllm.domain.policies import LeasePolicy, RetryPolicy
+from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.producer import submit
+from docllm.domain.services.reaper import Reaper
+from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.worker_pool import WorkerPool
+from tests.support.llm_server import FakeLLM, error
+
+DOC = "# Release checklist\n\nShip it.\n"
+
+
+class RealClock:
+    def now_ms(self) -> int:
+        return int(time.monotonic() * 1000)
+
+
+def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
+    clock = RealClock()
+    queue, repo = InMemoryTaskQueue(clock), InMemoryTaskRepository()
+    reviewer = OpenAIReviewer(llm.base_url, "sk-test", "test-model", timeout_seconds=5)
+    retry = RetryPolicy(max_attempts=5, base_seconds=0.05, cap_seconds=0.2)
+    lease = LeasePolicy(lease_seconds=2, max_runtime_seconds=30, reaper_interval_seconds=0.1)
+    task = submit(repo, queue, "checklist.md", DOC)
+    gate = ConfigGate(reviewer, logging.getLogger("test"), base=0.05, cap=0.2)
+    pool = WorkerPool(lambda: TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1"), queue, gate, 1,
+                      idle_wait_seconds=0.05).start()
+    reaper = Reaper(queue, repo, retry)
+    end = time.monotonic() + timeout
+    try:
+        while time.monotonic() < end and not until(repo.get(task.task_id), gate):
+            reaper.reap_once()  # moves the delayed retries back to ready
+            time.sleep(0.02)
+        return repo.get(task.task_id), gate
+    finally:
+        pool.stop(0)
+        pool.join(5)
+
+
+def test_two_500s_then_success_ends_success_with_the_llms_findings():
+    with FakeLLM() as llm:
+        llm.script(error(500, "upstream overloaded"), error(500, "upstream overloaded"))
+        row, _ = run_worker(llm, lambda row, gate: row.status.terminal)
+    assert row.status is TaskStatus.success
+    assert row.retry_count == 2 and row.attempt == 3
+    assert row.result["reviewer"] == "openai" and row.result["model"] == "test-model"
+    assert any("Release checklist" in (f.get("quote") or "") for f in row.result["findings"])
+
+
+def test_a_401_fails_no_task_and_the_worker_resumes_when_the_key_works():
+    seen = []
+
+    def until(row, gate):
+        if not gate.open and not seen:
+            seen.append((row.status, row.retry_count))  # stopped claiming; the task kept its budget
+            time.sleep(0.3)
+            llm.unauthorized = False  # the operator fixes the key; the same worker must resume
+        return row.status.terminal
+
+    with FakeLLM(unauthorized=True) as llm:
+        row, gate = run_worker(llm, until)
+    assert seen == [(TaskStatus.pending, 0)]
+    assert row.status is TaskStatus.success and gate.open

@@ -25,14 +25,18 @@ def retry_dead(repo: TaskRepository, queue: TaskQueue, task_id: int | None,
     Dead letters that name no retryable task (malformed, unknown row) stay in the list.
     """
     sink = events or NullEvents()
-    letters = queue.dead_letters(limit=1_000_000) if task_id is None else []
-    ids = {task_id} if task_id is not None else {d.task_id for d in letters if d.task_id is not None}
+    letters = queue.dead_letters(limit=1_000_000)
+    lettered = {d.task_id for d in letters if d.task_id is not None}
+    ids = {task_id} if task_id is not None else lettered
     requeued: list[int] = []
     for tid in sorted(ids):
         row = repo.get(tid)
-        if row is None or row.status is TaskStatus.success or row.status is TaskStatus.processing:
+        if row is None:
             continue
-        if row.status is TaskStatus.failed and not repo.reopen(tid):
+        if row.status is TaskStatus.failed:
+            if not repo.reopen(tid):
+                continue
+        elif not (row.status is TaskStatus.pending and tid in lettered):  # pending: reopened, then crashed
             continue
         queue.remove_dead_letters(tid)
         queue.push(make_payload(tid, row.task_name))

@@ -1,0 +1,126 @@
+"""The ``docllm`` CLI's contract: JSON shapes, exit codes, errors that name the file (real Redis, SQLite)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+
+from docllm.entrypoints.cli import main
+
+
+@pytest.fixture
+def cli(redis_url, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DOCLLM_REDIS_URL", redis_url)
+    monkeypatch.setenv("DOCLLM_DATABASE_URL", f"sqlite:///{tmp_path / 'docllm.db'}")
+    monkeypatch.setenv("DOCLLM_QUEUE_PREFIX", f"cli{uuid.uuid4().hex[:6]}")
+
+    def run(*argv):
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
+    a, b = write(tmp_path, "a.md", "# A\n\nTODO: write\n"), write(tmp_path, "b.md", "# B\n")
+    assert cli("init-db")[0] == 0
+    code, out, _ = cli("submit", a, b, "--json")
+    assert code == 0 and json.loads(out) == [{"task_id": 1, "task_name": "a.md"}, {"task_id": 2, "task_name": "b.md"}]
+    code, out, _ = cli("submit", a, "--name", "renamed", "--json")
+    assert json.loads(out) == [{"task_id": 3, "task_name": "renamed"}]
+
+    code, out, _ = cli("status", "1", "--json")
+    [task] = json.loads(out)
+    assert code == 0 and set(task) >= {"task_id", "task_name", "status", "attempt", "retry_count", "result",
+                                       "error", "created_at", "finished_at"}
+    assert (task["status"], task["attempt"], task["result"], task["finished_at"]) == ("pending", 0, None, None)
+    assert [t["task_id"] for t in json.loads(cli("status", "--json")[1])] == [3, 2, 1]  # newest first
+
+    code, out, _ = cli("stats", "--json")
+    assert code == 0 and json.loads(out) == {
+        "tasks": {"pending": 3, "processing": 0, "success": 0, "failed": 0},
+        "queue": {"ready": 3, "processing": 0, "delayed": 0, "dead": 0},
+        "oldest_processing_s": None,
+    }
+    assert "queue ready" in cli("stats")[1]
+
+
+@pytest.mark.parametrize("content, why", [
+    (None, "not found|No such file|does not exist"),
+    (b"\x89PNG\x00\x00binary", "binary|not text|NUL"),
+    (b"x" * 2048, "limit|too large|over"),
+])
+def test_submit_refuses_a_bad_file_by_name_and_creates_no_task(cli, tmp_path, monkeypatch, content, why):
+    monkeypatch.setenv("DOCLLM_MAX_DOCUMENT_BYTES", "1024")
+    good = write(tmp_path, "good.md", "# fine\n")
+    bad = str(tmp_path / "bad.bin") if content is None else write(tmp_path, "bad.bin", content)
+    code, out, err = cli("submit", good, bad, "--json")
+    assert code == 1 and "bad.bin" in err and len(err.strip().splitlines()) == 1
+    assert re.search(why, err, re.I)
+    assert json.loads(cli("stats", "--json")[1])["tasks"]["pending"] == 0
+
+
+def test_usage_errors_exit_2_and_bad_settings_name_the_variable(cli, monkeypatch):
+    assert cli("submit")[0] == 2
+    assert cli("frobnicate")[0] == 2
+    assert cli("status", "--json", "not-a-number")[0] == 2
+    monkeypatch.setenv("DOCLLM_LEASE_SECONDS", "-1")
+    with pytest.raises(SystemExit) as stop:
+        cli("stats")
+    assert stop.value.code == 2
+
+
+def test_unknown_task_id_is_an_error(cli):
+    code, out, err = cli("status", "999", "--json")
+    assert code == 1 and "999" in err and json.loads(out) == []
+
+
+def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
+    import redis
+
+    from docllm.entrypoints.bootstrap import build_container, load_settings
+    from docllm.domain.services.attempts import TaskProcessor
+
+    path = write(tmp_path, "a.md", "# A\n")
+    cli("submit", path)
+    container = build_container(load_settings(), log=False)
+    queue, repo = container.queue(), container.repository()
+
+    class Refuses:
+        name = "stub"
+
+        def review(self, *_):
+            from docllm.domain.errors import PermanentError
+            raise PermanentError("the document is not a document")
+
+        def check(self):
+            pass
+
+    proc = TaskProcessor(queue, repo, Refuses(), container.clock(), container.retry_policy(),
+                         container.lease_policy(), "w")
+    attempt = proc.begin(proc.claim())
+    proc.finish(attempt, proc.review(attempt))
+    redis.Redis.from_url(redis_url).lpush(container.settings().queue_prefix + ":queue:ready", "garbage")
+    proc.begin(proc.claim())
+
+    code, out, _ = cli("dead", "list", "--json")
+    letters = json.loads(out)
+    assert code == 0 and {d["reason"] for d in letters} >= {"the document is not a document"}
+    assert any("malformed" in d["reason"] and d["payload"] == "garbage" for d in letters)
+    code, out, _ = cli("dead", "retry", "1", "--json")
+    assert code == 0 and json.loads(out) == {"requeued": [1]}
+    status = json.loads(cli("status", "1", "--json")[1])[0]
+    assert status["status"] == "pending" and status["retry_count"] == 0
+    assert [d["payload"] for d in json.loads(cli("dead", "list", "--json")[1])] == ["garbage"]
+    assert cli("dead", "retry", "1")[0] == 1  # nothing to retry any more
+    container.shutdown_resources()

@@ -122,29 +122,29 @@ class Container(containers.DeclarativeContainer):
     readiness = providers.Singleton(_readiness, redis_client, engine)
 
     retry_policy = providers.Singleton(
-        lambda s: RetryPolicy(max_attempts=s.max_attempts, base_seconds=s.retry_base_seconds,
-                              cap_seconds=s.retry_max_seconds),
-        settings,
+        RetryPolicy, max_attempts=settings.provided.max_attempts,
+        base_seconds=settings.provided.retry_base_seconds, cap_seconds=settings.provided.retry_max_seconds,
     )
     lease_policy = providers.Singleton(
-        lambda s: LeasePolicy(lease_seconds=s.lease_seconds, max_runtime_seconds=s.processing_timeout_seconds,
-                              reaper_interval_seconds=s.reaper_interval_seconds),
-        settings,
+        LeasePolicy, lease_seconds=settings.provided.lease_seconds,
+        max_runtime_seconds=settings.provided.processing_timeout_seconds,
+        reaper_interval_seconds=settings.provided.reaper_interval_seconds,
     )
     limits = providers.Singleton(
-        lambda s: Limits(max_payload_bytes=s.max_payload_bytes, max_document_bytes=s.max_document_bytes),
-        settings,
+        Limits, max_payload_bytes=settings.provided.max_payload_bytes,
+        max_document_bytes=settings.provided.max_document_bytes,
     )
 
     processor = providers.Factory(
-        lambda s, q, r, rv, c, rp, lp, lim, ev: TaskProcessor(q, r, rv, c, rp, lp, s.worker_id, lim, ev),
-        settings, queue, repository, reviewer, clock, retry_policy, lease_policy, limits, events,
+        TaskProcessor, queue, repository, reviewer, clock, retry_policy, lease_policy,
+        holder=settings.provided.worker_id, limits=limits, events=events,
     )
     reaper = providers.Factory(
-        lambda s, q, r, rp, ev: Reaper(q, r, rp, s.max_payload_bytes, events=ev, name=s.worker_id),
-        settings, queue, repository, retry_policy, events,
+        Reaper, queue, repository, retry_policy, max_payload_bytes=settings.provided.max_payload_bytes,
+        events=events, name=settings.provided.worker_id,
     )
     reconciler = providers.Factory(
-        lambda s, q, r, c, ev: Reconciler(q, r, c, int(s.reconcile_grace_seconds * 1000), events=ev),
-        settings, queue, repository, clock, events,
+        Reconciler, queue, repository, clock, grace_ms=providers.Callable(
+            lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds),
+        events=events,
     )

@@ -1,0 +1,43 @@
+"""The container builds every service from settings, and tests override providers, not modules."""
+
+import fakeredis
+from dependency_injector import providers
+
+from docllm.adapters.manual_clock import ManualClock
+from docllm.adapters.memory_queue import InMemoryTaskQueue
+from docllm.adapters.memory_repository import InMemoryTaskRepository
+from docllm.container import Container
+from docllm.settings import Settings
+
+
+def test_services_are_wired_from_settings_with_overridden_ports():
+    settings = Settings.from_env({"DOCLLM_MAX_ATTEMPTS": "7", "DOCLLM_LEASE_SECONDS": "12",
+                                  "DOCLLM_RECONCILE_GRACE_SECONDS": "90", "DOCLLM_WORKER_ID": "w-9"})
+    clock = ManualClock()
+    c = Container()
+    c.settings.override(providers.Object(settings))
+    c.clock.override(providers.Object(clock))
+    c.queue.override(providers.Object(InMemoryTaskQueue(clock)))
+    c.repository.override(providers.Object(InMemoryTaskRepository(clock)))
+    proc, reaper, rec = c.processor(), c.reaper(), c.reconciler()
+    assert proc.holder == "w-9" and proc.retry.max_attempts == 7 and proc.lease.lease_ms == 12_000
+    assert proc.queue is c.queue() and reaper.repo is c.repository() and reaper.name == "w-9"
+    assert rec.grace_ms == 90_000 and rec.clock is clock
+    assert c.reviewer().name == "offline"
+
+
+def test_the_real_redis_adapter_is_built_from_a_client():
+    c = Container()
+    c.settings.override(providers.Object(Settings.from_env({"DOCLLM_QUEUE_PREFIX": "{q}"})))
+    c.redis_client.override(providers.Object(fakeredis.FakeRedis()))
+    c.clock.override(providers.Object(ManualClock()))
+    queue = c.queue()
+    queue.push('{"task_id": 1}')
+    assert queue.stats().ready == 1 and queue.keys.ready == "{q}:queue:ready"
+
+
+def test_openai_provider_builds_the_openai_reviewer():
+    c = Container()
+    c.settings.override(providers.Object(Settings.from_env(
+        {"DOCLLM_LLM_PROVIDER": "openai", "DOCLLM_LLM_API_KEY": "k", "DOCLLM_LLM_BASE_URL": "http://127.0.0.1:9/v1"})))
+    assert c.reviewer().name == "openai"

@@ -101,8 +101,9 @@ def run_demo(workers: int = 3) -> int:
     for line in story:
         console.print(line)
     ok = all(r.status is TaskStatus.success for r in rows) and killed is not None
+    docllm = Path(sys.executable).parent / "docllm"
     console.print(f"Reports are stored in {settings.sqlite_path} (table task_doc_llm, column result); "
-                  f"see them with: DOCLLM_HOME={home} docllm status --json")
+                  f"see them with: DOCLLM_HOME={home} {docllm} status --json")
     console.print(f"Worker logs: {logs}")
     console.print(f"[bold {'green' if ok else 'red'}]{'every task succeeded' if ok else 'demo did not finish'}"
                   f"[/] in {time.monotonic() - started:.1f} s")

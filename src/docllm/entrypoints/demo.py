@@ -141,21 +141,19 @@ def _kill_one(queue, procs: dict[str, subprocess.Popen], story: list[str]) -> tu
 
 
 def _follow(rows: list[Task], task_id: int, story: list[str]) -> None:
+    """Tell the killed task's recovery as it happens: each milestone once, in order."""
     row = next(r for r in rows if r.task_id == task_id)
-    marks = {
-        "reclaimed": row.retry_count >= 1 or row.attempt >= 2,
-        "restarted": row.attempt >= 2,
-        "done": row.status is TaskStatus.success,
-    }
-    lines = {
-        "reclaimed": f"[yellow]reaper[/] reclaimed task {task_id}: {row.error or 'lease expired'}",
-        "restarted": f"[cyan]another worker[/] started task {task_id} again (attempt {row.attempt})",
-        "done": f"[green]task {task_id} committed once[/] by attempt {row.attempt}",
-    }
-    for key in ("reclaimed", "restarted", "done"):
-        line = lines[key].split(":")[0] if key == "reclaimed" else lines[key]
-        if marks[key] and not any(s.startswith(line[:30]) for s in story):
-            story.append(lines[key])
+    milestones = [
+        (row.retry_count >= 1 or row.attempt >= 2,
+         f"[yellow]reaper[/] reclaimed task {task_id}: {row.error or 'lease expired'}"),
+        (row.attempt >= 2, f"[cyan]another worker[/] started task {task_id} again (attempt {row.attempt})"),
+        (row.status is TaskStatus.success, f"[green]task {task_id} committed once[/] by attempt {row.attempt}"),
+    ]
+    told = len(story) - 1  # story[0] is the kill
+    for reached, line in milestones[told:]:
+        if not reached:
+            return
+        story.append(line)
 
 
 def _task_id(raw: str) -> int:

@@ -1,0 +1,86 @@
+"""Safety mechanisms of the product, broken on purpose (``--break NAME``).
+
+A harness that still reports zero violations with one of these in place proves nothing; each
+must make it report one (``tests/sim/test_breaks.py``). They replace or wrap a real adapter;
+the domain services and everything else stay as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import update
+
+from docllm.adapters.redis_queue import RedisTaskQueue
+from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+from docllm.adapters.sql_schema import task_doc_llm as t
+from docllm.adapters.sql_time import utcnow
+from docllm.domain.model import TaskStatus
+
+
+class AckAnyTokenQueue(RedisTaskQueue):
+    """``ack`` without the token check: it ends every lease of the payload's task, as the
+    original note's ``LREM processing 1 raw`` removes whichever copy it finds."""
+
+    def ack(self, token: str) -> bool:
+        data = self._client.hget(self.keys.leases, token)
+        if data is None:
+            return super().ack(token)
+        task_id = json.loads(data).get("task_id")
+        done = False
+        for other, lease in self._client.hgetall(self.keys.leases).items():
+            if json.loads(lease).get("task_id") == task_id:
+                done = super().ack(other.decode()) or done
+        return done
+
+
+class UnfencedCommitRepository(SqlAlchemyTaskRepository):
+    """``commit`` conditional on the status only, not on the attempt (no fencing token)."""
+
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+        stmt = (
+            update(t)
+            .where(t.c.task_id == task_id, t.c.status == TaskStatus.processing.value)
+            .values(status=TaskStatus.success.value, result=result, error=None, finished_at=utcnow(),
+                    updated_at=utcnow())
+        )
+        return self._write(stmt, task_id, lambda row: row is not None and row.status == TaskStatus.success)
+
+
+@dataclass(frozen=True)
+class Break:
+    name: str
+    about: str
+    shows_in: str  # a scenario where it shows
+    queue_class: type | None = None
+    reaper_clock: Callable[[Any, Any], Any] | None = None
+    repo_class: type | None = None
+
+    def wrap_repo(self, repo: SqlAlchemyTaskRepository) -> Any:
+        if self.repo_class is None:
+            return repo
+        return self.repo_class(repo._engine, default_max_attempts=repo._default_max_attempts)
+
+    def retry_policy(self, policy: Any) -> Any:
+        return policy
+
+
+BREAKS = {b.name: b for b in (
+    Break("ack-any-token", "ack ends every lease of the task, whatever the token", "d9",
+          queue_class=AckAnyTokenQueue),
+    Break("unfenced-commit", "commit checks the status but not the attempt (fencing token)", "d5",
+          repo_class=UnfencedCommitRepository),
+    Break("reaper-client-clock", "the reaper decides expiry with its own host's (skewed) clock", "skew",
+          reaper_clock=lambda system, actor: system.wall_clock(actor.name)),
+)}
+
+
+def get(name: str | None) -> Break | None:
+    if name is None:
+        return None
+    if name not in BREAKS:
+        raise KeyError(f"unknown break {name!r}; one of {', '.join(BREAKS)}")
+    return BREAKS[name]

@@ -1,0 +1,182 @@
+"""Faults: what can go wrong, when it does, and Redis data loss.
+
+A scenario names how many faults of each kind a run gets on average (optionally with the part of
+the fault phase they fall in: ``(mean, from, to)`` as fractions); ``FaultPlan`` draws their times
+(seeded) and fires them. A fault is one of:
+
+- a crash of an actor at a boundary between two port calls (its crash budget is armed to let
+  ``k`` more calls through), at a named crash point (``worker:after_claim``...), or at once;
+- a GC-like pause of a worker or reaper, a worker that stops heartbeating but keeps working;
+- Redis or the database unavailable for a while, a Redis restart (its script cache is lost),
+  Redis data loss (FLUSHALL, or a failover that restores a snapshot taken a few seconds
+  earlier: the last writes are gone);
+- duplicate payloads, malformed payloads and payloads naming no task, SIGTERM of a worker.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sim.system import System
+
+CRASH_KINDS = ("crash_worker", "kill_llm", "crash_reaper", "crash_reconciler", "crash_producer", "crash_operator")
+KINDS = CRASH_KINDS + (
+    "pause", "no_heartbeat", "redis_down", "db_down", "redis_restart", "redis_flush", "redis_failover",
+    "duplicate", "malformed", "sigterm",
+)
+POINTS = ("worker:after_claim", "worker:before_start", "worker:after_llm", "worker:after_commit",
+          "reaper:after_reclaim")
+MALFORMED = ('not json {{{', '{"task_name": "no id"}', '{"task_id": "abc"}', "[1, 2, 3]", '{"task_id": -4}',
+             '{"task_id": 1.5}', 'caf\u00e9 \u4e2d\u6587 not json')
+
+
+def poisson(rng: random.Random, mean: float) -> int:
+    if mean <= 0:
+        return 0
+    limit, k, p = math.exp(-mean), 0, 1.0
+    while True:
+        p *= rng.random()
+        if p <= limit:
+            return k
+        k += 1
+
+
+def snapshot(client: Any) -> list[tuple[bytes, str, Any]]:
+    """Every key's value, read by type (what a replica has)."""
+    out: list[tuple[bytes, str, Any]] = []
+    for key in sorted(client.keys("*")):
+        kind = client.type(key)
+        if kind == b"list":
+            out.append((key, "list", client.lrange(key, 0, -1)))
+        elif kind == b"hash":
+            out.append((key, "hash", client.hgetall(key)))
+        elif kind == b"zset":
+            out.append((key, "zset", client.zrange(key, 0, -1, withscores=True)))
+        elif kind == b"string":
+            out.append((key, "string", client.get(key)))
+        elif kind == b"set":
+            out.append((key, "set", sorted(client.smembers(key))))
+    return out
+
+
+def restore(client: Any, snap: list[tuple[bytes, str, Any]]) -> None:
+    client.flushall()
+    for key, kind, value in snap:
+        if kind == "list" and value:
+            client.rpush(key, *value)
+        elif kind == "hash" and value:
+            client.hset(key, mapping=value)
+        elif kind == "zset" and value:
+            client.zadd(key, {member: score for member, score in value})
+        elif kind == "string":
+            client.set(key, value)
+        elif kind == "set" and value:
+            client.sadd(key, *value)
+
+
+class FaultPlan:
+    def __init__(self, system: System):
+        self.sys = system
+        self.world = system.world
+        self.rng = self.world.rng_for("fault-fire")
+
+    def schedule(self) -> None:
+        sc, world = self.sys.scenario, self.world
+        draw = world.rng_for("fault-plan")
+        end = int(sc.faults_s * 1000)
+        for kind, spec in sorted(sc.faults.items()):
+            mean, start, stop = spec if isinstance(spec, tuple) else (spec, 0.03, 0.97)
+            for _ in range(poisson(draw, mean)):
+                at = int(draw.uniform(start, stop) * end)
+                if kind == "redis_failover":
+                    lag = int(draw.uniform(500, 5_000))
+                    holder: dict[str, Any] = {}
+                    world.at(at - lag, lambda h=holder: h.update(snap=snapshot(self.sys.client)))
+                    world.at(at, lambda h=holder, lag=lag: self.sys.failover(h["snap"], lag))
+                else:
+                    world.at(at, lambda k=kind: self.fire(k))
+
+    def fire(self, kind: str) -> None:
+        if not self.sys.faults_active:
+            return
+        s, r = self.sys, self.rng
+        if kind.startswith(("worker:", "reaper:")):
+            actor = self._pick(s.actors_of(kind.split(":")[0]))
+            if actor is not None:
+                s.ledger.arm(f"arm {kind} on {actor.label}")
+                s.arm_point(actor, kind)
+            return
+        if kind == "crash_worker":
+            return self._crash(self._pick(s.actors_of("worker")), r.randint(0, 5))
+        if kind == "kill_llm":
+            busy = [w for w in s.actors_of("worker") if getattr(w, "runs", None)]
+            return self._crash(self._pick(busy), None)
+        if kind in ("crash_reaper", "crash_reconciler", "crash_producer", "crash_operator"):
+            return self._crash(self._pick(s.actors_of(kind.split("_")[1])), r.randint(0, 4))
+        if kind == "pause":
+            actor = self._pick(s.actors_of("worker") + s.actors_of("reaper"))
+            if actor is not None and actor.paused_until <= self.world.now:
+                ms = int(r.uniform(5_000, 60_000))
+                s.ledger.fault("pause", f"{actor.label} pauses for {ms / 1000:.1f}s (GC-like: it does nothing)")
+                actor.pause(ms)
+            return
+        if kind == "no_heartbeat":
+            actor = self._pick(s.actors_of("worker"))
+            if actor is not None:
+                ms = int(r.uniform(40_000, 100_000))
+                s.ledger.fault("no_heartbeat", f"{actor.label} stops heartbeating for {ms / 1000:.0f}s (alive)")
+                actor.no_beat_until = self.world.now + ms
+            return
+        if kind in ("redis_down", "db_down"):
+            service = kind.split("_")[0]
+            ms = int(r.uniform(2_000, 20_000))
+            s.ledger.fault(kind, f"{service} unavailable for {ms / 1000:.1f}s")
+            return s.outage(service, ms)
+        if kind == "redis_restart":
+            ms = int(r.uniform(1_000, 4_000))
+            s.ledger.fault(kind, f"redis restarts (data kept, script cache lost), down {ms / 1000:.1f}s")
+            s.client.script_flush()
+            return s.outage("redis", ms)
+        if kind == "redis_flush":
+            s.ledger.fault(kind, "redis restarts without persistence: FLUSHALL")
+            return s.data_loss(None, "redis restarted without AOF: every key lost")
+        if kind == "duplicate":
+            task = self._pick([b for b in s.ledger.books.values()])
+            if task is not None:
+                s.ledger.fault(kind, f"duplicate payload of task {task.task_id}", task.task_id)
+                s.push_raw(json.dumps({"task_id": task.task_id, "task_name": task.name}, ensure_ascii=False))
+            return
+        if kind == "malformed":
+            n = self.world.fault_counts["malformed"]
+            if r.random() < 0.3:
+                raw, why = json.dumps({"task_id": 900_000 + n, "task_name": "ghost.md"}), "unknown task"
+            else:
+                base = r.choice(MALFORMED)
+                raw, why = (base if n == 0 else f"{base} #{n}"), "malformed"
+            s.ledger.fault(kind, f"{why} payload {raw[:40]!r}")
+            s.ledger.bad_payload(raw, why)
+            return s.push_raw(raw)
+        if kind == "sigterm":
+            actor = self._pick([w for w in s.actors_of("worker") if not getattr(w, "stopping", False)])
+            if actor is not None:
+                s.ledger.fault(kind, f"SIGTERM {actor.label}")
+                actor.sigterm()
+            return
+        raise ValueError(f"unknown fault kind {kind!r}")
+
+    def _pick(self, items: list[Any]) -> Any:
+        items = [a for a in items if getattr(a, "alive", True)]
+        return self.rng.choice(items) if items else None
+
+    def _crash(self, actor: Any, calls: int | None) -> None:
+        if actor is None:
+            return
+        if calls is None:
+            actor.crash("killed (SIGKILL)")
+            return
+        self.sys.ledger.arm(f"arm {actor.label}: crash after {calls} more port call(s)")
+        actor.budget.arm(calls)

@@ -1,0 +1,198 @@
+"""The invariants of DESIGN section 7, checked as the run goes and at its end.
+
+- At the call that breaks them (``sim.ledger``, ``sim.observers``, the workers): I4 (a second
+  commit, or a fenced write of a stale attempt landing), I5 (an attempt over the budget), I8 (a
+  lease lost by a worker that renewed it less than a lease ago).
+- After every event, at most once per second of virtual time (``after_event``): I1 (a row or a
+  Redis entry still processing past lease + reaper interval + margin after the last sign of life
+  of its attempt), I8 (an attempt running past PROCESSING_TIMEOUT_SECONDS), the SIGTERM release
+  of D11; every 10 s: I3 (a live task no Redis structure names: at once a violation, unless a
+  known loss since its latest attempt explains it, and then only for as long as the reconciler
+  needs) and I7 (a bad payload gone without a dead letter).
+- At the end (``final``): I2 (every task finished within the bound, queue empty), I5 (a failed
+  task has its dead letter), I7, and the ledger against the database.
+
+Bounds are extended by the time the system could not make progress for reasons outside the
+design: Redis or the database down (plus the runtime's backoff after it), no reaper or no
+reconciler alive. After a known loss (Redis data loss, a producer dying between its insert and
+its push) the reconciler's bound applies: grace + 2 reconcile intervals + the I1 bound.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sim.ledger import FAILED, PROCESSING, TERMINAL
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sim.system import System
+
+REAP_BLOCKERS = ("redis", "db", "no_reaper")
+ALL_BLOCKERS = ("redis", "db", "no_reaper", "no_reconciler")
+TIME_CHECK_MS = 1_000
+LOSS_CHECK_MS = 10_000
+
+
+class Checker:
+    def __init__(self, system: System):
+        self.sys = system
+        self.next_time_check = 0
+        self.next_loss_check = LOSS_CHECK_MS
+        self.releases: list[tuple[int, int, int, str, str]] = []  # (task, attempt, by, why, worker): D11
+        self.unreferenced: dict[int, int] = {}  # task -> first seen in no Redis structure
+
+    def after_event(self) -> None:
+        now = self.sys.world.now
+        if now >= self.next_time_check:
+            self.next_time_check = now + TIME_CHECK_MS
+            self.check_time_bounds()
+        if now >= self.next_loss_check:
+            self.next_loss_check = now + LOSS_CHECK_MS
+            self.check_nothing_lost()
+
+    # -- I1, I8 (overrun), D11 ---------------------------------------------------------------
+    def deadline(self, last_life: int, bound_ms: int) -> int:
+        """When an attempt whose owner was last alive at ``last_life`` is overdue (I1)."""
+        led, windows, now = self.sys.ledger, self.sys.world.windows, self.sys.world.now
+        deadline, kinds = last_life + bound_ms, REAP_BLOCKERS
+        loss = led.last_loss_after(last_life)
+        if loss is not None:
+            deadline, kinds = max(deadline, loss + self.sys.recovery_ms), ALL_BLOCKERS
+        return deadline + windows.overlap(kinds, last_life, now)
+
+    def check_time_bounds(self) -> None:
+        s, led = self.sys, self.sys.ledger
+        now = s.world.now
+        overrun_ms = int(s.settings.processing_timeout_seconds * 1000) + s.lease_ms // 3 + s.bound_ms
+        bound_s = s.bound_ms / 1000
+        for tid in led.processing:
+            book = led.books[tid]
+            since = book.processing_since or 0
+            limit = since + overrun_ms + s.world.windows.overlap(ALL_BLOCKERS, since, now)
+            alive = book.owner_alive or now - book.last_life <= s.bound_ms
+            if now > limit and alive:
+                led.violate("I8", tid, f"attempt {book.attempt} has run {(now - since) / 1000:.0f}s, its worker "
+                                       f"still alive, past PROCESSING_TIMEOUT_SECONDS="
+                                       f"{s.settings.processing_timeout_seconds:g} without being abandoned",
+                            key=("overrun", book.attempt), t=limit)
+            if book.owner_alive:
+                continue
+            due = self.deadline(book.last_life, s.bound_ms)
+            if now > due:
+                led.violate("I1", tid, f"row still processing (attempt {book.attempt}) more than {bound_s:.0f}s "
+                                       f"after its worker's last sign of life at {book.last_life / 1000:.1f}s",
+                            key=("row", book.attempt), t=due)
+        for key, tid, last_life, what in s.redis_stuck():
+            due = self.deadline(last_life, s.bound_ms)
+            if now > due:
+                led.violate("I1", tid, f"{what} more than {bound_s:.0f}s after its worker's last sign of life "
+                                       f"at {last_life / 1000:.1f}s", key=("redis", key), t=due)
+        if self.releases:
+            self._check_releases(now)
+
+    def expect_release(self, task_id: int, attempt: int, by: int, why: str, worker: str) -> None:
+        """D11: a worker stopped with SIGTERM settles this attempt by ``by``."""
+        self.releases.append((task_id, attempt, by, why, worker))
+
+    def forget_releases(self, worker: str) -> None:
+        """The worker crashed during its shutdown: a crash, not a shutdown; I1 applies."""
+        self.releases = [r for r in self.releases if r[4] != worker]
+
+    def _check_releases(self, now: int) -> None:
+        led, windows = self.sys.ledger, self.sys.world.windows
+        keep = []
+        for tid, attempt, by, why, worker in self.releases:
+            book = led.books.get(tid)
+            if book is None or book.status != PROCESSING or book.attempt != attempt:
+                continue
+            if led.last_loss_after(book.last_life) is not None:
+                continue  # Redis lost the lease: the reconciler's bound (I1, I3) applies
+            if windows.overlap(("redis", "db"), by - self.sys.grace_ms - 2_000, by):
+                continue  # the release could not be written: the lease's expiry settles it (I1)
+            if now > by:
+                led.violate("I1", tid, f"{why}: attempt {attempt} still processing when the shutdown grace "
+                                       f"was over (D11: abandoned until its lease or timeout ends)",
+                            key=("release", attempt), t=by)
+                continue
+            keep.append((tid, attempt, by, why, worker))
+        self.releases = keep
+
+    # -- I3, I7 ------------------------------------------------------------------------------
+    def known_loss(self, book: Any) -> str | None:
+        """A known loss (Redis data loss, a producer or reconciler dying between its two writes)
+        that happened since the task's latest attempt or state change, and so may explain it."""
+        since = min(book.state_since, book.attempt_started)
+        for t, task, why in reversed(self.sys.ledger.causes):
+            if t < since:
+                break
+            if task in (None, book.task_id):
+                return why
+        return None
+
+    def check_nothing_lost(self) -> None:
+        s, led = self.sys, self.sys.ledger
+        now, windows = s.world.now, s.world.windows
+        referenced, payloads = s.referenced()
+        settings = s.settings
+        window = int((settings.reconcile_grace_seconds + 2 * settings.reconcile_interval_seconds) * 1000) \
+            + LOSS_CHECK_MS + s.restart_max_ms
+        seen = self.unreferenced
+        for tid, book in led.books.items():
+            if book.status in TERMINAL or tid in referenced:
+                seen.pop(tid, None)
+                continue
+            since = seen.setdefault(tid, now)
+            why = self.known_loss(book)
+            if why is None:
+                led.violate("I3", tid, f"task is {book.status} but no Redis structure refers to it, and no "
+                                       f"known loss explains it")
+            elif now > since + window + windows.overlap(ALL_BLOCKERS, since, now):
+                led.violate("I3", tid, f"task is {book.status} and no Redis structure has referred to it for "
+                                       f"{(now - since) / 1000:.0f}s ({why}): the reconciler did not recover it")
+        for raw, bad in led.bad.items():
+            if bad.confirmed or raw in payloads:
+                continue
+            if led.last_loss_after(bad.pushed_at) is not None:
+                bad.confirmed = True  # Redis lost it with everything else: not the design's doing
+                continue
+            led.violate("I7", None, f"{bad.why} payload {raw[:50]!r} pushed at {bad.pushed_at / 1000:.1f}s "
+                                    f"left Redis without a dead letter", key=raw)
+
+    # -- reaper cost (D8) --------------------------------------------------------------------
+    def reaper_cycle(self, who: str, round_trips: int, items_read: int, settled: int) -> None:
+        if not self.sys.scenario.reaper_cost:
+            return
+        if round_trips + items_read > 4 + 10 * settled:
+            self.sys.ledger.violate("D8", None, f"{who}'s cycle made {round_trips} round trips and read "
+                                                f"{items_read} entries to settle {settled} expired lease(s)",
+                                    key="cost")
+
+    # -- the end -----------------------------------------------------------------------------
+    def final(self, drained: bool, faults_end: int, bound_ms: int) -> None:
+        s, led = self.sys, self.sys.ledger
+        now = s.world.now
+        self.check_time_bounds()
+        self.check_nothing_lost()
+        if not drained:
+            for tid, book in led.books.items():
+                if book.status not in TERMINAL:
+                    led.violate("I2", tid, f"still {book.status} {(now - faults_end) / 1000:.0f}s after the "
+                                           f"faults stopped; the settings imply {bound_ms / 1000:.0f}s")
+            if led.nonterminal == 0:
+                led.violate("I2", None, f"every task finished but the queue is not empty: {s.leftovers()}")
+        dead = s.dead_letter_task_ids()
+        last_loss = led.data_losses[-1] if led.data_losses else -1
+        for tid, book in led.books.items():
+            if book.status == FAILED and tid not in dead and (book.failed_at or 0) > last_loss:
+                led.violate("I5", tid, "failed, but its payload is not in the dead-letter list")
+        for tid, (status, _attempt, retry_count) in s.rows().items():
+            book = led.books.get(tid)
+            if book is None or book.status != status:
+                led.violate("MODEL", tid, f"the database says {status}, the harness's ledger "
+                                          f"{book.status if book else 'no such task'}")
+            if retry_count > s.settings.max_attempts and s.design == "product":
+                led.violate("I5", tid, f"retry_count {retry_count} over max_attempts {s.settings.max_attempts}")
+
+    def summary_counts(self) -> dict[str, Any]:
+        led = self.sys.ledger
+        return {"stuck": len(led.stuck), "lost": len(led.lost)}

@@ -1,0 +1,106 @@
+"""The simulated LLM: a DocumentReviewer whose ``review()`` returns (or raises) at once.
+
+The answer is decided when the call starts; ``last_latency_ms`` says when it would have arrived
+(None: never, a hung call), and the worker's event loop schedules the attempt's completion then.
+Errors are the ones the real OpenAIReviewer raises: TransientError for a timeout, a 429 (with
+``retry_after``), a 5xx or an unparsable answer ("garbage").
+
+Poison documents (task names starting with ``poison-``) always fail the same way: ``fail``
+(a 500 or garbage at once), ``timeout`` (every call times out), ``hang`` (the call never returns).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from docllm.domain.errors import TransientError
+from docllm.domain.report import make_report
+
+POISON_KINDS = ("fail", "timeout", "hang")
+
+
+@dataclass(frozen=True)
+class LlmProfile:
+    median_s: float = 6.0
+    sigma: float = 0.6  # of the log-normal latency
+    timeout_s: float = 60.0  # DOCLLM_LLM_TIMEOUT_SECONDS: a call gives up after this
+    p_timeout: float = 0.0
+    p_429: float = 0.0
+    p_500: float = 0.0
+    p_garbage: float = 0.0
+    p_long: float = 0.0  # longer than a lease, shorter than PROCESSING_TIMEOUT_SECONDS
+    long_s: tuple[float, float] = (35.0, 100.0)
+    p_slow: float = 0.0  # longer than PROCESSING_TIMEOUT_SECONDS (a slow but alive worker)
+    slow_s: tuple[float, float] = (130.0, 200.0)
+
+
+def poison_name(task_no: int, kind: str) -> str:
+    return f"poison-{kind}-{task_no}.md"
+
+
+def poison_kind(task_name: str) -> str | None:
+    if not task_name.startswith("poison-"):
+        return None
+    kind = task_name.split("-")[1]
+    return kind if kind in POISON_KINDS else None
+
+
+class SimLLM:
+    """A DocumentReviewer (the port) driven by a seeded generator."""
+
+    name = "openai"
+
+    def __init__(self, profile: LlmProfile, rng: random.Random):
+        self.profile, self.rng = profile, rng
+        self.last_latency_ms: int | None = 0
+        self.calls = 0
+
+    def check(self) -> None:
+        pass
+
+    def review(self, task_name: str, document: str) -> dict[str, Any]:
+        self.calls += 1
+        latency_ms, error = self.draw(task_name)
+        self.last_latency_ms = latency_ms
+        if error is not None:
+            raise error
+        return make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
+
+    def draw(self, task_name: str) -> tuple[int | None, Exception | None]:
+        p, r = self.profile, self.rng
+        timeout_ms = int(p.timeout_s * 1000)
+        kind = poison_kind(task_name)
+        if kind == "hang":
+            return None, None
+        if kind == "timeout":
+            return timeout_ms, TransientError(f"LLM request timed out after {p.timeout_s:g}s")
+        if kind == "fail":
+            if r.random() < 0.5:
+                return int(r.uniform(200, 2_000)), TransientError("LLM server error 500")
+            return self._latency(), TransientError("LLM answered an invalid report: not JSON")
+        x = r.random()
+        if x < p.p_timeout:
+            return timeout_ms, TransientError(f"LLM request timed out after {p.timeout_s:g}s")
+        x -= p.p_timeout
+        if x < p.p_429:
+            return int(r.uniform(100, 500)), TransientError("LLM rate limit (429)", retry_after=r.choice([1, 5, 20]))
+        x -= p.p_429
+        if x < p.p_500:
+            return int(r.uniform(200, 2_000)), TransientError("LLM server error 500")
+        x -= p.p_500
+        if x < p.p_garbage:
+            return self._latency(), TransientError("LLM answered an invalid report: not JSON")
+        x = r.random()
+        if x < p.p_slow:
+            return int(r.uniform(*p.slow_s) * 1000), None
+        if x < p.p_slow + p.p_long:
+            return int(r.uniform(*p.long_s) * 1000), None
+        return self._latency(), None
+
+    def _latency(self) -> int:
+        p = self.profile
+        seconds = min(p.timeout_s * 0.9, p.median_s * math.exp(self.rng.gauss(0.0, p.sigma)))
+        return max(50, int(seconds * 1000))

@@ -1,0 +1,184 @@
+"""Port wrappers that watch the product's calls: they log each call to the trace and keep the
+ledger in step with what the real adapters answered (I4, I5 and I8 are checked right here, at
+the call that breaks them). They sit under the crash and outage wrappers, so a call that a
+crash stopped never reaches them.
+
+``Gate`` is the outage wrapper: while its service is down every call raises ``Unavailable``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from docllm.domain.errors import BadPayload, Unavailable
+from docllm.domain.model import Delivery, StartResult
+from docllm.domain.payload import parse_payload
+from sim.ledger import FAILED, PENDING, Ledger
+
+
+def task_of(raw: str | bytes) -> int | None:
+    try:
+        return parse_payload(raw, sys.maxsize).task_id
+    except BadPayload:
+        return None
+
+
+class Gate:
+    """Raises ``error()`` on every public call while ``down[service]`` is set."""
+
+    def __init__(self, target: Any, down: dict[str, bool], service: str, error: type[Exception] = Unavailable):
+        self._target, self._down, self._service, self._error = target, down, service, error
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._target, attr)
+        if attr.startswith("_") or not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._down[self._service]:
+                raise self._error(f"{self._service} is unavailable (simulated outage)")
+            return value(*args, **kwargs)
+
+        return call
+
+
+class QueueObserver:
+    def __init__(self, queue: Any, ledger: Ledger, system: Any):
+        self._q, self._l, self._s = queue, ledger, system
+        self._log = ledger.world.log
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._q, attr)
+
+    def push(self, raw: str, front: bool = False) -> None:
+        self._q.push(raw, front)
+        self._s.ready_dirty = True
+        self._log("call", f"queue.push {raw[:60]!r}", task_of(raw))
+
+    def claim(self, holder: str, lease_ms: int) -> Delivery | None:
+        delivery = self._q.claim(holder, lease_ms)
+        self._s.ready_dirty = True  # the claim script promotes due retries first
+        if delivery is None:
+            return None
+        task_id = task_of(delivery.raw)
+        self._log("call", f"queue.claim -> {delivery.token}", task_id)
+        self._l.renew[delivery.token] = self._l.world.now
+        self._l.token_task[delivery.token] = task_id
+        self._l.mark(task_id, "claim")
+        return delivery
+
+    def extend(self, token: str, lease_ms: int) -> bool:
+        ok = self._q.extend(token, lease_ms)
+        self._log("call", f"queue.extend {token} -> {ok}", self._l.token_task.get(token))
+        if ok:
+            self._l.renewed(token)
+        return ok
+
+    def ack(self, token: str) -> bool:
+        ok = self._q.ack(token)
+        self._log("call", f"queue.ack {token} -> {ok}", self._l.token_task.get(token))
+        return ok
+
+    def retry_later(self, token: str, delay_ms: int) -> bool:
+        ok = self._q.retry_later(token, delay_ms)
+        self._log("call", f"queue.retry_later {token} +{delay_ms}ms -> {ok}", self._l.token_task.get(token))
+        if ok:
+            self._s.wake_at(self._l.world.now + max(0, delay_ms) + 1)
+        return ok
+
+    def requeue(self, token: str, front: bool = False) -> bool:
+        ok = self._q.requeue(token, front)
+        self._log("call", f"queue.requeue {token} -> {ok}", self._l.token_task.get(token))
+        if ok:
+            self._s.ready_dirty = True
+        return ok
+
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+        ok = self._q.dead_letter(token, raw, reason, task_id)
+        self._log("call", f"queue.dead_letter {token} ({reason[:60]}) -> {ok}", task_id)
+        if ok:
+            self._l.dead_lettered(raw, task_id)
+        return ok
+
+    def expired(self, limit: int) -> list[Delivery]:
+        found = self._q.expired(limit)
+        if found:
+            self._log("call", f"queue.expired -> {[d.token for d in found]}")
+        return found
+
+    def promote_due(self, limit: int) -> int:
+        moved = self._q.promote_due(limit)
+        if moved:
+            self._s.ready_dirty = True
+            self._log("call", f"queue.promote_due -> {moved}")
+        return moved
+
+
+class RepoObserver:
+    def __init__(self, repo: Any, ledger: Ledger, budget: int):
+        self._r, self._l, self._budget = repo, ledger, budget
+        self._log = ledger.world.log
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._r, attr)
+
+    def create(self, task_name: str, document: str, max_attempts: int | None = None):
+        task = self._r.create(task_name, document, max_attempts)
+        self._log("call", f"repo.create -> task {task.task_id} {task_name}", task.task_id)
+        self._l.created(task.task_id, task_name)
+        return task
+
+    def start_attempt(self, task_id: int, token: str):
+        outcome = self._r.start_attempt(task_id, token)
+        self._log("call", f"repo.start_attempt {token} -> {outcome.result.value}"
+                          f"{f' attempt {outcome.task.attempt}' if outcome.task else ''}", task_id)
+        book = self._l.book(task_id)
+        if outcome.result is StartResult.started and book is not None and book.token != token:
+            self._l.started(book, outcome.task.attempt, token, self._budget)
+        return outcome
+
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+        ok = self._r.commit(task_id, attempt, result)
+        self._log("call", f"repo.commit attempt {attempt} -> {ok}", task_id)
+        book = self._l.book(task_id)
+        if ok and book is not None:
+            self._l.committed(book, attempt)
+        return ok
+
+    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+        ok = self._r.retry(task_id, attempt, error, count_failure)
+        self._log("call", f"repo.retry attempt {attempt} ({error[:50]}) -> {ok}", task_id)
+        book = self._l.book(task_id)
+        if ok and book is not None:
+            self._l.fenced_write(book, attempt, "retry")
+            if not count_failure:
+                book.counted -= 1
+            self._l.set_status(book, PENDING)
+            self._l.mark(task_id, "retry" if count_failure else "release")
+        return ok
+
+    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+        ok = self._r.fail(task_id, attempt, error)
+        self._log("call", f"repo.fail attempt {attempt} ({error[:50]}) -> {ok}", task_id)
+        book = self._l.book(task_id)
+        if ok and book is not None:
+            self._l.fenced_write(book, attempt, "fail")
+            self._l.set_status(book, FAILED)
+            self._l.mark(task_id, "failed")
+        return ok
+
+    def reopen(self, task_id: int) -> bool:
+        ok = self._r.reopen(task_id)
+        self._log("call", f"repo.reopen -> {ok}", task_id)
+        book = self._l.book(task_id)
+        if ok and book is not None:
+            book.counted = 0
+            self._l.set_status(book, PENDING)
+        return ok
+
+    def get(self, task_id: int):
+        row = self._r.get(task_id)
+        self._log("call", f"repo.get -> {row.status.value if row else None} attempt "
+                          f"{row.attempt if row else '-'}", task_id)
+        return row

@@ -1,0 +1,188 @@
+"""The product under test, wired through ``docllm.container.Container`` with overrides: the
+authority clock, fakeredis (Lua), SQLite in memory, the simulated LLM, the settings, a seeded
+retry policy, a seeded token factory and an event sink that writes the trace.
+
+Each actor's ports are ``Faulty(Gate(Observer(real adapter)), its crash budget)``: a crash can
+land between any two port calls, an outage makes every call raise ``Unavailable``, and the
+observer keeps the ledger.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from docllm.adapters.redis_queue import RedisTaskQueue
+from docllm.container import Container
+from docllm.domain.policies import RetryPolicy
+from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.reaper import Reaper
+from docllm.domain.services.reconciler import Reconciler
+from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, Run, Worker
+from sim.breaks import get as get_break
+from sim.observers import Gate, QueueObserver, RepoObserver, task_of
+from sim.system import System
+
+PLOTTED = {"reclaimed": "reclaim", "requeued": "requeue", "lease_lost": "lease_lost", "stale_attempt": "stale",
+           "reconciled": "reconciled", "duplicate_ignored": "duplicate"}
+
+
+class TraceEvents:
+    """The domain's EventSink: every event into the trace, some onto the plotted timeline."""
+
+    def __init__(self, system: System):
+        self.sys = system
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if event == "lease_renewed":
+            return
+        task_id = fields.get("task_id")
+        shown = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("task_id", "worker"))
+        self.sys.world.log("event", f"{event} {shown}".rstrip(), task_id)
+        if event in PLOTTED:
+            self.sys.ledger.mark(task_id, PLOTTED[event])
+
+
+class ProductSystem(System):
+    design = "product"
+
+    def build(self) -> None:
+        s = self.settings
+        self.brk = brk = get_break(self.options.brk if self.options is not None else None)
+        self.events = TraceEvents(self)
+        c = self.container = Container()
+        c.settings.override(s)
+        c.clock.override(self.clock)
+        c.redis_client.override(self.client)
+        c.engine.override(self.engine)
+        c.reviewer.override(self.llm)
+        c.events.override(self.events)
+        retry = RetryPolicy(max_attempts=s.max_attempts, base_seconds=s.retry_base_seconds,
+                            cap_seconds=s.retry_max_seconds, rng=self.world.rng_for("retry"))
+        c.retry_policy.override(brk.retry_policy(retry) if brk else retry)
+        counter = itertools.count(1)
+        self.new_token = lambda: f"tok-{next(counter)}"
+        queue_class = brk.queue_class if brk and brk.queue_class else RedisTaskQueue
+        self.real_queue = queue_class(c.redis_client(), s.queue_prefix, clock=c.clock(), token_factory=self.new_token)
+        c.queue.override(self.real_queue)
+        repo = c.repository()
+        self.real_repo = brk.wrap_repo(repo) if brk else repo
+        self.queue_obs = QueueObserver(self.real_queue, self.ledger, self)
+        self.repo_obs = RepoObserver(self.real_repo, self.ledger, s.max_attempts)
+        self.gated_queue = Gate(self.queue_obs, self.down, "redis")
+        self.gated_repo = Gate(self.repo_obs, self.down, "db")
+        sc = self.scenario
+        self.actors = [Worker(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
+        self.actors += [ReaperActor(self, f"reaper{i + 1}") for i in range(sc.reapers)]
+        self.actors.append(ReconcilerActor(self, "reconciler"))
+        self.actors += [Producer(self, f"producer{i + 1}") for i in range(sc.producers)]
+        if sc.operator:
+            self.actors.append(Operator(self, "operator"))
+
+    # -- ports and services per actor --------------------------------------------------------
+    def ports_for(self, actor: Any) -> tuple[Any, Any]:
+        brk = self.brk
+        if brk and actor.kind == "reaper" and brk.reaper_clock:
+            # A reaper that reads its own host's clock (a deliberately broken mechanism).
+            own = RedisTaskQueue(self.client, self.settings.queue_prefix, clock=brk.reaper_clock(self, actor),
+                                 token_factory=self.new_token)
+            return Gate(QueueObserver(own, self.ledger, self), self.down, "redis"), self.gated_repo
+        return self.gated_queue, self.gated_repo
+
+    def _with(self, queue: Any, repo: Any, holder: str):
+        c = self.container
+        return c.queue.override(queue), c.repository.override(repo), c.settings.override(
+            self.settings_with(worker_id=holder))
+
+    def processor(self, queue: Any, repo: Any, holder: str) -> TaskProcessor:
+        q, r, s = self._with(queue, repo, holder)
+        with q, r, s:
+            return self.container.processor()
+
+    def reaper(self, queue: Any, repo: Any, holder: str) -> Reaper:
+        q, r, s = self._with(queue, repo, holder)
+        with q, r, s:
+            return self.container.reaper()
+
+    def reconciler(self, queue: Any, repo: Any) -> Reconciler:
+        q, r, s = self._with(queue, repo, "reconciler")
+        with q, r, s:
+            return self.container.reconciler()
+
+    def op_latency(self) -> int:
+        return int(self.rng.uniform(1, 20))
+
+    # -- faults ------------------------------------------------------------------------------
+    def push_raw(self, raw: str) -> None:
+        try:
+            self.gated_queue.push(raw)
+        except Exception as exc:  # noqa: BLE001 - Redis is down: the fault is simply not delivered
+            self.world.log("note", f"push failed: {exc}")
+            self.ledger.bad.pop(raw, None)
+
+    def arm_point(self, actor: Any, point: str) -> None:
+        if point == "worker:after_claim":
+            actor.armed.add("after_claim")
+        elif point == "worker:before_start":
+            actor.budget.arm_at("repo.start_attempt", after=False)
+        elif point == "worker:after_llm":
+            actor.armed.add("before_finish")
+        elif point == "worker:after_commit":
+            actor.budget.arm_at("repo.commit", after=True)
+        elif point == "reaper:after_reclaim":
+            actor.budget.arm_at("repo.retry", after=True)
+
+    def lease_lost(self, run: Run) -> None:
+        """I8: a lease renewed less than a lease ago must still hold (unless Redis lost it)."""
+        now = self.world.now
+        since = now - run.last_renew
+        if since < self.lease_ms and self.ledger.last_loss_after(run.last_renew) is None:
+            self.ledger.violate("I8", run.attempt.task_id, f"the lease of attempt {run.attempt.number} was lost "
+                                                           f"{since / 1000:.1f}s after its last renewal (lease "
+                                                           f"{self.lease_ms / 1000:.0f}s)", key=run.attempt.number)
+
+    # -- what the checks read (raw, not through the faults) ---------------------------------
+    def redis_stuck(self) -> list[tuple[Any, int | None, int, str]]:
+        out = []
+        for token, score in self.client.zrange(self.keys.lease_index, 0, 2, withscores=True):
+            deadline = int(score) - self.clock_offset_ms()
+            last_life = deadline - self.lease_ms
+            if last_life + self.bound_ms >= self.world.now:
+                break
+            data = self.client.hget(self.keys.leases, token)
+            task_id = task_of(json.loads(data)["raw"]) if data else None
+            out.append((token, task_id, last_life, f"lease {token.decode()} still in Redis"))
+        return out
+
+    def clock_offset_ms(self) -> int:
+        from sim.world import EPOCH_MS
+
+        return EPOCH_MS + self.redis_offset_ms
+
+    def referenced(self) -> tuple[set[int], set[str]]:
+        payloads = set(self._payloads())
+        return {t for t in map(task_of, payloads) if t is not None}, payloads
+
+    def _payloads(self) -> list[str]:
+        k, c = self.keys, self.client
+        raws = c.lrange(k.ready, 0, -1) + c.zrange(k.delayed, 0, -1)
+        out = [r.decode("utf-8", "surrogateescape") for r in raws]
+        out += [json.loads(v)["raw"] for v in c.hvals(k.leases)]
+        return out
+
+    def dead_letter_task_ids(self) -> set[int]:
+        return {d.task_id for d in self.real_queue.dead_letters(1_000_000) if d.task_id is not None}
+
+    def rows(self) -> dict[int, tuple[str, int, int]]:
+        return {t.task_id: (t.status.value, t.attempt, t.retry_count) for t in self.real_repo.recent(1_000_000)}
+
+    def leftovers(self) -> str:
+        k, c = self.keys, self.client
+        return f"ready={c.llen(k.ready)} leases={c.zcard(k.lease_index)} delayed={c.zcard(k.delayed)}"
+
+    def quiescent(self) -> bool:
+        if self.ledger.nonterminal:
+            return False
+        k, c = self.keys, self.client
+        return c.llen(k.ready) == 0 and c.zcard(k.lease_index) == 0 and c.zcard(k.delayed) == 0

@@ -25,10 +25,13 @@ def task_of(raw: str | bytes) -> int | None:
 
 
 class Gate:
-    """Raises ``error()`` on every public call while ``down[service]`` is set."""
+    """Raises ``error()`` on every public call while ``down[service]`` is set, and says so in the
+    trace (naming the task when the first argument is a task id or a known lease token)."""
 
-    def __init__(self, target: Any, down: dict[str, bool], service: str, error: type[Exception] = Unavailable):
+    def __init__(self, target: Any, down: dict[str, bool], service: str, ledger: Ledger,
+                 error: type[Exception] = Unavailable):
         self._target, self._down, self._service, self._error = target, down, service, error
+        self._ledger = ledger
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._target, attr)
@@ -37,6 +40,9 @@ class Gate:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._down[self._service]:
+                first = args[0] if args else None
+                task = first if isinstance(first, int) else self._ledger.token_task.get(first)
+                self._ledger.world.log("call", f"{attr} -> {self._error.__name__} ({self._service} is down)", task)
                 raise self._error(f"{self._service} is unavailable (simulated outage)")
             return value(*args, **kwargs)
 

@@ -90,9 +90,10 @@ class OriginalSystem(System):
     def build(self) -> None:
         self.keys = KEYS
         self.service = TaskService(self.engine)
-        self.gated_redis = Gate(RedisObserver(self.client, self), self.down, "redis", redis.exceptions.ConnectionError)
+        self.gated_redis = Gate(RedisObserver(self.client, self), self.down, "redis", self.ledger,
+                                redis.exceptions.ConnectionError)
         self.gated_db = Gate(ServiceObserver(self.service, self.ledger, self.settings.max_attempts), self.down, "db",
-                             ConnectionError)
+                             self.ledger, ConnectionError)
         self.orphan_since: dict[bytes, int] = {}
         sc = self.scenario
         self.actors = [OriginalWorker(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]

@@ -70,8 +70,8 @@ class ProductSystem(System):
         self.real_repo = brk.wrap_repo(repo) if brk else repo
         self.queue_obs = QueueObserver(self.real_queue, self.ledger, self)
         self.repo_obs = RepoObserver(self.real_repo, self.ledger, s.max_attempts)
-        self.gated_queue = Gate(self.queue_obs, self.down, "redis")
-        self.gated_repo = Gate(self.repo_obs, self.down, "db")
+        self.gated_queue = Gate(self.queue_obs, self.down, "redis", self.ledger)
+        self.gated_repo = Gate(self.repo_obs, self.down, "db", self.ledger)
         sc = self.scenario
         self.actors = [Worker(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
         self.actors += [ReaperActor(self, f"reaper{i + 1}") for i in range(sc.reapers)]
@@ -87,7 +87,7 @@ class ProductSystem(System):
             # A reaper that reads its own host's clock (a deliberately broken mechanism).
             own = RedisTaskQueue(self.client, self.settings.queue_prefix, clock=brk.reaper_clock(self, actor),
                                  token_factory=self.new_token)
-            return Gate(QueueObserver(own, self.ledger, self), self.down, "redis"), self.gated_repo
+            return Gate(QueueObserver(own, self.ledger, self), self.down, "redis", self.ledger), self.gated_repo
         return self.gated_queue, self.gated_repo
 
     def _with(self, queue: Any, repo: Any, holder: str):

@@ -279,3 +279,51 @@ def test_operator_retry_reopens_with_a_fresh_budget(w):
     attempt, ok = w.run_one(w.worker())
     row = w.repo.get(task.task_id)
     assert ok and row.status is TaskStatus.success and attempt.number == 2 and row.retry_count == 0
+
+
+class FlakyQueue:
+    """The queue, but the first ``dead_letter`` fails as if Redis were restarting."""
+
+    def __init__(self, inner):
+        self.inner, self.failed = inner, False
+
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+
+    def dead_letter(self, *args, **kwargs):
+        if not self.failed:
+            self.failed = True
+            from docllm.domain.errors import Unavailable
+            raise Unavailable("redis is down")
+        return self.inner.dead_letter(*args, **kwargs)
+
+
+def test_a_retried_finish_after_an_outage_still_dead_letters_the_failed_task(w):  # found by sim seed 2114
+    from docllm.domain.errors import Unavailable
+
+    task = w.submit()
+    proc = w.worker()
+    proc.queue = FlakyQueue(w.queue)
+    attempt = proc.begin(proc.claim())
+    with pytest.raises(Unavailable):
+        proc.finish(attempt, Outcome.permanent("unreviewable"))  # the row is failed; Redis refused
+    assert proc.finish(attempt, Outcome.permanent("unreviewable"))  # the runtime retries
+    assert [d.task_id for d in w.queue.dead_letters()] == [task.task_id]
+
+
+def test_a_failed_task_whose_lease_redis_lost_is_still_dead_lettered(w):  # found by sim seed 2216
+    task = w.submit()
+    proc = w.worker()
+    attempt = proc.begin(proc.claim())
+    w.queue.ack(attempt.token)  # the lease is gone (data loss); nobody will reap it
+    assert proc.finish(attempt, Outcome.permanent("unreviewable"))
+    assert [d.task_id for d in w.queue.dead_letters()] == [task.task_id]
+
+
+def test_a_retried_commit_whose_answer_was_lost_is_acknowledged(w):
+    w.submit()
+    proc = w.worker()
+    attempt = proc.begin(proc.claim())
+    w.repo.commit(attempt.task_id, attempt.number, {"summary": "landed"})  # first try landed, answer lost
+    assert proc.finish(attempt, Outcome.success({"summary": "landed"}))
+    assert w.queue.stats().processing == 0 and ev.STALE not in w.events.names()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload, ConfigurationError, PermanentError, TransientError
 from docllm.domain.events import NullEvents
-from docllm.domain.model import Attempt, Delivery, StartResult
+from docllm.domain.model import Attempt, Delivery, StartResult, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
@@ -109,24 +109,28 @@ class TaskProcessor:
 
     # -- finish ------------------------------------------------------------------------------
     def finish(self, attempt: Attempt, outcome: Outcome) -> bool:
-        """Write the outcome to the row (fenced), then settle the lease. False if the attempt was stale."""
+        """Write the outcome to the row (fenced), then settle the lease. False if the attempt was stale.
+
+        Safe to call again after an ``Unavailable``: a write that already landed is recognised from
+        the row, and the queue step after it is token-checked."""
         task, n = attempt.task, attempt.number
         fields = dict(task_id=task.task_id, attempt=n, worker=self.holder)
         if outcome.kind is OutcomeKind.success:
-            if not self.repo.commit(task.task_id, n, outcome.report or {}):
+            if not self._wrote(attempt, TaskStatus.success, self.repo.commit(task.task_id, n, outcome.report or {})):
                 return self._stale(attempt)
             self.queue.ack(attempt.token)
             self.events.emit(ev.SUCCEEDED, **fields)
             return True
         if outcome.kind is OutcomeKind.release:
-            if not self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False):
+            released = self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False)
+            if not self._wrote(attempt, TaskStatus.pending, released):
                 return self._stale(attempt)
             self.queue.requeue(attempt.token, front=True)
             self.events.emit(ev.RELEASED, reason=outcome.error, **fields)
             return True
         error = outcome.error or "unknown error"
         if outcome.kind is OutcomeKind.retryable and not task.last_attempt(self.retry.max_attempts):
-            if not self.repo.retry(task.task_id, n, error):
+            if not self._wrote(attempt, TaskStatus.pending, self.repo.retry(task.task_id, n, error)):
                 return self._stale(attempt)
             delay = self.retry.delay_seconds(task.retry_count + 1, outcome.retry_after)
             self.queue.retry_later(attempt.token, int(delay * 1000))
@@ -135,11 +139,22 @@ class TaskProcessor:
         if outcome.kind is OutcomeKind.retryable:
             budget = task.budget(self.retry.max_attempts)
             error = f"attempts exhausted ({task.retry_count + 1}/{budget}): {error}"
-        if not self.repo.fail(task.task_id, n, error):
+        if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task.task_id, n, error)):
             return self._stale(attempt)
-        self.queue.dead_letter(attempt.token, attempt.delivery.raw, error, task.task_id)
+        # I5: a failed task's payload is in the dead-letter list, even when Redis lost the lease
+        # (then no reaper will ever see it): record it without the token.
+        if not self.queue.dead_letter(attempt.token, attempt.delivery.raw, error, task.task_id):
+            self.queue.dead_letter(None, attempt.delivery.raw, error, task.task_id)
         self.events.emit(ev.FAILED, error=error, **fields)
         return True
+
+    def _wrote(self, attempt: Attempt, status: TaskStatus, wrote: bool) -> bool:
+        """True when the fenced write landed now, or had landed for this attempt before (a retried
+        ``finish`` whose first answer was lost)."""
+        if wrote:
+            return True
+        row = self.repo.get(attempt.task_id)
+        return row is not None and row.attempt == attempt.number and row.status is status
 
     def _stale(self, attempt: Attempt) -> bool:
         # Another attempt (or the reaper) moved the row on. The lease, if it still exists, is

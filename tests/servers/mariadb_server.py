@@ -64,7 +64,7 @@ def find_install_db() -> str | None:
     )
 
 
-class MariaDBServer:
+class MariaDBServer(procs.ManagedServer):
     """One mariadbd process, restartable on the same port and datadir."""
 
     def __init__(
@@ -95,6 +95,7 @@ class MariaDBServer:
         if len(str(self.socket)) > 100:  # sun_path is 108 bytes
             self._socket_dir = Path(tempfile.mkdtemp(prefix="docllm-my-", dir="/tmp"))
             self.socket = self._socket_dir / "mysqld.sock"
+            self._scratch = (self._socket_dir,)
         self.pid_file = self.directory / "mysqld.pid"
         self.log_path = self.directory / "error.log"
         self.install_log = self.directory / "install.log"
@@ -276,33 +277,6 @@ class MariaDBServer:
             f"{procs.tail(self.log_path)}"
         )
 
-    def stop(self) -> None:
-        """Clean shutdown (SIGTERM), SIGKILL after ``stop_timeout``."""
-        procs.terminate(self._proc, self.stop_timeout)
-        self._proc = None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash; the next start runs InnoDB crash recovery."""
-        procs.kill(self._proc)
-        self._proc = None
-
-    def restart(self) -> "MariaDBServer":
-        self.stop()
-        return self.start()
-
-    def close(self) -> None:
-        self.stop()
-        procs.unregister(self)
-        if self._socket_dir is not None:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-        if self._owns_directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> "MariaDBServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = f"pid={self.pid}" if self.is_running else "stopped"

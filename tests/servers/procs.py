@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -178,3 +179,44 @@ def run(argv: Sequence[str], log_path: Path, timeout: float) -> int:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+class ManagedServer:
+    """The process lifecycle every test server shares; a subclass provides ``start`` (and may add
+    folders to ``_scratch`` for ``close`` to remove)."""
+
+    _proc: subprocess.Popen[bytes] | None
+    stop_timeout: float
+    directory: Path
+    _owns_directory: bool
+    _scratch: tuple[Path, ...] = ()
+
+    def start(self):  # pragma: no cover - every server defines its own
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Clean shutdown (SIGTERM), SIGKILL after ``stop_timeout``."""
+        terminate(self._proc, self.stop_timeout)
+        self._proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        kill(self._proc)
+        self._proc = None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Stop, forget, and remove the folders this object created."""
+        self.stop()
+        unregister(self)
+        for path in self._scratch + ((self.directory,) if self._owns_directory else ()):
+            shutil.rmtree(path, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -44,7 +44,7 @@ def redis_version(binary: str) -> tuple[int, ...]:
     return tuple(int(x) for x in match.groups()) if match else (0, 0, 0)
 
 
-class RedisServer:
+class RedisServer(procs.ManagedServer):
     """One redis-server process, restartable on the same port and directory."""
 
     def __init__(
@@ -158,32 +158,6 @@ class RedisServer:
             f"{procs.tail(self.log_path)}"
         )
 
-    def stop(self) -> None:
-        """Graceful stop (SIGTERM: the AOF is flushed), SIGKILL after ``stop_timeout``."""
-        procs.terminate(self._proc, self.stop_timeout)
-        self._proc = None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash. The AOF (fsync always) still holds every acknowledged write."""
-        procs.kill(self._proc)
-        self._proc = None
-
-    def restart(self) -> "RedisServer":
-        self.stop()
-        return self.start()
-
-    def close(self) -> None:
-        """Stop, forget, and remove the directory if this object created it."""
-        self.stop()
-        procs.unregister(self)
-        if self._owns_directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> "RedisServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = f"pid={self.pid}" if self.is_running else "stopped"

@@ -205,11 +205,27 @@ def stop(proc: subprocess.Popen | None, timeout: float = 15.0) -> None:
 
 
 def kill(proc: subprocess.Popen | None) -> None:
-    """SIGKILL to the child's group (a crash of the worker and any child it forked)."""
+    """SIGKILL to the child's group and to every descendant (a crash of the worker and of any child
+    it forked, even one in a session of its own, as RQ's work horse is)."""
     if proc is None:
         return
+    descendants = all_descendants(proc.pid)
     _signal_group(proc, signal.SIGKILL)
+    for pid in descendants:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait()
+
+
+def all_descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for child in child_pids(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -223,10 +239,13 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def child_pids(pid: int) -> list[int]:
+    children: list[int] = []
     try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children += [int(p) for p in (task / "children").read_text().split()]
     except (OSError, ValueError):
-        return []
+        pass
+    return children
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, every: float = 0.005, what: str = "condition") -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from bench.common import Env, Table, payload
+from bench.common import Env, Table, cpu_seconds, payload
 
 CLAIM_LUA = """
 local raw = redis.call('RPOP', KEYS[1])
@@ -133,21 +133,32 @@ def loop_two_scripts_pipelined(client, n: int) -> float:
     return done / (time.perf_counter() - t)
 
 
+LOOPS = {
+    "round_trips": loop_ping,
+    "two_commands": loop_two_commands,
+    "two_commands_pipelined": loop_two_commands_pipelined,
+    "original_four": loop_original,
+    "two_scripts": loop_two_scripts,
+    "two_scripts_pipelined": loop_two_scripts_pipelined,
+}
+
+
 def measure(env: Env) -> dict[str, float]:
-    """Every loop once, on db 5; figures in operations per second."""
+    """Every loop once, on db 5; figures in operations per second, and the redis-server's CPU
+    microseconds per operation under ``<name>_server_us``."""
     n = 300 if env.quick else 6000
     client = env.client(db=5)
+    out: dict[str, float] = {}
     try:
         client.flushdb()
         loop_ping(client, min(n, 500))  # warm the connection and the server
-        return {
-            "round_trips": loop_ping(client, n),
-            "two_commands": loop_two_commands(client, n),
-            "two_commands_pipelined": loop_two_commands_pipelined(client, n),
-            "original_four": loop_original(client, n),
-            "two_scripts": loop_two_scripts(client, n),
-            "two_scripts_pipelined": loop_two_scripts_pipelined(client, n),
-        }
+        for name, loop in LOOPS.items():
+            before = cpu_seconds(env.redis.pid)
+            out[name] = loop(client, n)
+            after = cpu_seconds(env.redis.pid)
+            if before is not None and after is not None:
+                out[f"{name}_server_us"] = (after - before) * 1e6 / n
+        return out
     finally:
         client.flushdb()
         client.close()
@@ -157,13 +168,18 @@ def run(env: Env, results: dict) -> list[Table]:
     f = measure(env)
     results["floor"] = f
     table = Table("floor", "1. Floor: redis-py loops on one connection (no docllm code)",
-                  ["loop", "round trips per task", "ops/s", "tasks/s", "reference"])
-    table.add("PING (one round trip)", 1, f["round_trips"], None, "~8,800 round trips/s")
-    table.add("LMOVE + LREM (fewest commands)", 2, None, f["two_commands"], "-")
-    table.add(f"LMOVE + LREM, pipelined {BATCH} at a time", 2 / BATCH, None, f["two_commands_pipelined"], "-")
-    table.add("original note: BRPOPLPUSH, HSET, LREM, HDEL", 4, None, f["original_four"], "~2,000 tasks/s")
-    table.add("2 scripts: claim (move + lease), ack", 2, None, f["two_scripts"], "~3,600 tasks/s")
-    table.add(f"2 scripts, pipelined {BATCH} at a time", 2 / BATCH, None, f["two_scripts_pipelined"], "-")
+                  ["loop", "round trips per task", "ops/s", "tasks/s", "redis-server CPU us/op", "reference"])
+    us = lambda k: f.get(f"{k}_server_us")  # noqa: E731
+    table.add("PING (one round trip)", 1, f["round_trips"], None, us("round_trips"), "~8,800 round trips/s")
+    table.add("LMOVE + LREM (fewest commands)", 2, None, f["two_commands"], us("two_commands"), "-")
+    table.add(f"LMOVE + LREM, pipelined {BATCH} at a time", 2 / BATCH, None, f["two_commands_pipelined"],
+              us("two_commands_pipelined"), "-")
+    table.add("original note: BRPOPLPUSH, HSET, LREM, HDEL", 4, None, f["original_four"], us("original_four"),
+              "~2,000 tasks/s")
+    table.add("2 scripts: claim (move + lease), ack", 2, None, f["two_scripts"], us("two_scripts"), "~3,600 tasks/s")
+    table.add(f"2 scripts, pipelined {BATCH} at a time", 2 / BATCH, None, f["two_scripts_pipelined"],
+              us("two_scripts_pipelined"), "-")
+    table.note("redis-server CPU: utime+stime of the server process over the loop, per task (per PING).")
     table.note("Each loop runs the same N tasks from a pre-filled list on one connection; "
                "'2 scripts' is the floor that goal 2 is measured against.")
     return [table]

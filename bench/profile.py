@@ -21,7 +21,7 @@ from bench.worker import backends, run_docllm
 RATE = 250
 COMPONENTS = (  # first match wins, from the leaf up
     ("pymysql", "pymysql/"),
-    ("sqlite3", "sqlalchemy/engine/default.py"),  # do_execute/do_commit: the C driver
+    ("DB-API call (sqlite3 C code)", "sqlalchemy/engine/default.py"),  # do_execute/do_commit with no Python driver frame below
     ("SQLAlchemy", "sqlalchemy/"),
     ("redis-py", "redis/"),
     ("docllm events/logging", "docllm/adapters/log_events.py"),

@@ -1,0 +1,37 @@
+"""The short chaos run (CI): real servers and processes, faults for a minute, then every invariant.
+
+The scenario and its checks are in ``tests/e2e/chaos.py``; ``scripts/chaos`` runs the same outside
+pytest, and ``scripts/chaos --soak`` for 30 minutes. Set ``DOCLLM_CHAOS_SEED`` to replay a run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.chaos import Chaos, ChaosSettings, markdown
+from tests.e2e.harness import find_libfaketime
+from tests.servers import MariaDBServer, RedisServer
+
+pytestmark = pytest.mark.e2e
+
+
+def test_short_chaos_run(redis_server: RedisServer, mariadb_server: MariaDBServer, mysql_url: str,
+                         tmp_path: Path) -> None:
+    if find_libfaketime() is None:
+        message = "libfaketime is not installed (scripts/test installs the faketime package)"
+        if os.environ.get("CI", "").lower() in {"true", "1", "yes"}:
+            pytest.fail(message)
+        pytest.skip(message)
+    settings = ChaosSettings(seed=int(os.environ.get("DOCLLM_CHAOS_SEED", "0")))
+    chaos = Chaos(settings, redis_server, mariadb_server, mysql_url, tmp_path)
+    result = chaos.run()
+    print(markdown(result.summary))
+    assert result.ok, "\n".join(result.problems) + f"\nseed {result.summary['seed']}, logs in {tmp_path / 'logs'}"
+    assert result.summary["tasks_submitted"] >= 100
+    assert result.summary["kills"] >= 10
+    f = result.summary["faults"]
+    assert f["redis_flushes"] == 1 and f["redis_restarts"] >= 1 and f["mariadb_restarts"] >= 1
+    assert f["worker_sigterms"] >= 1 and f["rows_deleted"] >= 1

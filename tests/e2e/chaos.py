@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import json
 import os
 import random
@@ -103,6 +104,7 @@ class ChaosSettings:
     reaper_skews: tuple[str | None, ...] = ("+5h", "-3h")
     submit_skew: str | None = "-9h"
     deleted_rows: int = 3
+    min_kills: int = 10  # the phase goes on past its end (kills only) until this many SIGKILLs
     big_document_bytes: int = 10 * 1024 * 1024
 
     @classmethod
@@ -269,10 +271,16 @@ class Chaos:
         submit_times = [start + 0.9 * s.fault_seconds * i / waves for i in range(waves)]
         next_fault = start + self.rng.uniform(*s.process_fault_every_s)
         next_sample = next_report = start
-        while (now := time.monotonic()) < end:
+        # `docllm submit` runs on a thread of its own, so a slow CLI start on a loaded machine does
+        # not hold up the faults.
+        submitter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="submit")
+        submits = []
+        while (now := time.monotonic()) < end or self.count.kills < s.min_kills:
+            if now >= end:  # a slow machine did not get to enough kills: more, a second apart
+                next_fault = min(next_fault, now + 1.0)
             if batches and now >= submit_times[0]:
                 submit_times.pop(0)
-                self._submit(sorted(batches.pop(0)))
+                submits.append(submitter.submit(self._submit, sorted(batches.pop(0))))
             while plan and now >= plan[0][0]:
                 at, what, give_up = plan.pop(0)
                 if not self._server_fault(what) and now < give_up:  # nothing to hit yet: try again soon
@@ -290,9 +298,12 @@ class Chaos:
                 next_report = now + (15 if s.fault_seconds <= 300 else 60)
             time.sleep(0.05)
         for batch in batches:  # whatever a slow machine did not get to
-            self._submit(sorted(batch))
+            submits.append(submitter.submit(self._submit, sorted(batch)))
         for _, what, _ in plan:
             self._server_fault(what)
+        for done in submits:
+            done.result()
+        submitter.shutdown()
 
     def _progress(self, elapsed: float) -> str:
         c = self.count
@@ -309,7 +320,7 @@ class Chaos:
             return
         paths = [self.workdir / "docs" / name for name in batch]
         env = skewed(self.s.submit_skew, self.harness.env["PYTHONPATH"]) if self.s.submit_skew else None
-        for tries in range(3):
+        for tries in range(5):
             result = self.harness.cli("submit", "--json", *map(str, paths), env=env, check=False)
             self.count.submits += 1
             if result.returncode == 0:
@@ -320,8 +331,8 @@ class Chaos:
             # checked by name); submitting again may create a second row for a document: fine.
             self.count.submit_failures += 1
             self.say(f"submit failed ({result.returncode}): {result.stderr.strip()[:200]}")
-            time.sleep(1.0 + tries)
-        self.problems.append(f"docllm submit failed 3 times for {len(batch)} documents")
+            time.sleep(2.0)  # a server restarting
+        self.problems.append(f"docllm submit failed 5 times for {len(batch)} documents")
 
     def _procs(self, kind: str) -> list[Proc]:
         return [p for p in self.harness.procs.values() if p.kind == kind and p.alive and p.name not in self.terminated]

@@ -63,7 +63,7 @@ def test_sigkill_mid_attempt_is_reclaimed_and_committed_once(harness: Harness, p
     victim.kill()
     killed = time.monotonic()
 
-    wait_until(lambda: probe.rows(False)[task_id]["attempt"] >= 2, 20, "the task to be reclaimed and restarted",
+    wait_until(lambda: probe.rows(False)[task_id]["retry_count"] >= 1, 20, "the reaper to reclaim the task",
                on_timeout=harness.dump)
     reclaimed_after = time.monotonic() - killed
     wait_until(lambda: probe.rows(False)[task_id]["status"] == "success", 20, "the task to succeed",
@@ -73,7 +73,7 @@ def test_sigkill_mid_attempt_is_reclaimed_and_committed_once(harness: Harness, p
     assert (row["status"], row["attempt"], row["retry_count"]) == ("success", 2, 1)
     assert isinstance(row["result"], dict) and row["error"] is None
     # I1: the dead worker's lease was settled within lease + reaper interval (+ margin for a loaded box).
-    assert reclaimed_after < LEASE + REAPER_INTERVAL + 3.0
+    assert reclaimed_after < LEASE + REAPER_INTERVAL + 4.0, reclaimed_after
     assert [e["attempt"] for e in harness.events("reclaimed") if e["task_id"] == task_id] == [1]
     # Committed once, by the survivor, with the row's current fencing token.
     assert commits(probe) == {task_id: [2]}
@@ -157,12 +157,14 @@ def test_openai_401_stops_claiming_without_failing_tasks_then_resumes(
         wait_until(lambda: "stopped claiming" in worker.log_text(), 30, "the worker to stop claiming",
                    on_timeout=harness.dump)
         chats_at_trip = _count(llm, "/v1/chat/completions")
-        time.sleep(4.0)  # re-checks at +1 s and +3 s (backoff), no claims meanwhile
+        checks_at_trip = _count(llm, "/v1/models/test-model")
+        # It keeps re-checking the configuration (after 1 s, then 2 s more: backoff) and claims nothing.
+        wait_until(lambda: _count(llm, "/v1/models/test-model") >= checks_at_trip + 2, 20,
+                   "the worker to re-check the LLM configuration twice", on_timeout=harness.dump)
         rows = probe.rows(False)
         assert [rows[i]["status"] for i in ids] == ["pending", "pending"]
         assert [rows[i]["retry_count"] for i in ids] == [0, 0]  # a bad key costs no attempt
         assert _count(llm, "/v1/chat/completions") == chats_at_trip
-        assert _count(llm, "/v1/models/test-model") >= 2, "the worker should keep re-checking the configuration"
         assert probe.queue_sizes()["ready"] == 2 and worker.alive
 
         llm.unauthorized = False  # the operator fixes the key

@@ -75,9 +75,6 @@ def test_malformed_payloads_deleted_rows_and_a_10mb_document(harness: Harness, p
     assert not [r for r in harness.log_lines() if r.get("level") in ("error", "critical")]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: parse_payload encodes the payload with strict UTF-8 before its try, so a "
-                   "payload that is not UTF-8 raises UnicodeEncodeError instead of BadPayload: it stays leased "
-                   "forever and every reaper cycle fails on it, so no other expired lease is reclaimed")
 def test_non_utf8_payload_is_dead_lettered_and_does_not_block_the_reaper(
     harness: Harness, probe: Probe, tmp_path: Path
 ) -> None:
@@ -97,8 +94,6 @@ def test_non_utf8_payload_is_dead_lettered_and_does_not_block_the_reaper(
                == bad for entry in raw_dead)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: `docllm dead list --json` writes a non-UTF-8 payload's raw bytes "
-                   "(surrogate escapes) into its JSON, so its output is not valid UTF-8 JSON")
 def test_dead_list_json_is_valid_utf8_whatever_the_payload(harness: Harness, probe: Probe) -> None:
     from docllm.adapters.redis_queue import RedisTaskQueue
 

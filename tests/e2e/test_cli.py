@@ -83,8 +83,6 @@ def test_exit_codes_and_one_line_errors(harness: Harness, tmp_path: Path) -> Non
     assert no_redis.returncode == 1 and "redis" in _one_line_error(no_redis).lower()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a database without the schema makes every CLI command print a "
-                   "SQLAlchemy traceback instead of one line (cli.main catches only DocllmError/ValueError/OSError)")
 def test_commands_before_init_db_fail_with_one_line(bare_harness: Harness) -> None:
     result = bare_harness.cli("stats", "--json", check=False)
     assert result.returncode == 1

@@ -70,3 +70,11 @@ def test_lease_policy_numbers():
     assert lease.heartbeat_seconds == 10
     assert lease.lease_ms == 30_000
     assert lease.stuck_bound_seconds(1) == 36
+
+
+def test_a_payload_that_is_not_utf8_is_malformed():
+    raw = b'{"task_id": 1, "x": "\xff"}'.decode("utf-8", "surrogateescape")  # as the Redis adapter carries it
+    with pytest.raises(BadPayload, match="UTF-8"):
+        parse_payload(raw, 1024)
+    with pytest.raises(BadPayload, match="UTF-8"):
+        parse_payload(b"\xff\xfe", 1024)

@@ -10,7 +10,12 @@ from docllm.domain.model import TaskRef
 
 def parse_payload(raw: str | bytes, max_bytes: int) -> TaskRef:
     """Turn ``{"task_id": 1, "task_name": "..."}`` into a TaskRef or raise BadPayload naming why."""
-    size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    try:  # adapters carry bytes that are not UTF-8 as surrogate escapes: those are malformed too
+        data_bytes = raw.encode("utf-8") if isinstance(raw, str) else raw
+        data_bytes.decode("utf-8")
+    except UnicodeError:
+        raise BadPayload("payload is not valid UTF-8") from None
+    size = len(data_bytes)
     if size > max_bytes:
         raise BadPayload(f"payload of {size} bytes is over the limit of {max_bytes}")
     try:

@@ -40,8 +40,15 @@ def stats_json(counts: dict[str, int], queue: QueueStats, now_ms: int) -> dict[s
     }
 
 
+def printable(raw: str) -> str:
+    """A payload as valid UTF-8 text: bytes that are not UTF-8 (carried as surrogate escapes)
+    are shown as \\xNN."""
+    return raw.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def dead_json(letter: DeadLetter) -> dict[str, Any]:
-    return {"task_id": letter.task_id, "reason": letter.reason, "payload": letter.raw, "at_ms": letter.at_ms}
+    return {"task_id": letter.task_id, "reason": letter.reason, "payload": printable(letter.raw),
+            "at_ms": letter.at_ms}
 
 
 def findings_count(task: Task) -> int | None:
@@ -81,5 +88,5 @@ def dead_table(letters: list[DeadLetter]) -> Table:
     for col in ("task_id", "reason", "payload"):
         table.add_column(col, overflow="fold")
     for d in letters:
-        table.add_row("" if d.task_id is None else str(d.task_id), d.reason, d.raw[:120])
+        table.add_row("" if d.task_id is None else str(d.task_id), d.reason, printable(d.raw)[:120])
     return table

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+import time
+
+from docllm.domain.errors import DocllmError, Unavailable
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
+from docllm.runtime.outage import Outage
 from docllm.runtime.service import Service
 
 
 def main(workers: bool = True, reaper: bool = True) -> int:
     container = build_container(load_settings())
-    prepare_schema(container)
+    outage = Outage("database", logging.getLogger("docllm.service"))
+    while True:  # a database that is down at start is waited for; a missing schema stops the program
+        try:
+            prepare_schema(container)
+            break
+        except Unavailable as exc:
+            time.sleep(outage.failed(exc))
+        except DocllmError as exc:
+            print(f"docllm: {exc}", file=sys.stderr)
+            return 1
+    outage.ok()
     service = Service(container, workers=workers, reaper=reaper)
     service.install_signal_handlers()
     service.start().wait()

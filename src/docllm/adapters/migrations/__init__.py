@@ -24,6 +24,20 @@ LOCK_NAME = "docllm_schema_upgrade"
 _IN_PROCESS = threading.Lock()
 
 
+def require_schema(engine: Engine) -> None:
+    """Raise ConfigurationError naming the fix when the task table is missing."""
+    from sqlalchemy import inspect
+
+    from docllm.domain.errors import ConfigurationError
+
+    try:
+        present = inspect(engine).has_table("task_doc_llm")
+    except Exception as exc:  # unreachable database: say so in one line
+        raise Unavailable(f"database: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    if not present:
+        raise ConfigurationError("the database has no task_doc_llm table: run `docllm init-db` first")
+
+
 def alembic_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(HERE))

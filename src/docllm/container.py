@@ -31,7 +31,8 @@ def _engine(settings: Settings) -> Iterator:
 
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
         os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///"):])), exist_ok=True)
-    engine = make_engine(settings.database_url)
+    # one connection per worker slot, plus the reaper and the reconciler
+    engine = make_engine(settings.database_url, pool_size=settings.concurrency + 2)
     yield engine
     engine.dispose()
 

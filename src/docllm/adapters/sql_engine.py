@@ -27,8 +27,12 @@ LOST_CONNECTION = frozenset({2006, 2013})
 TRANSIENT = LOST_CONNECTION | {1205, 1213, 2003}  # lock wait timeout, deadlock, refused
 
 
-def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 60) -> Engine:
-    """An engine for ``DOCLLM_DATABASE_URL``; ``io_timeout`` bounds a read or write on a hung server."""
+def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 60, pool_size: int = 5) -> Engine:
+    """An engine for ``DOCLLM_DATABASE_URL``; ``io_timeout`` bounds a read or write on a hung server.
+
+    ``pool_size`` should cover every thread that uses the engine at once (the worker's slots plus
+    the reaper and the reconciler): a smaller pool closes a connection on every check-in past it
+    and opens a new one (TCP, handshake, TLS context, session set-up) on the next check-out."""
     url = make_url(url)
     backend = url.get_backend_name()
     if backend in ("mysql", "mariadb"):
@@ -38,6 +42,8 @@ def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 
             url = url.update_query_dict({"charset": "utf8mb4"})
         return create_engine(
             url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
             pool_pre_ping=True,  # a connection the server dropped (restart, wait_timeout) is replaced
             pool_recycle=1800,
             isolation_level="READ COMMITTED",

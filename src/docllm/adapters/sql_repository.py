@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
 from docllm.adapters.memory_repository import start_outcome_found
@@ -26,6 +26,30 @@ PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 FULL_ROW = tuple(t.c)
 LISTED_ROW = tuple(c for c in t.c if c.name != "document")
 IN_CHUNK = 500  # ids per IN (...) list
+
+# The statements of an attempt's hot path, built once: building one per call and deriving its
+# compile-cache key again each time was the largest share of the worker's CPU (docs/BENCHMARKS.md).
+# Bind names start with b_ so that they never clash with the column names of a SET clause.
+GET_ROW = select(*FULL_ROW).where(t.c.task_id == bindparam("b_task_id"))
+START_ATTEMPT = (
+    update(t)
+    .where(t.c.task_id == bindparam("b_task_id"), t.c.status == PENDING.value)
+    .values(
+        status=PROCESSING.value,
+        attempt=t.c.attempt + 1,
+        lease_token=bindparam("b_token"),
+        processing_started_at=utcnow(),
+        finished_at=None,
+        updated_at=utcnow(),
+    )
+)
+COMMIT_ATTEMPT = (
+    update(t)
+    .where(t.c.task_id == bindparam("b_task_id"), t.c.attempt == bindparam("b_attempt"),
+           t.c.status == PROCESSING.value)
+    .values(status=SUCCESS.value, updated_at=utcnow(), result=bindparam("b_result", type_=t.c.result.type),
+            error=None, finished_at=utcnow())
+)
 
 
 def _task(row) -> Task:
@@ -55,25 +79,26 @@ class SqlAlchemyTaskRepository:
             return self._retry(once)
         return self._retry(once, on_lost=_give_up)
 
-    def _write(self, stmt, task_id: int, landed: Callable[[Task | None], bool]) -> bool:
+    def _write(self, stmt, task_id: int, landed: Callable[[Task | None], bool],
+               params: dict[str, Any] | None = None) -> bool:
         """Execute one conditional statement; True when it changed exactly one row.
 
         After a lost connection an earlier try may have committed, so a zero rowcount is then
         checked against the row: ``landed`` says whether the row is what this write makes it.
         """
         lost: list[bool] = []
-        changed = self._retry(lambda: self._rowcount(stmt), on_lost=lambda: lost.append(True))
+        changed = self._retry(lambda: self._rowcount(stmt, params), on_lost=lambda: lost.append(True))
         if changed == 1:
             return True
         return bool(lost) and landed(self.get(task_id))
 
-    def _rowcount(self, stmt) -> int:
+    def _rowcount(self, stmt, params: dict[str, Any] | None = None) -> int:
         with self._engine.begin() as conn:
-            return conn.execute(stmt).rowcount
+            return conn.execute(stmt, params).rowcount
 
     @staticmethod
     def _fetch(conn: Connection, task_id: int) -> Task | None:
-        row = conn.execute(select(*FULL_ROW).where(t.c.task_id == task_id)).first()
+        row = conn.execute(GET_ROW, {"b_task_id": task_id}).first()
         return None if row is None else _task(row)
 
     def _fenced(self, task_id: int, attempt: int, to: TaskStatus, **values: Any) -> bool:
@@ -135,22 +160,11 @@ class SqlAlchemyTaskRepository:
         return self._run(work, idempotent=False)
 
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:
-        start = (
-            update(t)
-            .where(t.c.task_id == task_id, t.c.status == PENDING.value)
-            .values(
-                status=PROCESSING.value,
-                attempt=t.c.attempt + 1,
-                lease_token=token,
-                processing_started_at=utcnow(),
-                finished_at=None,
-                updated_at=utcnow(),
-            )
-        )
+        params = {"b_task_id": task_id, "b_token": token}
 
         def work(conn):
             for _ in range(2):  # a second try when the row went back to pending in between
-                if conn.execute(start).rowcount == 1:
+                if conn.execute(START_ATTEMPT, params).rowcount == 1:
                     return StartOutcome(StartResult.started, self._fetch(conn, task_id))
                 task = self._fetch(conn, task_id)
                 if task is None:
@@ -163,7 +177,9 @@ class SqlAlchemyTaskRepository:
         return self._run(work)
 
     def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
-        return self._fenced(task_id, attempt, SUCCESS, result=result, error=None, finished_at=utcnow())
+        landed = lambda row: row is not None and row.attempt == attempt and row.status == SUCCESS  # noqa: E731
+        params = {"b_task_id": task_id, "b_attempt": attempt, "b_result": result}
+        return self._write(COMMIT_ATTEMPT, task_id, landed, params)
 
     def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
         return self._fenced(

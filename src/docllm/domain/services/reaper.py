@@ -82,10 +82,11 @@ class Reaper:
             return True
         if not self.repo.retry(task_id, row.attempt, LEASE_EXPIRED):
             return False
-        delay = self.retry.delay_seconds(row.retry_count + 1)
-        self.queue.retry_later(delivery.token, int(delay * 1000))
-        self.events.emit(ev.RECLAIMED, task_id=task_id, attempt=row.attempt, delay_s=round(delay, 3),
-                         worker=self.name)
+        # The lease already spaced this attempt from the next one: no backoff on top, so that a
+        # crashed worker's task runs again within lease + reaper interval (a waiting slot's BLMOVE
+        # wakes at once). The attempt budget still ends a task that keeps killing its workers.
+        self.queue.requeue(delivery.token, front=True)
+        self.events.emit(ev.RECLAIMED, task_id=task_id, attempt=row.attempt, delay_s=0.0, worker=self.name)
         return True
 
     def _dead_letter(self, delivery: Delivery, reason: str, task_id: int | None) -> None:

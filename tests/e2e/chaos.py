@@ -248,7 +248,8 @@ class Chaos:
         d = self.s.fault_seconds
         plan = [(0.15, "flushall"), (0.30, "malformed"), (0.35, "big_document"), (0.40, "restart_redis"),
                 (0.55, "restart_mariadb"), (0.70, "crash_redis"), (0.85, "crash_mariadb")]
-        plan += [(0.1 + 0.8 * i / 3, "sigterm") for i in range(3)]
+        sigterms = max(3, int(d / 120))  # 3 in a short run, one every 2 minutes in a soak
+        plan += [(0.1 + 0.8 * i / sigterms, "sigterm") for i in range(sigterms)]
         plan += [(0.25 + 0.5 * (i + 1) / (self.s.deleted_rows + 1), "delete_row") for i in range(self.s.deleted_rows)]
         if self.s.server_fault_every_s:
             cycle = ("restart_redis", "restart_mariadb", "crash_redis", "crash_mariadb")

@@ -4,7 +4,8 @@ Real redis-server (AOF), real MariaDB (time zone +08:00), the OpenAI-compatible 
 (slow, some 429s and 500s) and several worker processes (``python -m docllm.entrypoints.worker``)
 and reapers (``docllm reaper``), some with their wall clocks hours off (libfaketime). Documents go
 in with ``docllm submit`` in waves while, at random moments, workers and reapers are SIGKILLed
-and restarted, workers get SIGTERM, Redis is restarted and crashed, loses everything once
+and restarted, workers get SIGTERM or are frozen (SIGSTOP) past their lease and woken up again,
+Redis is restarted and crashed, loses everything once
 (FLUSHALL), MariaDB is restarted and crashed, and bad input arrives (malformed payloads pushed
 straight to the ready list, rows deleted while their task is in flight, a 10 MB document).
 
@@ -27,6 +28,7 @@ import concurrent.futures
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
 import threading
@@ -154,6 +156,7 @@ class Counters:
     worker_kills: int = 0
     reaper_kills: int = 0
     worker_sigterms: int = 0
+    worker_pauses: int = 0
     worker_restarts: int = 0
     reaper_restarts: int = 0
     redis_restarts: int = 0
@@ -203,6 +206,7 @@ class Chaos:
         self.big_task: int | None = None
         self.restart_at: dict[str, float] = {}  # process name -> monotonic time to start it again
         self.terminated: dict[str, float] = {}  # SIGTERMed process name -> when
+        self.paused: dict[str, float] = {}  # SIGSTOPped process name -> when to SIGCONT it
         self.sigterm_seconds: list[float] = []
         self.max_lease_age_s = 0.0
         self.max_row_processing_s = 0.0
@@ -250,6 +254,7 @@ class Chaos:
                 (0.55, "restart_mariadb"), (0.70, "crash_redis"), (0.85, "crash_mariadb")]
         sigterms = max(3, int(d / 120))  # 3 in a short run, one every 2 minutes in a soak
         plan += [(0.1 + 0.8 * i / sigterms, "sigterm") for i in range(sigterms)]
+        plan += [(0.3, "pause"), (0.6, "pause")]  # more come at random with the kills
         plan += [(0.25 + 0.5 * (i + 1) / (self.s.deleted_rows + 1), "delete_row") for i in range(self.s.deleted_rows)]
         if self.s.server_fault_every_s:
             cycle = ("restart_redis", "restart_mariadb", "crash_redis", "crash_mariadb")
@@ -336,11 +341,16 @@ class Chaos:
         self.problems.append(f"docllm submit failed 5 times for {len(batch)} documents")
 
     def _procs(self, kind: str) -> list[Proc]:
-        return [p for p in self.harness.procs.values() if p.kind == kind and p.alive and p.name not in self.terminated]
+        return [p for p in self.harness.procs.values()
+                if p.kind == kind and p.alive and p.name not in self.terminated and p.name not in self.paused]
 
     def _process_fault(self) -> None:
-        """SIGKILL a worker (in the middle of an attempt when one is) or a reaper."""
+        """SIGKILL a worker (in the middle of an attempt when one is) or a reaper; now and then
+        SIGSTOP a busy worker for longer than its lease instead (D5: slow but alive)."""
         workers, reapers = self._procs("worker"), self._procs("reaper")
+        if workers and self.rng.random() < 0.15:
+            self._pause(self._busy_worker(workers))
+            return
         if reapers and (self.rng.random() < 0.25 or not workers):
             victim = self.rng.choice(reapers)
             self.count.reaper_kills += 1
@@ -351,6 +361,29 @@ class Chaos:
             return
         victim.kill()
         self.restart_at[victim.name] = time.monotonic() + self.rng.uniform(*self.s.restart_after_s)
+
+    def _pause(self, victim: Proc) -> None:
+        """Freeze a worker past its lease: another worker takes its task over, and when it wakes
+        up its attempt must commit nothing (its heartbeat finds the lease gone, its commit is fenced)."""
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGSTOP)
+        self.paused[victim.name] = time.monotonic() + self.s.lease_s + self.rng.uniform(0.5, 3.0)
+        self.count.worker_pauses += 1
+
+    def _pause_one(self) -> bool:
+        workers = self._procs("worker")
+        if not workers:
+            return False
+        self._pause(self._busy_worker(workers))
+        return True
+
+    def _resume(self, now: float, everyone: bool = False) -> None:
+        for name, at in list(self.paused.items()):
+            if everyone or now >= at:
+                del self.paused[name]
+                proc = self.harness.procs[name]
+                if proc.alive and proc.pid is not None:
+                    os.kill(proc.pid, signal.SIGCONT)
 
     def _sigterm(self) -> bool:
         """SIGTERM a busy worker; it must stop within the grace period (checked in ``_restarts``)."""
@@ -381,6 +414,7 @@ class Chaos:
         return self.rng.choice(busy or workers)
 
     def _restarts(self, now: float) -> None:
+        self._resume(now)
         grace_limit = self.s.shutdown_grace_s + 5.0
         for name, sent in list(self.terminated.items()):
             proc = self.harness.procs[name]
@@ -406,8 +440,8 @@ class Chaos:
 
     def _server_fault(self, what: str) -> bool:
         """A planned fault; False when it found nothing to act on (no busy worker, no task in flight)."""
-        if what in ("sigterm", "delete_row"):
-            done = self._sigterm() if what == "sigterm" else self._delete_in_flight_row()
+        if what in ("sigterm", "delete_row", "pause"):
+            done = {"sigterm": self._sigterm, "delete_row": self._delete_in_flight_row, "pause": self._pause_one}[what]()
             if done:
                 self.say(f"fault: {what}")
             return done
@@ -495,6 +529,7 @@ class Chaos:
 
     # -- after the faults -----------------------------------------------------------------------
     def _everything_up(self) -> None:
+        self._resume(time.monotonic(), everyone=True)
         self.redis.start()
         self.mariadb.start()
         deadline = time.monotonic() + self.s.shutdown_grace_s + 6
@@ -700,7 +735,8 @@ def markdown(summary: dict[str, Any], command: str = "") -> str:
         f"last fault (bound {s['settle_bound_s']} s, {s['open_tasks_when_faults_stopped']} tasks open then), "
         f"total {s['total_s']} s; {s['tasks_per_s']} tasks/s",
         f"- kills: {s['kills']} SIGKILL ({f['worker_kills']} workers, {f['reaper_kills']} reapers), "
-        f"{f['worker_sigterms']} SIGTERM (slowest stop {s['sigterm_stop_s_max']} s)",
+        f"{f['worker_sigterms']} SIGTERM (slowest stop {s['sigterm_stop_s_max']} s), {f['worker_pauses']} SIGSTOP "
+        "past the lease then SIGCONT",
         f"- restarts: {f['worker_restarts']} workers, {f['reaper_restarts']} reapers, Redis {f['redis_restarts']} "
         f"restarts + {f['redis_crashes']} SIGKILLs + {f['redis_flushes']} FLUSHALL, MariaDB {f['mariadb_restarts']} "
         f"restarts + {f['mariadb_crashes']} SIGKILLs",

@@ -34,4 +34,4 @@ def test_short_chaos_run(redis_server: RedisServer, mariadb_server: MariaDBServe
     assert result.summary["kills"] >= 10
     f = result.summary["faults"]
     assert f["redis_flushes"] == 1 and f["redis_restarts"] >= 1 and f["mariadb_restarts"] >= 1
-    assert f["worker_sigterms"] >= 1 and f["rows_deleted"] >= 1
+    assert f["worker_sigterms"] >= 1 and f["worker_pauses"] >= 1 and f["rows_deleted"] >= 1

@@ -79,7 +79,7 @@ RECOVERY_EVENTS = ("reclaimed", "requeued", "reconciled", "released", "stale_att
 @dataclass
 class ChaosSettings:
     tasks: int = 200
-    fault_seconds: float = 60.0  # how long faults go on; documents are submitted in the first 90 %
+    fault_seconds: float = 60.0  # how long faults go on; documents are submitted all along
     workers: int = 4
     reapers: int = 2
     concurrency: int = 3
@@ -274,7 +274,8 @@ class Chaos:
         waves = max(1, round(s.tasks / 15)) if s.tasks <= 300 else max(1, round(s.tasks / 60))
         names = sorted(self.headings)
         batches = [names[i::waves] for i in range(waves)]
-        submit_times = [start + 0.9 * s.fault_seconds * i / waves for i in range(waves)]
+        # The last wave 2 s before the faults stop, so that work is in flight when they do.
+        submit_times = [start + (s.fault_seconds - 2.0) * i / max(1, waves - 1) for i in range(waves)]
         next_fault = start + self.rng.uniform(*s.process_fault_every_s)
         next_sample = next_report = start
         # `docllm submit` runs on a thread of its own, so a slow CLI start on a loaded machine does

@@ -43,7 +43,7 @@ def setup_logging(fmt: str = "text", level: str = "INFO", stream=None) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Client libraries log every HTTP request at INFO; keep them to warnings.
-    for noisy in ("httpx", "openai", "httpcore", "alembic"):
+    for noisy in ("httpx", "httpx2", "openai", "httpcore", "alembic"):  # httpx2: openai 3.x
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -208,8 +208,6 @@ def test_idle_worker_uses_almost_no_cpu(harness: Harness) -> None:
     assert usage["defaults"] < 10.0 and usage["fast"] < 10.0, usage
 
 
-@pytest.mark.xfail(strict=True, reason="bug: logs.py quiets the loggers 'httpx' and 'httpcore', but openai 3.x sends "
-                   "through httpx2, whose logger writes one INFO line per LLM request into the worker's log")
 def test_worker_log_has_no_line_per_llm_request(harness: Harness, probe: Probe, tmp_path: Path) -> None:
     with FakeLLM() as llm:
         task_id, _ = _submit_one(harness, tmp_path)

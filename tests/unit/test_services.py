@@ -327,3 +327,22 @@ def test_a_retried_commit_whose_answer_was_lost_is_acknowledged(w):
     w.repo.commit(attempt.task_id, attempt.number, {"summary": "landed"})  # first try landed, answer lost
     assert proc.finish(attempt, Outcome.success({"summary": "landed"}))
     assert w.queue.stats().processing == 0 and ev.STALE not in w.events.names()
+
+
+def test_one_lease_that_cannot_be_settled_does_not_block_the_others(w):
+    first, second = w.submit(), w.submit()
+    for name in ("a", "b"):
+        proc = w.worker(name)
+        proc.begin(proc.claim())
+    w.expire()
+    real_get = w.repo.get
+
+    def broken_get(task_id):
+        if task_id == first.task_id:
+            raise RuntimeError("corrupt row")
+        return real_get(task_id)
+
+    w.repo.get = broken_get
+    assert w.reaper().reap_once() == 2
+    assert w.status(second.task_id) is TaskStatus.pending  # reclaimed despite the first
+    assert "could not be settled" in w.queue.dead_letters()[0].reason

@@ -8,7 +8,7 @@ may run at once: the fenced row write and the token-checked queue move each happ
 from __future__ import annotations
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload
+from docllm.domain.errors import BadPayload, Unavailable
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Delivery, TaskStatus
 from docllm.domain.payload import parse_payload
@@ -38,7 +38,12 @@ class Reaper:
         self.queue.promote_due(self.batch)
         expired = self.queue.expired(self.batch)
         for delivery in expired:
-            self.settle(delivery)
+            try:
+                self.settle(delivery)
+            except Unavailable:
+                raise
+            except Exception as exc:  # one lease that cannot be settled must not block the rest
+                self._dead_letter(delivery, f"could not be settled: {type(exc).__name__}: {exc}", None)
         return len(expired)
 
     def settle(self, delivery: Delivery) -> None:

@@ -8,23 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.chaos import MALFORMED, UNKNOWN_TASK_ID
 from tests.e2e.harness import Harness, Probe, wait_until, write_documents
 
 pytestmark = pytest.mark.e2e
 
-# Payloads a broken producer could LPUSH; all valid UTF-8 (see the non-UTF-8 test below).
-MALFORMED = [
-    "not json at all",
-    "",
-    "[1, 2, 3]",
-    '{"task_name": "no id"}',
-    '{"task_id": "seven", "task_name": "x"}',
-    '{"task_id": -4, "task_name": "negative"}',
-    '{"task_id": 1.5}',
-    '{"task_id": true}',
-    '{"task_id": 987654321, "task_name": "no such row"}',
-    '{"task_id": 1, "padding": "' + "x" * 100_000 + '"}',  # over DOCLLM_MAX_PAYLOAD_BYTES (64 KiB)
-]
+# Payloads a broken producer could LPUSH: the chaos scenario's list (all valid UTF-8).
 TEN_MB = 10 * 1024 * 1024
 
 
@@ -65,7 +54,7 @@ def test_malformed_payloads_deleted_rows_and_a_10mb_document(harness: Harness, p
     by_task = {d["task_id"]: d["reason"] for d in dead if d["task_id"] is not None}
     assert "deleted" in by_task[doomed["task_id"]] or "no row" in by_task[doomed["task_id"]]
     assert "over the limit" in by_task[big["task_id"]]
-    assert "no row with task_id 987654321" in by_task[987654321]
+    assert f"no row with task_id {UNKNOWN_TASK_ID}" in by_task[UNKNOWN_TASK_ID]
     assert len(dead) == len(MALFORMED) + 2
 
     [row] = harness.status(big["task_id"])

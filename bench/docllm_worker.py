@@ -7,7 +7,7 @@ It is ``docllm.entrypoints.worker.main`` (settings from the environment, the con
   on its first call in the process it stamps ``BENCH_MARK_KEY`` in Redis (one ``SET NX``), the
   start of the measured window, as the peers' no-op jobs do;
 - ``queue``: when ``BENCH_LATENCY_FILE`` is set, :class:`TimedQueue` notes the time from before
-  each ``claim`` to after its ``ack`` and writes the list (seconds) there at exit.
+  each ``claim_batch`` or ``lease_staged`` to after its ``ack`` and writes the list (seconds) there at exit.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from typing import Any
 from dependency_injector import providers
 
 from docllm.adapters.redis_queue import RedisTaskQueue
-from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
-from docllm.runtime.service import Service
+from docllm.entrypoints.bootstrap import build_container, build_service, load_settings, prepare_schema
 
 
 class NoopReviewer:
@@ -33,10 +32,10 @@ class NoopReviewer:
         self._mark_url, self._mark_key, self._marked = mark_url, mark_key, False
         self._lock = threading.Lock()
 
-    def check(self) -> None:
+    async def check(self) -> None:
         pass
 
-    def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
         if not self._marked and self._mark_url:
             with self._lock:
                 if not self._marked:
@@ -60,9 +59,16 @@ class TimedQueue(RedisTaskQueue):
         self.claimed: dict[str, float] = {}
         self.latencies: list[float] = []
 
-    def claim(self, holder: str, lease_ms: int):
+    def claim_batch(self, holder: str, lease_ms: int, limit: int):
         t = time.perf_counter()
-        delivery = super().claim(holder, lease_ms)
+        deliveries = super().claim_batch(holder, lease_ms, limit)
+        for delivery in deliveries:
+            self.claimed[delivery.token] = t
+        return deliveries
+
+    def lease_staged(self, raw: str, holder: str, lease_ms: int):
+        t = time.perf_counter()
+        delivery = super().lease_staged(raw, holder, lease_ms)
         if delivery is not None:
             self.claimed[delivery.token] = t
         return delivery
@@ -88,9 +94,7 @@ def main() -> int:
             lambda client, s, clock: TimedQueue(client, s.queue_prefix, clock=clock),
             container.redis_client, container.settings, container.clock))
     prepare_schema(container)
-    service = Service(container)
-    service.install_signal_handlers()
-    service.start().wait()
+    build_service(container).run_forever()
     if latency_file:
         with open(latency_file, "w") as out:
             json.dump(container.queue().latencies, out)

@@ -60,7 +60,7 @@ def fill(client, scripts, keys, now_ms: int, live: int, expired: int, first_id: 
             stale = i < first_id + expired
             now = now_ms - 120_000 if stale else now_ms
             lease = 60_000 if stale else 3_600_000
-            scripts["claim"](keys=keys.script_keys, args=[now, lease, token, "bench", 100], client=pipe)
+            scripts["claim"](keys=keys.script_keys, args=[now, lease, "bench", 100, token], client=pipe)
             if stale:
                 expired_pairs.append((i, token))
         pipe.execute()

@@ -15,13 +15,15 @@ from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import Limits, TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
+from docllm.runtime.port_calls import threads_for
 from docllm.settings import Settings
 
 
 def _redis(settings: Settings) -> Iterator:
     from docllm.adapters.redis_client import make_redis_client
 
-    client = make_redis_client(settings.redis_url, settings.embedded_redis_path)
+    client = make_redis_client(settings.redis_url, settings.embedded_redis_path,
+                               max_connections=threads_for(settings.concurrency) + 8)
     yield client
     client.close()
 
@@ -31,8 +33,8 @@ def _engine(settings: Settings) -> Iterator:
 
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
         os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///"):])), exist_ok=True)
-    # one connection per worker slot, plus the reaper and the reconciler
-    engine = make_engine(settings.database_url, pool_size=settings.concurrency + 2)
+    # one connection per port thread, plus the metrics scrape and the readiness check
+    engine = make_engine(settings.database_url, pool_size=threads_for(settings.concurrency) + 2)
     yield engine
     engine.dispose()
 
@@ -83,6 +85,7 @@ def _reviewer(settings: Settings):
             model=settings.llm_model,
             timeout_seconds=settings.llm_timeout_seconds,
             max_chunk_chars=settings.llm_max_chunk_chars,
+            max_connections=settings.concurrency + 4,
         )
     from docllm.adapters.offline_reviewer import OfflineReviewer
 
@@ -142,6 +145,7 @@ class Container(containers.DeclarativeContainer):
     )
     reaper = providers.Factory(
         Reaper, queue, repository, retry_policy, max_payload_bytes=settings.provided.max_payload_bytes,
+        staged_grace_ms=lease_policy.provided.lease_ms,
         events=events, name=settings.provided.worker_id,
     )
     reconciler = providers.Factory(

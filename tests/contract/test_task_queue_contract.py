@@ -146,12 +146,63 @@ def test_extend_moves_the_deadline(subject: QueueUnderTest) -> None:
     assert [d.deadline_ms for d in subject.queue.expired(10)] == [delivery.claimed_at_ms + 1_900]
 
 
-def test_an_expired_lease_still_holds_until_someone_takes_it(subject: QueueUnderTest) -> None:
+def test_an_expired_lease_is_not_renewed_but_still_held_for_the_reaper(subject: QueueUnderTest) -> None:
+    # A reaper may be acting on what it read of an expired lease: a late heartbeat must not revive it.
     subject.queue.push(payload(1))
     delivery = claim(subject, lease_ms=1_000)
     subject.clock.advance(5_000)
-    assert subject.queue.extend(delivery.token, 1_000)
+    assert not subject.queue.extend(delivery.token, 1_000)
+    assert [d.token for d in subject.queue.expired(10)] == [delivery.token]
+    assert subject.queue.lease_exists(delivery.token)
+    assert subject.queue.requeue(delivery.token)
+    assert not subject.queue.lease_exists(delivery.token)
+
+
+def test_extend_many_renews_each_live_lease_in_order(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    a, b, c = subject.queue.claim_batch("w1", 1_000, 3)
+    subject.queue.ack(b.token)
+    subject.clock.advance(500)
+    assert subject.queue.extend_many([a.token, b.token, c.token, "nope"], 1_000) == [True, False, True, False]
+    subject.clock.advance(900)  # past the first deadline, not the renewed one
     assert subject.queue.expired(10) == []
+    assert subject.queue.extend_many([], 1_000) == []
+
+
+def test_claim_batch_takes_up_to_limit_in_fifo_order(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    batch = subject.queue.claim_batch("w1", LEASE, 2)
+    assert [d.raw for d in batch] == [payload(1), payload(2)]
+    assert len({d.token for d in batch}) == 2
+    assert [d.raw for d in subject.queue.claim_batch("w1", LEASE, 5)] == [payload(3)]
+    assert subject.queue.claim_batch("w1", LEASE, 5) == []
+    assert subject.queue.stats().processing == 3
+
+
+def test_a_staged_payload_is_leased_by_its_claimer(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    raw = subject.queue.stage(0)
+    assert raw == payload(1) and subject.queue.claim("other", LEASE) is None  # nobody else takes it
+    assert subject.queue.referenced_task_ids() == {1}
+    delivery = subject.queue.lease_staged(raw, "w1", LEASE)
+    assert delivery is not None and delivery.raw == raw and subject.queue.lease_exists(delivery.token)
+    assert subject.queue.lease_staged(raw, "w1", LEASE) is None  # once
+    assert subject.queue.stage(0) is None
+
+
+def test_unstage_returns_what_a_dead_claimer_left_after_the_grace(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    subject.queue.push(payload(2))
+    raw = subject.queue.stage(0)  # ... and the claimer dies here (D1)
+    assert subject.queue.unstage(1_000, 100) == 0  # first seen now
+    subject.clock.advance(500)
+    assert subject.queue.unstage(1_000, 100) == 0
+    subject.clock.advance(600)
+    assert subject.queue.unstage(1_000, 100) == 1
+    assert subject.queue.lease_staged(raw, "w1", LEASE) is None  # too late: it went back
+    assert drain(subject) == [payload(1), payload(2)]  # at the front, where it was
 
 
 def test_extend_with_a_wrong_or_ended_token_is_false(subject: QueueUnderTest) -> None:

@@ -30,6 +30,7 @@ from docllm.container import Container
 from docllm.domain import events as ev
 from docllm.domain.model import TaskStatus
 from docllm.domain.services.producer import submit
+from docllm.entrypoints.bootstrap import build_service
 from docllm.runtime.service import Service
 from docllm.settings import Settings
 
@@ -95,7 +96,7 @@ def make_service() -> Iterator[Callable[..., Service]]:
         c.queue.override(providers.Object(queue or InMemoryTaskQueue(clock)))
         c.repository.override(providers.Object(InMemoryTaskRepository(clock)))
         c.readiness.override(providers.Object(ready or {"redis": lambda: True, "database": lambda: True}))
-        service = Service(c, workers=workers, reaper=reaper).start()
+        service = build_service(c, workers=workers, reaper=reaper).start()
         started.append(service)
         return service
 
@@ -115,17 +116,16 @@ died_on_purpose = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThre
 
 
 @died_on_purpose
-def test_healthz_fails_when_the_reaper_thread_dies(make_service):
+def test_healthz_fails_when_the_reaper_loop_dies(make_service):
     service = make_service(workers=False)
     assert _health(service) == (200, {"status": "ok", "problems": []})
     reaper = next(loop for loop in service.loops if loop.name == "reaper")
 
     def die() -> bool:
-        raise Crash("reaper step")  # a BaseException: the loop does not catch it, its thread ends
+        raise Crash("reaper step")  # a BaseException: the loop does not catch it, its task ends
 
     reaper.step = die
-    reaper.thread.join(5)
-    assert not reaper.thread.is_alive()
+    eventually(lambda: service.tasks["reaper"].done(), 5, "the reaper loop to end")
     status, body = _health(service)
     assert status == 503 and body["problems"] == ["reaper loop stalled"]
 
@@ -152,7 +152,7 @@ def test_healthz_fails_while_a_loop_is_stuck_and_recovers(make_service):
 
 
 @died_on_purpose
-def test_healthz_fails_when_a_worker_slot_dies(make_service):
+def test_healthz_fails_when_the_worker_dispatcher_dies(make_service):
     budget = CrashBudget()
     clock = ManualClock()
     service = make_service(reaper=False, concurrency=2, queue=Faulty(InMemoryTaskQueue(clock), budget, "queue"))
@@ -160,13 +160,13 @@ def test_healthz_fails_when_a_worker_slot_dies(make_service):
     budget.arm(0)  # the next queue call kills the slot that makes it
     eventually(lambda: _health(service)[0] == 503, 10, "/healthz to fail")
     status, body = _health(service)
-    assert len(body["problems"]) == 1 and re.fullmatch(r"worker slot slot-\d died", body["problems"][0])
+    assert body["problems"] == ["worker dispatcher died"]
 
 
 def test_healthz_stays_ok_while_draining(make_service):
     service = make_service()
     service.request_stop()
-    eventually(lambda: not any(loop.thread.is_alive() for loop in service.loops), 5, "loops to end")
+    eventually(lambda: all(service.tasks[loop.name].done() for loop in service.loops), 5, "loops to end")
     assert _health(service)[0] == 200
 
 

@@ -8,6 +8,8 @@ faults and drives the system to quiescence to check liveness (I2).
 
 from __future__ import annotations
 
+import asyncio
+
 import itertools
 import random
 from collections import Counter
@@ -43,10 +45,10 @@ REPORT = {"findings": [], "summary": "ok", "reviewer": "offline", "model": "m", 
 class StubReviewer:
     name = "stub"
 
-    def review(self, task_name: str, document: str) -> dict:
+    async def review(self, task_name: str, document: str) -> dict:
         return dict(REPORT, summary=f"reviewed {task_name}")
 
-    def check(self) -> None:
+    async def check(self) -> None:
         pass
 
 
@@ -288,7 +290,7 @@ class QueueMachine(RuleBasedStateMachine):
             while (delivery := proc.claim()) is not None:
                 attempt = proc.begin(delivery)
                 if attempt is not None:
-                    proc.finish(attempt, proc.review(attempt))
+                    proc.finish(attempt, asyncio.run(proc.review(attempt)))
             reaper.reap_once()
             reconciler.reconcile_once()
             rows = self.repo.get_many(self.tasks)

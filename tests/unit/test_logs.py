@@ -22,7 +22,7 @@ from docllm.domain import events as ev
 from docllm.domain.events import RecordingEvents
 from docllm.entrypoints.bootstrap import build_container
 from docllm.logs import setup_logging
-from docllm.runtime.service import Service
+from docllm.entrypoints.bootstrap import build_service
 from docllm.settings import Settings
 
 SECRET = "sk-live-0123456789abcdef-secret"
@@ -107,7 +107,7 @@ def test_no_secret_in_what_a_starting_worker_logs_or_serves(stream, fmt):
     c.queue.override(providers.Object(InMemoryTaskQueue(clock)))
     c.repository.override(providers.Object(InMemoryTaskRepository(clock)))
     c.readiness.override(providers.Object({"redis": lambda: True, "database": lambda: True}))
-    service = Service(c).start()
+    service = build_service(c).start()
     try:
         port = service.endpoints.port
         pages = [urllib.request.urlopen(f"http://127.0.0.1:{port}{p}", timeout=5).read().decode()

@@ -47,7 +47,7 @@ CASES = {
 
 
 def messages(document: str) -> list[str]:
-    return [f["message"] for f in OfflineReviewer().review("t", document)["findings"]]
+    return [f["message"] for f in OfflineReviewer().review_now("t", document)["findings"]]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -59,7 +59,7 @@ def test_each_check_fires_on_its_problem_only(name):
 
 def test_the_report_has_the_shared_format_and_locations():
     doc = "# Guide\n\n## Install\n\nStep one. TODO finish.\n"
-    report = OfflineReviewer().review("guide", doc)
+    report = OfflineReviewer().review_now("guide", doc)
     assert validate_report(report) == report
     assert (report["reviewer"], report["model"], report["chunks"]) == ("offline", "offline-rules-1", 1)
     assert report["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
@@ -70,26 +70,26 @@ def test_the_report_has_the_shared_format_and_locations():
 
 
 def test_a_clean_document_has_no_findings_and_says_so():
-    report = OfflineReviewer().review("ok", "# Guide\n\n## Install\n\nRun `pip install docllm`.\n")
+    report = OfflineReviewer().review_now("ok", "# Guide\n\n## Install\n\nRun `pip install docllm`.\n")
     assert report["findings"] == [] and "no problems" in report["summary"]
 
 
 def test_findings_come_in_document_order_and_the_same_every_time():
     doc = "# A\n\n### Jump\n\nTBD.\n\n[x](#nowhere)\n"
-    first = OfflineReviewer().review("t", doc)
-    assert first == OfflineReviewer().review("t", doc)
+    first = OfflineReviewer().review_now("t", doc)
+    assert first == OfflineReviewer().review_now("t", doc)
     assert [f["location"]["line_start"] for f in first["findings"]] == [3, 5, 7]
 
 
 @pytest.mark.parametrize("document", ["", " \n\n", "a\x00b"])
 def test_an_unreviewable_document_is_a_permanent_error(document):
     with pytest.raises(PermanentError):
-        OfflineReviewer().review("t", document)
+        OfflineReviewer().review_now("t", document)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_document_has_offline_findings(path):
-    report = OfflineReviewer().review(path.stem, path.read_text(encoding="utf-8"))
+    report = OfflineReviewer().review_now(path.stem, path.read_text(encoding="utf-8"))
     assert validate_report(report)["findings"], path.name
     lines = path.read_text(encoding="utf-8").split("\n")
     for f in report["findings"]:  # every location points into the document

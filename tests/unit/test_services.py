@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import itertools
 import random
 from dataclasses import dataclass
@@ -33,13 +35,13 @@ class Reviewer:
         self.failures = list(failures)
         self.calls = 0
 
-    def review(self, task_name, document):
+    async def review(self, task_name, document):
         self.calls += 1
         if self.failures:
             raise self.failures.pop(0)
         return {"findings": [], "summary": f"reviewed {task_name}", "reviewer": "offline"}
 
-    def check(self):
+    async def check(self):
         pass
 
 
@@ -63,7 +65,7 @@ class World:
 
     def run_one(self, proc):
         attempt = proc.begin(proc.claim())
-        return attempt, proc.finish(attempt, proc.review(attempt))
+        return attempt, proc.finish(attempt, asyncio.run(proc.review(attempt)))
 
     def expire(self):
         self.clock.advance(LEASE.lease_ms + 1)
@@ -237,7 +239,7 @@ def test_duplicates_are_recognised_and_not_run_again(w):
     proc = w.worker()
     attempt = proc.begin(proc.claim())
     assert proc.begin(proc.claim()) is None  # duplicate while in flight
-    proc.finish(attempt, proc.review(attempt))
+    proc.finish(attempt, asyncio.run(proc.review(attempt)))
     w.queue.push(make_payload(task.task_id, "doc.md"))
     assert proc.begin(proc.claim()) is None  # duplicate of a finished task
     assert w.events.names().count(ev.STARTED) == 1 and w.events.names().count(ev.DUPLICATE) == 2
@@ -267,7 +269,7 @@ def test_a_row_deleted_in_flight_ends_in_the_dead_letter_list(w):
     proc = w.worker()
     attempt = proc.begin(proc.claim())
     w.repo.delete(task.task_id)
-    assert proc.finish(attempt, proc.review(attempt)) is False
+    assert proc.finish(attempt, asyncio.run(proc.review(attempt))) is False
     assert "deleted" in w.queue.dead_letters()[0].reason
 
 

@@ -50,6 +50,8 @@ class InMemoryTaskQueue:
         self._leases: dict[str, _Lease] = {}
         self._delayed: dict[str, int] = {}  # payload -> due ms
         self._dead: deque[DeadLetter] = deque()  # left end: newest
+        self._staged: list[str] = []  # taken by a blocking claimer, not yet leased
+        self._staged_seen: dict[str, int] = {}  # payload -> when unstage first saw it
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
@@ -66,29 +68,77 @@ class InMemoryTaskQueue:
         self._changed.notify_all()
 
     def claim(self, holder: str, lease_ms: int) -> Delivery | None:
+        found = self.claim_batch(holder, lease_ms, 1)
+        return found[0] if found else None
+
+    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
         now = self._clock.now_ms()
-        token = self._new_token()
         with self._changed:
             self._promote(now, self._promote_batch)
+            return [self._lease(self._ready.pop(), holder, now, lease_ms) for _ in range(min(limit, len(self._ready)))]
+
+    def _lease(self, raw: str, holder: str, now: int, lease_ms: int) -> Delivery:
+        token = self._new_token()
+        lease = _Lease(raw, holder, now, now + lease_ms, _task_id(raw))
+        self._leases[token] = lease
+        return lease.delivery(token)
+
+    def stage(self, timeout_s: float) -> str | None:
+        with self._changed:
+            if timeout_s > 0:
+                self._changed.wait_for(lambda: bool(self._ready), timeout=timeout_s)
             if not self._ready:
                 return None
             raw = self._ready.pop()
-            lease = _Lease(raw, holder, now, now + lease_ms, _task_id(raw))
-            self._leases[token] = lease
-            return lease.delivery(token)
+            self._staged.insert(0, raw)
+            return raw
+
+    def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
+        now = self._clock.now_ms()
+        with self._changed:
+            if raw not in self._staged:
+                return None
+            self._staged.remove(raw)
+            self._staged_seen.pop(raw, None)
+            return self._lease(raw, holder, now, lease_ms)
+
+    def unstage(self, grace_ms: int, limit: int) -> int:
+        now = self._clock.now_ms()
+        moved = 0
+        with self._changed:
+            for raw in list(self._staged[:limit]):
+                seen = self._staged_seen.setdefault(raw, now)
+                if now - seen >= grace_ms:
+                    self._staged.remove(raw)
+                    self._staged_seen.pop(raw)
+                    self._to_ready(raw, front=True)
+                    moved += 1
+            for raw in [r for r in self._staged_seen if r not in self._staged]:
+                del self._staged_seen[raw]
+        return moved
 
     def wait(self, timeout_s: float) -> None:
         with self._changed:
             self._changed.wait_for(lambda: bool(self._ready), timeout=max(0.0, timeout_s))
 
     def extend(self, token: str, lease_ms: int) -> bool:
+        return self.extend_many([token], lease_ms)[0]
+
+    def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         now = self._clock.now_ms()
         with self._changed:
-            lease = self._leases.get(token)
-            if lease is None:
-                return False
-            lease.deadline_ms = now + lease_ms
-            return True
+            out = []
+            for token in tokens:
+                lease = self._leases.get(token)
+                alive = lease is not None and lease.deadline_ms >= now
+                if alive:
+                    lease.deadline_ms = now + lease_ms
+                out.append(alive)
+            return out
+
+    def lease_exists(self, token: str) -> bool:
+        with self._changed:
+            return token in self._leases
 
     def ack(self, token: str) -> bool:
         with self._changed:
@@ -148,7 +198,7 @@ class InMemoryTaskQueue:
 
     def referenced_task_ids(self) -> set[int]:
         with self._changed:
-            raws = [*self._delayed, *self._ready, *(lease.raw for lease in self._leases.values())]
+            raws = [*self._delayed, *self._ready, *self._staged, *(lease.raw for lease in self._leases.values())]
         return {tid for tid in map(_task_id, raws) if tid is not None}
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:

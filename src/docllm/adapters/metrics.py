@@ -155,10 +155,10 @@ class TimedReviewer:
     def __init__(self, inner: DocumentReviewer, metrics: Metrics):
         self.inner, self.m, self.name = inner, metrics, inner.name
 
-    def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
         started = time.perf_counter()
         try:
-            report = self.inner.review(task_name, document)
+            report = await self.inner.review(task_name, document)
         except Exception as exc:
             self.m.llm_seconds.labels(self.name, "error").observe(time.perf_counter() - started)
             self.m.llm_errors.labels(self.name, type(exc).__name__).inc()
@@ -166,8 +166,8 @@ class TimedReviewer:
         self.m.llm_seconds.labels(self.name, "ok").observe(time.perf_counter() - started)
         return report
 
-    def check(self) -> None:
-        self.inner.check()
+    async def check(self) -> None:
+        await self.inner.check()
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.inner, attr)

@@ -19,6 +19,11 @@ from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError
 from docllm.domain.prompt import build_messages, repair_messages
 from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
 
+try:  # openai 3 moved to httpx2; earlier versions use httpx
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - depends on the openai version installed
+    import httpx  # type: ignore[no-redef]
+
 log = logging.getLogger(__name__)
 
 
@@ -26,7 +31,7 @@ class OpenAIReviewer:
     name = "openai"
 
     def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout_seconds: float = 60.0,
-                 max_chunk_chars: int = 12000, max_retries: int = 0):
+                 max_chunk_chars: int = 12000, max_retries: int = 0, max_connections: int = 100):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
         self.model = model
@@ -35,37 +40,41 @@ class OpenAIReviewer:
         self._timeout = timeout_seconds
         self._max_chunk_chars = max_chunk_chars
         self._json_mode = True  # off for good once the server rejects response_format
-        # Servers on a laptop often need no key, but the client insists on one.
-        self._client = openai.OpenAI(base_url=base_url or None, api_key=api_key or "unset",
-                                     timeout=timeout_seconds, max_retries=max_retries)
+        # Servers on a laptop often need no key, but the client insists on one. One connection per
+        # attempt in flight: the default pool would queue requests of a large worker behind each other.
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._client = openai.AsyncOpenAI(base_url=base_url or None, api_key=api_key or "unset",
+                                          timeout=timeout_seconds, max_retries=max_retries,
+                                          http_client=openai.DefaultAsyncHttpxClient(limits=limits))
 
-    def close(self) -> None:
-        self._client.close()
+    async def close(self) -> None:
+        await self._client.close()
 
-    def check(self) -> None:
+    async def check(self) -> None:
         try:
             try:
-                self._client.models.retrieve(self.model)
+                await self._client.models.retrieve(self.model)
             except openai.APIStatusError as e:
                 if e.status_code not in (404, 405, 501):
                     raise
                 # Not every compatible server serves /models/{id}: ask for one token instead.
-                self._client.chat.completions.create(
+                await self._client.chat.completions.create(
                     model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1)
         except openai.BadRequestError:
             return  # the model exists; the server only disliked the probe's parameters
         except openai.OpenAIError as e:
             raise self._translate(e) from None
 
-    def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+        """Chunk after chunk; a cancelled review stops its request in flight and sends no more."""
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
-        return merge_reports([self._review_chunk(task_name, c, i, len(chunks)) for i, c in enumerate(chunks, 1)])
+        return merge_reports([await self._review_chunk(task_name, c, i, len(chunks)) for i, c in enumerate(chunks, 1)])
 
-    def _review_chunk(self, task_name: str, chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
+    async def _review_chunk(self, task_name: str, chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
         messages = build_messages(task_name, chunk.text, chunk.heading, part, parts)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         for repairing in (False, True):
-            answer = self._complete(messages, usage)
+            answer = await self._complete(messages, usage)
             try:
                 parsed = parse_answer(answer)
                 break
@@ -76,16 +85,16 @@ class OpenAIReviewer:
         findings = [place_finding(f, chunk) for f in parsed["findings"]]
         return make_report(findings, parsed["summary"], self.name, self.model, chunks=1, usage=usage)
 
-    def _complete(self, messages: list[dict], usage: dict[str, int]) -> str:
+    async def _complete(self, messages: list[dict], usage: dict[str, int]) -> str:
         try:
             try:
-                response = self._create(messages)
+                response = await self._create(messages)
             except openai.BadRequestError as e:
                 if not (self._json_mode and _about_response_format(e)):
                     raise
                 log.warning("the LLM at %s rejects response_format; asking for JSON in words only", self._where)
                 self._json_mode = False
-                response = self._create(messages)
+                response = await self._create(messages)
         except openai.OpenAIError as e:
             raise self._translate(e) from None  # the chained error could carry what the server echoed
         if response.usage:
@@ -93,9 +102,9 @@ class OpenAIReviewer:
             usage["completion_tokens"] += response.usage.completion_tokens or 0
         return (response.choices[0].message.content or "") if response.choices else ""
 
-    def _create(self, messages: list[dict]) -> Any:
+    async def _create(self, messages: list[dict]) -> Any:
         extra = {"response_format": {"type": "json_object"}} if self._json_mode else {}
-        return self._client.chat.completions.create(model=self.model, messages=messages, **extra)
+        return await self._client.chat.completions.create(model=self.model, messages=messages, **extra)
 
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
         if isinstance(e, openai.APITimeoutError):

@@ -11,16 +11,20 @@ import redis
 SOCKET_TIMEOUT_SECONDS = 15.0
 
 
-def make_redis_client(url: str, embedded_path: str) -> redis.Redis:
+def make_redis_client(url: str, embedded_path: str, max_connections: int = 64) -> redis.Redis:
+    """``max_connections`` should cover every thread that uses the client at once; past it a
+    caller waits for a connection (a blocking pool) instead of failing."""
     if url == "embedded":
         return _embedded(embedded_path)
-    return redis.Redis.from_url(
+    pool = redis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=SOCKET_TIMEOUT_SECONDS,
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=5.0,
         health_check_interval=30,
-        max_connections=256,
     )
+    return redis.Redis(connection_pool=pool)
 
 
 def _embedded(path: str) -> redis.Redis:

@@ -14,6 +14,8 @@ _SUFFIXES = {
     "leases": "hash:leases",  # token -> JSON {"raw", "holder", "claimed_at", "task_id"}
     "delayed": "zset:delayed",  # payload scored by the time it is due (ms)
     "dead": "queue:dead",  # JSON {"payload", "reason", "at_ms", "task_id"}, newest left
+    "staging": "queue:staging",  # list: taken from ready by a blocking claimer, about to be leased
+    "staging_seen": "hash:staging_seen",  # payload -> when the reaper first saw it staged (ms)
 }
 
 
@@ -30,6 +32,8 @@ class RedisKeys:
     leases: str = field(init=False)
     delayed: str = field(init=False)
     dead: str = field(init=False)
+    staging: str = field(init=False)
+    staging_seen: str = field(init=False)
 
     def __post_init__(self) -> None:
         for name, suffix in _SUFFIXES.items():
@@ -37,7 +41,7 @@ class RedisKeys:
 
     @property
     def script_keys(self) -> list[str]:
-        """KEYS[1..7] of every queue script, in the order their headers name them (lua/lib.lua)."""
+        """KEYS[1..9] of every queue script, in the order their headers name them (lua/lib.lua)."""
         return [
             self.ready,
             self.processing,
@@ -46,6 +50,8 @@ class RedisKeys:
             self.delayed,
             self.dead,
             self.processing_ts,
+            self.staging,
+            self.staging_seen,
         ]
 
     @classmethod

@@ -29,7 +29,9 @@ from docllm.domain.ports import Clock
 
 SCRIPT_NAMES = (
     "claim",
-    "extend",
+    "lease_staged",
+    "unstage",
+    "extend_many",
     "ack",
     "retry_later",
     "requeue",
@@ -94,32 +96,68 @@ class RedisTaskQueue:
                 self._client.lpush(self._keys.ready, _wire(raw))
 
     def claim(self, holder: str, lease_ms: int) -> Delivery | None:
+        found = self.claim_batch(holder, lease_ms, 1)
+        return found[0] if found else None
+
+    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
+        if limit <= 0:
+            return []
         now = self._clock.now_ms()
-        token = self._new_token()
-        raw = self._run("claim", now, lease_ms, token, holder, self._promote_batch)
-        if raw is None:
+        tokens = [self._new_token() for _ in range(limit)]
+        raws = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
+        return [Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
+                for raw, token in zip(raws, tokens)]
+
+    def stage(self, timeout_s: float) -> str | None:
+        """``BLMOVE ready staging``: one waiter wakes per pushed payload (a no-op ``ready ready``
+        move would wake every waiter). Blocks on a pooled connection of its own with a read timeout
+        longer than the block, so the client's ``socket_timeout`` cannot cut it short."""
+        keys = self._keys
+        with redis_errors("stage"):
+            if timeout_s < 0.001:  # BLMOVE's timeout 0 would block forever
+                raw = self._client.lmove(keys.ready, keys.staging, "RIGHT", "LEFT")
+            else:
+                raw = self._blocking("BLMOVE", keys.ready, keys.staging, "RIGHT", "LEFT", f"{timeout_s:.3f}",
+                                     timeout_s=timeout_s)
+        return None if raw is None else _text(raw)
+
+    def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
+        now, token = self._clock.now_ms(), self._new_token()
+        if not self._run("lease_staged", _wire(raw), now, lease_ms, token, holder):
             return None
-        return Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
+        return Delivery(raw=raw, token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
+
+    def unstage(self, grace_ms: int, limit: int) -> int:
+        return int(self._run("unstage", self._clock.now_ms(), grace_ms, limit))
+
+    def _blocking(self, *command: str, timeout_s: float) -> Any:
+        pool = self._client.connection_pool
+        conn = pool.get_connection()
+        try:
+            conn.send_command(*command)
+            return conn.read_response(timeout=timeout_s + BLOCK_READ_MARGIN_S)
+        finally:
+            pool.release(conn)
 
     def wait(self, timeout_s: float) -> None:
-        """``BLMOVE ready ready RIGHT RIGHT``: a no-op move that blocks until ready has an item.
-
-        It runs on a pooled connection of its own with a read timeout longer than the block, so
-        the client's ``socket_timeout`` cannot cut it short. One command per call: no spinning.
-        """
+        """``BLMOVE ready ready RIGHT RIGHT``: a no-op move that blocks until ready has an item."""
         if timeout_s < 0.001:  # BLMOVE's timeout 0 would block forever
             return
-        pool = self._client.connection_pool
         with redis_errors("wait"):
-            conn = pool.get_connection()
-            try:
-                conn.send_command("BLMOVE", self._keys.ready, self._keys.ready, "RIGHT", "RIGHT", f"{timeout_s:.3f}")
-                conn.read_response(timeout=timeout_s + BLOCK_READ_MARGIN_S)
-            finally:
-                pool.release(conn)
+            self._blocking("BLMOVE", self._keys.ready, self._keys.ready, "RIGHT", "RIGHT", f"{timeout_s:.3f}",
+                           timeout_s=timeout_s)
 
     def extend(self, token: str, lease_ms: int) -> bool:
-        return bool(self._run("extend", token, self._clock.now_ms(), lease_ms))
+        return self.extend_many([token], lease_ms)[0]
+
+    def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
+        if not tokens:
+            return []
+        return [bool(ok) for ok in self._run("extend_many", self._clock.now_ms(), lease_ms, *tokens)]
+
+    def lease_exists(self, token: str) -> bool:
+        with redis_errors("lease_exists"):
+            return self._client.zscore(self._keys.lease_index, token) is not None
 
     def ack(self, token: str) -> bool:
         return bool(self._run("ack", token))
@@ -179,6 +217,7 @@ class RedisTaskQueue:
         keys, client, size = self._keys, self._client, self._page_size
         yield from map(_text, _pages(lambda start, end: client.zrange(keys.delayed, start, end), size))
         yield from map(_text, _pages(lambda start, end: client.lrange(keys.ready, start, end), size))
+        yield from map(_text, client.lrange(keys.staging, 0, -1))
         for _, data in client.hscan_iter(keys.leases, count=size):
             yield json.loads(_text(data))["raw"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import asyncio
 from typing import Any
 
 from docllm.domain.ports import DocumentReviewer
@@ -13,9 +13,9 @@ class SlowReviewer:
         self.inner, self.seconds = inner, seconds
         self.name = inner.name
 
-    def review(self, task_name: str, document: str) -> dict[str, Any]:
-        time.sleep(self.seconds)
-        return self.inner.review(task_name, document)
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+        await asyncio.sleep(self.seconds)
+        return await self.inner.review(task_name, document)
 
-    def check(self) -> None:
-        self.inner.check()
+    async def check(self) -> None:
+        await self.inner.check()

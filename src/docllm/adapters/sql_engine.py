@@ -54,15 +54,18 @@ def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 
             },
         )
     if backend == "sqlite":
-        return _sqlite_engine(url)
+        return _sqlite_engine(url, pool_size)
     return create_engine(url, pool_pre_ping=True)
 
 
-def _sqlite_engine(url: URL) -> Engine:
+def _sqlite_engine(url: URL, pool_size: int) -> Engine:
     if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
         # One connection holds the whole in-memory database: every thread shares it, one at a time.
         return create_engine(url, poolclass=TakeTurnsPool, connect_args={"check_same_thread": False})
-    engine = create_engine(url, connect_args={"check_same_thread": False})
+    # A file database: one connection per port thread (QueuePool's default of 5 + 10 would make
+    # the rest wait 30 s and fail under a large worker).
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=60,
+                           connect_args={"check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection, _record):

@@ -31,11 +31,33 @@ class TaskQueue(Protocol):
     def claim(self, holder: str, lease_ms: int) -> Delivery | None:
         """Atomically move the next ready payload into processing under a new lease, or None."""
 
+    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
+        """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first."""
+
+    def stage(self, timeout_s: float) -> str | None:
+        """Block until ready holds a payload (at most ``timeout_s``; 0: do not block) and move it
+        to the staging list, where only this caller's ``lease_staged`` takes it. A crash in between
+        leaves it staged; ``unstage`` puts it back in ready. One waiter per payload wakes."""
+
+    def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
+        """Move a staged payload into processing under a new lease; None when it is no longer staged."""
+
+    def unstage(self, grace_ms: int, limit: int) -> int:
+        """Put payloads staged for longer than ``grace_ms`` (their claimer died) back at the front
+        of ready; returns how many."""
+
     def wait(self, timeout_s: float) -> None:
         """Block until ready may hold a payload, or ``timeout_s`` passes. Takes nothing."""
 
     def extend(self, token: str, lease_ms: int) -> bool:
         """Renew the lease; False when the token no longer holds it."""
+
+    def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
+        """``extend`` every token in one round trip; a lease already past its deadline is not
+        renewed (the reaper may be acting on it)."""
+
+    def lease_exists(self, token: str) -> bool:
+        """Whether ``token`` still holds a lease."""
 
     def ack(self, token: str) -> bool:
         """Forget the lease and its payload: the task needs nothing more from the queue."""
@@ -116,9 +138,10 @@ class DocumentReviewer(Protocol):
 
     name: str
 
-    def review(self, task_name: str, document: str) -> dict[str, Any]: ...
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+        """Cancelling the call cancels the request in flight and sends no further one (I11)."""
 
-    def check(self) -> None:
+    async def check(self) -> None:
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""
 
 

@@ -8,6 +8,7 @@ from dependency_injector import providers
 
 from docllm.container import Container
 from docllm.logs import setup_logging
+from docllm.runtime.service import Parts, Service
 from docllm.settings import Settings, SettingsError
 
 
@@ -37,3 +38,19 @@ def prepare_schema(container: Container) -> None:
         upgrade_schema(container.engine())
     else:
         require_schema(container.engine())
+
+
+def build_service(container: Container, workers: bool = True, reaper: bool = True) -> Service:
+    """The process's service from the container: the worker's processor and reviewer, the loops'
+    reaper and reconciler, metrics and readiness checks when the HTTP port is on."""
+    metrics = container.metrics()
+    parts = Parts(
+        queue=container.queue(),
+        processor=container.processor() if workers else None,
+        reviewer=container.reviewer() if workers else None,
+        reaper=container.reaper() if reaper else None,
+        reconciler=container.reconciler() if reaper else None,
+        metrics=metrics,
+        readiness=container.readiness() if metrics is not None else {},
+    )
+    return Service(container.settings(), parts)

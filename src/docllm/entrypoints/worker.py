@@ -7,9 +7,8 @@ import sys
 import time
 
 from docllm.domain.errors import DocllmError, Unavailable
-from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
+from docllm.entrypoints.bootstrap import build_container, build_service, load_settings, prepare_schema
 from docllm.runtime.outage import Outage
-from docllm.runtime.service import Service
 
 
 def main(workers: bool = True, reaper: bool = True) -> int:
@@ -25,9 +24,7 @@ def main(workers: bool = True, reaper: bool = True) -> int:
             print(f"docllm: {exc}", file=sys.stderr)
             return 1
     outage.ok()
-    service = Service(container, workers=workers, reaper=reaper)
-    service.install_signal_handlers()
-    service.start().wait()
+    build_service(container, workers=workers, reaper=reaper).run_forever()
     container.shutdown_resources()
     return 0
 

@@ -3,29 +3,26 @@
 from __future__ import annotations
 
 import logging
-import threading
+
+from docllm.domain.backoff import Backoff
 
 
 class Outage:
     def __init__(self, what: str, logger: logging.Logger, base: float = 0.5, cap: float = 15.0):
-        self.what, self.logger, self.base, self.cap = what, logger, base, cap
-        self._failures = 0
-        self._lock = threading.Lock()
+        self.what, self.logger = what, logger
+        self.backoff = Backoff(base, cap)
 
     @property
     def down(self) -> bool:
-        return self._failures > 0
+        return self.backoff.failures > 0
 
     def failed(self, exc: BaseException) -> float:
         """Record a failure; returns how long to wait before the next try."""
-        with self._lock:
-            self._failures += 1
-            if self._failures == 1:
-                self.logger.warning("%s unavailable, backing off: %s", self.what, exc)
-            return min(self.cap, self.base * 2 ** min(self._failures - 1, 10))
+        if self.backoff.failures == 0:
+            self.logger.warning("%s unavailable, backing off: %s", self.what, exc)
+        return self.backoff.next()
 
     def ok(self) -> None:
-        with self._lock:
-            if self._failures:
-                self.logger.warning("%s reachable again after %d failed tries", self.what, self._failures)
-            self._failures = 0
+        if self.backoff.failures:
+            self.logger.warning("%s reachable again after %d failed tries", self.what, self.backoff.failures)
+        self.backoff.reset()

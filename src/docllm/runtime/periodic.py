@@ -1,51 +1,48 @@
-"""A background loop that runs one service step every interval (the reaper, the reconciler)."""
+"""A loop that runs one service step every interval (the reaper, the reconciler)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from docllm.domain.errors import Unavailable
 from docllm.runtime.outage import Outage
+from docllm.runtime.port_calls import PortCalls
+from docllm.runtime.waiting import sleep_unless
 
 
 class PeriodicLoop:
-    """Runs ``step`` every ``interval`` seconds until ``stop`` is set; ``step`` returning True
-    (more work waiting) runs it again at once. ``last_beat`` feeds the health check."""
+    """Runs ``step`` (a blocking port call) every ``interval`` seconds until ``stop`` is set;
+    ``step`` returning True (more work waiting) runs it again at once. ``last_beat`` (event-loop
+    time) feeds the health check."""
 
-    def __init__(self, name: str, step: Callable[[], bool], interval: float, stop: threading.Event,
+    def __init__(self, name: str, step: Callable[[], bool], interval: float, calls: PortCalls,
                  logger: logging.Logger, on_cycle: Callable[[float], None] | None = None):
-        self.name, self.step, self.interval, self.stop, self.logger = name, step, interval, stop, logger
+        self.name, self.step, self.interval, self.calls, self.logger = name, step, interval, calls, logger
         self.on_cycle = on_cycle
         self.outage = Outage(name, logger)
-        self.last_beat = time.monotonic()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.last_beat: float | None = None
 
-    def start(self) -> PeriodicLoop:
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            self.last_beat = time.monotonic()
+    async def run(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            self.last_beat = loop.time()
             started = time.perf_counter()
             wait = self.interval
             try:
-                more = self.step()
-                self.outage.ok()
-                if more:
+                if await self.calls.call(self.step):
                     wait = 0.0
+                self.outage.ok()
             except Unavailable as exc:
                 wait = max(wait, self.outage.failed(exc))
             except Exception:
                 self.logger.exception("%s cycle failed; next try in %.1fs", self.name, self.interval)
             if self.on_cycle:
                 self.on_cycle(time.perf_counter() - started)
-            self.stop.wait(wait)
+            await sleep_unless(stop, wait)
 
-    def stalled(self, now: float | None = None) -> bool:
-        """A loop that has not come round for several intervals is stuck (or dead)."""
-        now = time.monotonic() if now is None else now
-        return not self.thread.is_alive() or now - self.last_beat > max(30.0, 5 * self.interval)
+    def stalled(self, now: float) -> bool:
+        """A loop that has not come round for several intervals is stuck (``now``: loop time)."""
+        return self.last_beat is not None and now - self.last_beat > max(30.0, 5 * self.interval)

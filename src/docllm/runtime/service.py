@@ -1,101 +1,169 @@
-"""Everything one process runs: worker slots and/or the reaper and reconciler loops.
+"""Everything one process runs, on one event loop: the worker and/or the reaper and reconciler loops.
 
 ``docllm worker`` runs all three (as the original note's ``__main__`` ran its reaper thread);
-``docllm reaper`` runs the loops alone.
+``docllm reaper`` runs the loops alone. Built from ports and services by
+``entrypoints.bootstrap.build_service``; it never sees the container.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
-from docllm.container import Container
+from docllm.domain.ports import DocumentReviewer, TaskQueue
+from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.reaper import Reaper
+from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime.config_gate import ConfigGate
 from docllm.runtime.periodic import PeriodicLoop
-from docllm.runtime.worker_pool import WorkerPool
+from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
+from docllm.runtime.worker import Worker
+from docllm.settings import Settings
 
 log = logging.getLogger("docllm.service")
 
 
+@dataclass
+class Parts:
+    """What a process runs: a processor (and the reviewer it uses) for the worker, the reaper and
+    the reconciler for the loops; metrics and readiness checks for the HTTP port."""
+
+    queue: TaskQueue
+    processor: TaskProcessor | None = None
+    reviewer: DocumentReviewer | None = None
+    reaper: Reaper | None = None
+    reconciler: Reconciler | None = None
+    metrics: Any = None
+    readiness: dict[str, Any] = field(default_factory=dict)
+
+
 class Service:
-    def __init__(self, container: Container, workers: bool = True, reaper: bool = True):
-        self.container = container
-        self.settings = container.settings()
-        self.stop_event = threading.Event()
-        self.pool: WorkerPool | None = None
+    def __init__(self, settings: Settings, parts: Parts):
+        self.settings, self.parts = settings, parts
+        self.calls = ThreadedPortCalls(threads_for(settings.concurrency if parts.processor else 1))
+        self.worker: Worker | None = None
         self.loops: list[PeriodicLoop] = []
-        self.metrics = container.metrics()  # None unless DOCLLM_METRICS_PORT is set
-        self.endpoints = None
-        if workers:
-            gate = ConfigGate(container.reviewer(), logging.getLogger("docllm.llm"))
-            self.pool = WorkerPool(container.processor, container.queue(), gate, self.settings.concurrency)
-        if reaper:
-            reaper_service, reconciler = container.reaper(), container.reconciler()
+        self.endpoints: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.started = threading.Event()
+
+    def _build(self) -> None:
+        s, p, m = self.settings, self.parts, self.parts.metrics
+        if p.processor is not None and p.reviewer is not None:
+            gate = ConfigGate(p.reviewer, logging.getLogger("docllm.llm"))
+            self.worker = Worker(p.processor, self.calls, gate, s.concurrency)
+        if p.reaper is not None:
+            reaper = p.reaper
 
             def reap() -> bool:  # a full batch means more may be waiting: go again at once
-                return reaper_service.reap_once() >= reaper_service.batch
+                return reaper.reap_once() >= reaper.batch
+
+            self.loops.append(PeriodicLoop("reaper", reap, s.reaper_interval_seconds, self.calls,
+                                           logging.getLogger("docllm.reaper"),
+                                           on_cycle=m.reaper_cycle.observe if m else None))
+        if p.reconciler is not None:
+            reconciler = p.reconciler
 
             def reconcile() -> bool:
                 reconciler.reconcile_once()
                 return False
 
-            m = self.metrics
-            self.loops.append(PeriodicLoop("reaper", reap, self.settings.reaper_interval_seconds,
-                                           self.stop_event, logging.getLogger("docllm.reaper"),
-                                           on_cycle=m.reaper_cycle.observe if m else None))
-            self.loops.append(PeriodicLoop("reconciler", reconcile, self.settings.reconcile_interval_seconds,
-                                           self.stop_event, logging.getLogger("docllm.reconciler"),
+            self.loops.append(PeriodicLoop("reconciler", reconcile, s.reconcile_interval_seconds, self.calls,
+                                           logging.getLogger("docllm.reconciler"),
                                            on_cycle=m.reconcile_cycle.observe if m else None))
 
-    def start(self) -> Service:
+    # -- running -----------------------------------------------------------------------------
+    async def run(self, signals: bool = False) -> None:
+        """Run until a stop is requested, then drain and return."""
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        self._build()
         s = self.settings
         log.info("starting: worker=%s concurrency=%s lease=%ss reaper_interval=%ss provider=%s",
-                 s.worker_id, s.concurrency if self.pool else 0, s.lease_seconds,
+                 s.worker_id, s.concurrency if self.worker else 0, s.lease_seconds,
                  s.reaper_interval_seconds, s.llm_provider)
-        if self.metrics is not None:  # first: a port already taken stops the process before it claims
-            from docllm.runtime.http_endpoints import HttpEndpoints
+        if signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._loop.add_signal_handler(sig, self.request_stop)
+        try:
+            self._start_endpoints()  # first: a port already taken stops the process before it claims
+            self.tasks = {loop.name: asyncio.create_task(loop.run(self._stop), name=loop.name) for loop in self.loops}
+            if self.worker is not None:
+                self.tasks["worker"] = asyncio.create_task(self.worker.run(), name="worker")
+            self.started.set()
+            await self._stop.wait()
+            for name, result in zip(self.tasks, await asyncio.gather(*self.tasks.values(), return_exceptions=True)):
+                if isinstance(result, BaseException):
+                    log.error("%s ended with %s: %s", name, type(result).__name__, result)
+        finally:
+            if self.endpoints:
+                self.endpoints.stop()
+            self.calls.close()
+            log.info("stopped")
 
-            pool = self.pool
-            self.metrics.watch(self.container.queue(), (lambda: pool.in_flight) if pool else None)
-            self.endpoints = HttpEndpoints(s.metrics_host, s.metrics_port, self.metrics.registry,
-                                           self.healthy, self.container.readiness()).start()
-        if self.pool:
-            self.pool.start()
-        for loop in self.loops:
-            loop.start()
-        return self
+    def _start_endpoints(self) -> None:
+        m = self.parts.metrics
+        if m is None:
+            return
+        from docllm.runtime.http_endpoints import HttpEndpoints
+
+        worker = self.worker
+        m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
+        self.endpoints = HttpEndpoints(self.settings.metrics_host, self.settings.metrics_port, m.registry,
+                                       self.healthy, self.parts.readiness).start()
+
+    def run_forever(self) -> None:
+        """The program's main: SIGTERM and SIGINT request a stop."""
+        asyncio.run(self.run(signals=True))
 
     def request_stop(self, *_: object) -> None:
-        if not self.stop_event.is_set():
+        """Stop claiming; in-flight attempts get the shutdown grace. Safe from any thread."""
+        loop = self._loop
+        if loop is None:
+            return
+        if threading.current_thread() is not self._thread and self._thread is not None:
+            loop.call_soon_threadsafe(self.request_stop)
+            return
+        assert self._stop is not None
+        if not self._stop.is_set():
             log.info("stop requested: no new claims; in-flight attempts get %ss",
                      self.settings.shutdown_grace_seconds)
-            if self.pool:
-                self.pool.stop(self.settings.shutdown_grace_seconds)
-            self.stop_event.set()
+            if self.worker:
+                self.worker.stop(self.settings.shutdown_grace_seconds)
+            self._stop.set()
 
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
+    # -- in a thread (tests, the benchmark) --------------------------------------------------
+    def start(self) -> Service:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.run()), name="docllm-service", daemon=True)
+        self._thread.start()
+        self.started.wait(30)
+        return self
 
-    def wait(self) -> None:
-        """Block until a stop is requested, then drain and return."""
-        while not self.stop_event.wait(0.5):
-            pass
-        if self.pool:
-            # Slots release what is still running at the grace deadline; allow them a moment more.
-            self.pool.join(self.settings.shutdown_grace_seconds + 5.0)
-        if self.endpoints:
-            self.endpoints.stop()
-        log.info("stopped")
+    def wait(self, timeout: float | None = None) -> bool:
+        """Request a stop and wait for the drain; True when the service ended."""
+        self.request_stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
 
+    # -- health ------------------------------------------------------------------------------
     def healthy(self) -> tuple[bool, list[str]]:
-        now = time.monotonic()
-        if self.stop_event.is_set():  # draining after SIGTERM: the loops end on purpose
+        if self._stop is None or self._stop.is_set():  # draining after SIGTERM: the loops end on purpose
             return True, []
-        problems = [f"{loop.name} loop stalled" for loop in self.loops if loop.stalled(now)]
-        if self.pool:
-            dead = [t.name for t in self.pool.threads if not t.is_alive()]
-            problems += [f"worker slot {name} died" for name in dead]
+        now = time.monotonic()  # the event loop's clock
+        dead = [name for name, task in self.tasks.items() if task.done()]
+        problems = [f"{loop.name} loop stalled" for loop in self.loops if loop.name in dead or loop.stalled(now)]
+        w = self.worker
+        if "worker" in dead:
+            problems.append("worker dispatcher died")
+        elif w is not None and w.last_beat is not None and now - w.last_beat > 120.0 and w.in_flight < w.concurrency:
+            problems.append("worker dispatcher stalled")
         return not problems, problems

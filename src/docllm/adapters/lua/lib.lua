@@ -1,9 +1,11 @@
 -- lib.lua: helpers prepended to every queue script by redis_queue.py (a script cannot include
 -- another). Scripts never call TIME: the adapter passes the authority's now_ms.
--- KEYS (the same seven in every script, RedisKeys.script_keys):
---   1 ready, 2 processing, 3 lease_index, 4 leases, 5 delayed, 6 dead, 7 processing_ts
+-- KEYS (the same nine in every script, RedisKeys.script_keys):
+--   1 ready, 2 processing, 3 lease_index, 4 leases, 5 delayed, 6 dead, 7 processing_ts,
+--   8 staging, 9 staging_seen
 local READY, PROCESSING, LEASE_INDEX, LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DELAYED, DEAD, PROCESSING_TS = KEYS[5], KEYS[6], KEYS[7]
+local STAGING, STAGING_SEEN = KEYS[8], KEYS[9]
 
 -- The positive integer task id a payload names, as a string, or nil. A malformed payload is
 -- still leased (its caller dead-letters it), so a decode error must not abort the script.
@@ -52,4 +54,17 @@ local function take_lease(token)
     redis.call('HDEL', PROCESSING_TS, string.format('%d', lease.task_id))
   end
   return lease
+end
+
+-- Put `raw` into processing under a new lease `token` held by `holder` until now + lease_ms.
+local function lease(raw, token, holder, now, lease_ms)
+  redis.call('LPUSH', PROCESSING, raw)
+  local task_id = task_id_of(raw)
+  local data = {raw = raw, holder = holder, claimed_at = now, task_id = tonumber(task_id)}
+  redis.call('HSET', LEASES, token, cjson.encode(data))
+  redis.call('ZADD', LEASE_INDEX, now + lease_ms, token)
+  if task_id then
+    -- The original note's display hash: claim time in whole seconds.
+    redis.call('HSET', PROCESSING_TS, task_id, math.floor(now / 1000))
+  end
 end

@@ -19,6 +19,9 @@ from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, T
 from docllm.domain.services.outcome import Outcome, OutcomeKind
 
 
+LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
+
+
 @dataclass(frozen=True)
 class Limits:
     max_payload_bytes: int = 64 * 1024
@@ -44,10 +47,26 @@ class TaskProcessor:
 
     # -- claim and begin ---------------------------------------------------------------------
     def claim(self) -> Delivery | None:
-        delivery = self.queue.claim(self.holder, self.lease.lease_ms)
-        if delivery is not None:
+        found = self.claim_batch(1)
+        return found[0] if found else None
+
+    def claim_batch(self, limit: int) -> list[Delivery]:
+        """Up to ``limit`` deliveries in one round trip: a dispatcher claims its free slots at once."""
+        return self._claimed(self.queue.claim_batch(self.holder, self.lease.lease_ms, limit))
+
+    def wait_claim(self, timeout_s: float) -> list[Delivery]:
+        """Block until ready has a payload (``timeout_s`` at most), then lease it. A crash between
+        the two steps leaves it staged, and the reaper's ``unstage`` puts it back (D1)."""
+        raw = self.queue.stage(timeout_s)
+        if raw is None:
+            return []
+        delivery = self.queue.lease_staged(raw, self.holder, self.lease.lease_ms)
+        return self._claimed([delivery] if delivery is not None else [])
+
+    def _claimed(self, deliveries: list[Delivery]) -> list[Delivery]:
+        for delivery in deliveries:
             self.events.emit(ev.CLAIMED, token=delivery.token, worker=self.holder)
-        return delivery
+        return deliveries
 
     def begin(self, delivery: Delivery) -> Attempt | None:
         """Start the attempt on the row (fenced), or settle a delivery that must not run."""
@@ -75,18 +94,38 @@ class TaskProcessor:
     # -- while it runs -----------------------------------------------------------------------
     def heartbeat(self, attempt: Attempt) -> bool:
         """Renew the lease; False means it is lost and the attempt must commit nothing."""
-        if self.queue.extend(attempt.token, self.lease.lease_ms):
-            self.events.emit(ev.LEASE_RENEWED, task_id=attempt.task_id, attempt=attempt.number)
-            return True
-        self.events.emit(ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number, worker=self.holder)
-        return False
+        return self.heartbeat_many([attempt])[0]
+
+    def heartbeat_many(self, attempts: list[Attempt]) -> list[bool]:
+        """Renew every lease in one round trip; False for each one that is lost."""
+        renewed = self.queue.extend_many([a.token for a in attempts], self.lease.lease_ms) if attempts else []
+        for attempt, ok in zip(attempts, renewed):
+            if ok:
+                self.events.emit(ev.LEASE_RENEWED, task_id=attempt.task_id, attempt=attempt.number)
+            else:
+                self.events.emit(ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number,
+                                 token=attempt.token, worker=self.holder)
+        return renewed
+
+    def hand_back(self, attempt: Attempt) -> bool:
+        """Lease loss (DESIGN section 5): the row goes back to pending without charging an attempt,
+        fenced, and the payload back to ready when that lands. When it does not land, someone else
+        already settled the row (the reaper reclaimed it, or a newer attempt holds it)."""
+        if not self.repo.retry(attempt.task_id, attempt.number, LEASE_LOST_REASON, count_failure=False):
+            return False
+        if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
+            self.queue.push(attempt.delivery.raw, front=True)
+        self.events.emit(ev.RELEASED, task_id=attempt.task_id, attempt=attempt.number, reason=LEASE_LOST_REASON,
+                         worker=self.holder)
+        return True
 
     def overran(self, attempt: Attempt) -> bool:
         """I8: an attempt past PROCESSING_TIMEOUT_SECONDS is abandoned by its own worker."""
         return self.clock.now_ms() - attempt.started_ms > self.lease.max_runtime_seconds * 1000
 
-    def review(self, attempt: Attempt) -> Outcome:
-        """Run the reviewer and classify what happened. ConfigurationError propagates."""
+    async def review(self, attempt: Attempt) -> Outcome:
+        """Run the reviewer and classify what happened. ConfigurationError propagates; so does
+        cancellation, which stops the LLM call in flight (I11)."""
         document = attempt.task.document
         if document is None or not document.strip():
             return Outcome.permanent("document is empty: nothing to review")
@@ -96,7 +135,7 @@ class TaskProcessor:
                 f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}"
             )
         try:
-            report = self.reviewer.review(attempt.task.task_name or "", document)
+            report = await self.reviewer.review(attempt.task.task_name or "", document)
         except ConfigurationError:
             raise
         except TransientError as exc:

@@ -28,14 +28,18 @@ class Reaper:
         batch: int = 100,
         events: EventSink | None = None,
         name: str = "reaper",
+        staged_grace_ms: int = 30_000,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
         self.max_payload_bytes, self.batch, self.name = max_payload_bytes, batch, name
         self.events = events or NullEvents()
+        self.staged_grace_ms = staged_grace_ms
 
     def reap_once(self) -> int:
-        """One cycle: move due retries to ready, then settle up to ``batch`` expired leases."""
+        """One cycle: move due retries to ready, payloads a dead claimer left staged back to ready
+        (D1), then settle up to ``batch`` expired leases."""
         self.queue.promote_due(self.batch)
+        self.queue.unstage(self.staged_grace_ms, self.batch)
         expired = self.queue.expired(self.batch)
         for delivery in expired:
             try:

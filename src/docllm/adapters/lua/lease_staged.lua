@@ -1,0 +1,12 @@
+-- lease_staged.lua: lease a payload that this caller's blocking wait moved to staging.
+-- KEYS: see lib.lua (2 processing, 3 lease_index, 4 leases, 7 processing_ts, 8 staging, 9 staging_seen)
+-- ARGV[1] raw       the staged payload
+-- ARGV[2] now_ms    authority time
+-- ARGV[3] lease_ms
+-- ARGV[4] token     the new lease's token
+-- ARGV[5] holder
+-- Returns 1 when leased, 0 when the payload was no longer staged (unstage gave it back to ready).
+if redis.call('LREM', STAGING, 1, ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', STAGING_SEEN, ARGV[1])
+lease(ARGV[1], ARGV[4], ARGV[5], tonumber(ARGV[2]), tonumber(ARGV[3]))
+return 1

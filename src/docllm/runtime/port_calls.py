@@ -1,0 +1,48 @@
+"""How the event loop calls the ports, which block (redis-py, SQLAlchemy): on a bounded pool of
+threads in production; inline, on virtual time, in the simulation (``sim.aio.SimPortCalls``).
+
+Waiting for work is the one call that blocks for long, so it has a method of its own: the
+simulation replaces it by its own notion of "ready has an item" and time passing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from docllm.domain.model import Delivery
+from docllm.domain.services.attempts import TaskProcessor
+
+T = TypeVar("T")
+
+
+class PortCalls(Protocol):
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run one blocking port call and return its result (or raise its error)."""
+
+    async def wait_claim(self, proc: TaskProcessor, timeout_s: float) -> list[Delivery]:
+        """Block until ready has a payload (``timeout_s`` at most) and lease it."""
+
+
+def threads_for(concurrency: int) -> int:
+    """Threads for port calls: an attempt spends milliseconds in them and seconds in the LLM, so
+    a few dozen serve a thousand attempts; the Redis and SQL pools are sized from this number."""
+    return max(4, min(32, concurrency + 3))
+
+
+class ThreadedPortCalls:
+    def __init__(self, threads: int):
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="port")
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args))
+
+    async def wait_claim(self, proc: TaskProcessor, timeout_s: float) -> list[Delivery]:
+        return await self.call(proc.wait_claim, timeout_s)
+
+    def close(self) -> None:
+        # A blocked wait ends within its own timeout; nothing waits for it.
+        self.executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,29 @@
+"""One attempt in flight in a worker, and how it is abandoned."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from docllm.domain.model import Attempt
+from docllm.domain.services.outcome import Outcome
+
+SHUT_DOWN = Outcome.release("worker shut down before the attempt finished")
+
+
+@dataclass(eq=False)
+class Running:
+    attempt: Attempt
+    started: float  # event-loop time
+    renewed: float | None = None  # event-loop time the last renewal was sent
+    review: asyncio.Task[Outcome] | None = None
+    abandoned: bool = False
+    verdict: Outcome | None = None  # what an abandoned attempt writes; None: nothing (lease lost)
+
+    def abandon(self, verdict: Outcome | None) -> None:
+        """Stop the attempt: its review is cancelled, and with it the LLM request in flight (I11)."""
+        if self.abandoned:
+            return
+        self.abandoned, self.verdict = True, verdict
+        if self.review is not None:
+            self.review.cancel()

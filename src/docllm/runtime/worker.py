@@ -1,0 +1,212 @@
+"""The worker: one dispatcher claims only as many tasks as there are free slots, each attempt is a
+coroutine, and one heartbeat timer renews every lease of the process in one round trip.
+
+An attempt is abandoned (its review task cancelled, so the LLM request in flight stops and no
+further chunk is sent, I11) when its lease is lost (it commits nothing and hands the row back),
+when it overruns PROCESSING_TIMEOUT_SECONDS (I8: a failed attempt), and at the end of the
+shutdown grace period (released to ready uncharged, D11). The same code runs in production and,
+on virtual time, in the simulation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from docllm.domain.backoff import Backoff
+from docllm.domain.errors import ConfigurationError, Unavailable
+from docllm.domain.model import Delivery
+from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.outcome import Outcome
+from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.outage import Outage
+from docllm.runtime.port_calls import PortCalls
+from docllm.runtime.running import SHUT_DOWN, Running
+from docllm.runtime.waiting import sleep_unless
+
+log = logging.getLogger("docllm.worker")
+
+
+class Worker:
+    def __init__(self, proc: TaskProcessor, calls: PortCalls, gate: ConfigGate, concurrency: int,
+                 idle_wait_seconds: float = 1.0, logger: logging.Logger = log):
+        self.proc, self.calls, self.gate, self.log = proc, calls, gate, logger
+        self.concurrency, self.idle_wait = concurrency, idle_wait_seconds
+        self.lease = proc.lease
+        self.claimed: dict[str, asyncio.Task[None]] = {}  # token -> its attempt, from claim until settled
+        self.running: dict[str, Running] = {}  # token -> attempt started on the row
+        self.outage = Outage("redis/database", logger)
+        self.stop_requested = asyncio.Event()
+        self.releasing = False  # the shutdown grace is over: whatever runs goes back to ready
+        self.grace_seconds = 0.0
+        self.resume_at = 0.0  # event-loop time before which nothing is claimed (the database is down)
+        self.last_beat: float | None = None
+        self._slot_freed = asyncio.Event()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.claimed)
+
+    def stop(self, grace_seconds: float) -> None:
+        """Stop claiming; attempts still running after ``grace_seconds`` go back to ready."""
+        if not self.stop_requested.is_set():
+            self.grace_seconds = grace_seconds
+            self.stop_requested.set()
+            self._slot_freed.set()
+
+    async def run(self) -> None:
+        """Claim and run attempts until ``stop``, then drain (D11)."""
+        beats = asyncio.create_task(self._heartbeats(), name="heartbeats")
+        try:
+            await self._dispatch()
+            await self._drain()
+        finally:
+            beats.cancel()
+
+    # -- claiming ----------------------------------------------------------------------------
+    async def _dispatch(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.stop_requested.is_set():
+            self.last_beat = loop.time()
+            if not self.gate.open:
+                await sleep_unless(self.stop_requested, self.gate.pause())
+                if not self.stop_requested.is_set():
+                    await self.gate.recheck()
+                continue
+            if self.resume_at > loop.time():
+                await sleep_unless(self.stop_requested, self.resume_at - loop.time())
+                continue
+            free = self.concurrency - len(self.claimed)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            try:
+                found = await self.calls.call(self.proc.claim_batch, free)
+                if not found:
+                    found = await self.calls.wait_claim(self.proc, self.idle_wait)
+                self.outage.ok()
+            except Unavailable as exc:
+                await sleep_unless(self.stop_requested, self.outage.failed(exc))
+                continue
+            for delivery in found:
+                self._start(delivery)
+
+    def _start(self, delivery: Delivery) -> None:
+        task = asyncio.create_task(self._attempt(delivery), name=f"attempt-{delivery.token}")
+        self.claimed[delivery.token] = task
+        task.add_done_callback(lambda done: self._settled(delivery.token, done))
+
+    def _settled(self, token: str, task: asyncio.Task[None]) -> None:
+        self.claimed.pop(token, None)
+        self._slot_freed.set()
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            self.log.error("unexpected error in an attempt; its lease expires and the reaper settles it",
+                           exc_info=(type(exc), exc, exc.__traceback__) if exc else None)
+
+    # -- one attempt -------------------------------------------------------------------------
+    async def _attempt(self, delivery: Delivery) -> None:
+        loop = asyncio.get_running_loop()
+        if self.stop_requested.is_set():  # claimed while the stop came: hand it back untouched
+            await self._persist("release", self.proc.queue.requeue, delivery.token, True)
+            return
+        try:
+            attempt = await self.calls.call(self.proc.begin, delivery)
+        except Unavailable as exc:
+            # The database is down: hand the payload back now rather than at lease expiry.
+            self.resume_at = loop.time() + self.outage.failed(exc)
+            try:
+                await self.calls.call(self.proc.queue.requeue, delivery.token, True)
+            except Unavailable:
+                pass  # the lease's expiry covers it
+            return
+        if attempt is None:
+            return
+        run = Running(attempt, started=loop.time())
+        self.running[delivery.token] = run
+        try:
+            outcome = await self._review(run)
+            if outcome is None:
+                await self._persist("hand-back", self.proc.hand_back, attempt)
+            else:
+                await self._persist("outcome", self.proc.finish, attempt, outcome)
+        finally:
+            self.running.pop(delivery.token, None)
+
+    async def _review(self, run: Running) -> Outcome | None:
+        """The review's outcome, or the verdict it was abandoned with (None: the lease is lost)."""
+        if self.releasing:
+            return SHUT_DOWN
+        limit = self.lease.max_runtime_seconds
+        timer = asyncio.get_running_loop().call_later(
+            limit, run.abandon, Outcome.retryable(f"attempt exceeded PROCESSING_TIMEOUT_SECONDS={limit:g}"))
+        run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
+        try:
+            outcome = await run.review
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the worker itself is being cancelled, not just this review
+            outcome = None
+        except ConfigurationError as exc:
+            self.gate.trip(exc)
+            outcome = Outcome.release(f"LLM configuration error: {exc}")
+        finally:
+            timer.cancel()
+        return run.verdict if run.abandoned else outcome
+
+    async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
+        """Write while Redis or the database is down, for about one lease. Retrying is safe: the
+        writes are fenced and token-checked. Past that the lease expires and the reaper settles it."""
+        give_up = asyncio.get_running_loop().time() + self.lease.lease_seconds
+        backoff = Backoff(0.2, 5.0)
+        while True:
+            try:
+                await self.calls.call(write, *args)
+                return
+            except Unavailable as exc:
+                delay = backoff.next()
+                if asyncio.get_running_loop().time() + delay > give_up:
+                    self.log.warning("could not record the %s (%s); the reaper will settle it", what, exc)
+                    return
+                await asyncio.sleep(delay)
+
+    # -- heartbeats --------------------------------------------------------------------------
+    async def _heartbeats(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.lease.heartbeat_seconds)
+            runs = [run for run in self.running.values() if not run.abandoned]
+            if not runs:
+                continue
+            sent = loop.time()
+            try:
+                renewed = await self.calls.call(self.proc.heartbeat_many, [run.attempt for run in runs])
+            except Unavailable as exc:  # keep going: the fenced commit decides
+                self.log.warning("heartbeat of %d attempts failed: %s", len(runs), exc)
+                continue
+            for run, ok in zip(runs, renewed):
+                if ok:
+                    run.renewed = sent
+                else:
+                    run.abandon(None)
+
+    # -- shutdown (D11) ----------------------------------------------------------------------
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.grace_seconds
+        await _until_done(self.claimed, deadline - loop.time())
+        self.releasing = True
+        for run in list(self.running.values()):
+            run.abandon(SHUT_DOWN)
+        # The releases are written within about a lease (``_persist``); wait for them.
+        await _until_done(self.claimed, self.lease.lease_seconds + 5.0)
+
+
+async def _until_done(tasks: dict[str, asyncio.Task[None]], timeout: float) -> None:
+    """Wait until every task in ``tasks`` (which shrinks as they end) is done, or ``timeout``."""
+    if tasks and timeout > 0:
+        await asyncio.wait(list(tasks.values()), timeout=timeout)
+

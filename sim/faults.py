@@ -28,7 +28,7 @@ KINDS = CRASH_KINDS + (
     "pause", "no_heartbeat", "redis_down", "db_down", "redis_restart", "redis_flush", "redis_failover",
     "duplicate", "malformed", "sigterm",
 )
-POINTS = ("worker:after_claim", "worker:before_start", "worker:after_llm", "worker:after_commit",
+POINTS = ("worker:after_claim", "worker:after_stage", "worker:before_start", "worker:after_llm", "worker:after_commit",
           "reaper:after_reclaim")
 MALFORMED = ('not json {{{', '{"task_name": "no id"}', '{"task_id": "abc"}', "[1, 2, 3]", '{"task_id": -4}',
              '{"task_id": 1.5}', 'caf\u00e9 \u4e2d\u6587 not json')

@@ -1,7 +1,8 @@
-"""The simulated LLM: a DocumentReviewer whose ``review()`` returns (or raises) at once.
+"""The simulated LLM: a DocumentReviewer whose ``review()`` answers on virtual time.
 
-The answer is decided when the call starts; ``last_latency_ms`` says when it would have arrived
-(None: never, a hung call), and the worker's event loop schedules the attempt's completion then.
+The answer is decided when the call starts and arrives after its latency (never, for a hung
+call). A cancelled call ends at once; one that runs on after its attempt was abandoned is an I11
+finding (``on_end``).
 Errors are the ones the real OpenAIReviewer raises: TransientError for a timeout, a 429 (with
 ``retry_after``), a 5xx or an unparsable answer ("garbage").
 
@@ -11,8 +12,10 @@ Poison documents (task names starting with ``poison-``) always fail the same way
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,21 +56,37 @@ class SimLLM:
 
     name = "openai"
 
-    def __init__(self, profile: LlmProfile, rng: random.Random):
+    def __init__(self, profile: LlmProfile, rng: random.Random,
+                 on_end: Callable[[str | None, int], None] | None = None, now: Callable[[], int] = lambda: 0):
         self.profile, self.rng = profile, rng
-        self.last_latency_ms: int | None = 0
+        self.on_end, self.now = on_end, now
         self.calls = 0
 
-    def check(self) -> None:
+    async def check(self) -> None:
         pass
 
-    def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
         self.calls += 1
         latency_ms, error = self.draw(task_name)
-        self.last_latency_ms = latency_ms
+        task = asyncio.current_task()
+        name = task.get_name() if task is not None else ""
+        token = name[len("review-"):] if name.startswith("review-") else None  # the runtime names it so
+        started = self.now()
+        if latency_ms is None:
+            await asyncio.get_running_loop().create_future()  # a hung call: only cancelling ends it
+        await asyncio.sleep(latency_ms / 1000)  # type: ignore[operator]
+        if self.on_end is not None:
+            self.on_end(token, started)
         if error is not None:
             raise error
         return make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
+
+    def answer(self, task_name: str) -> tuple[int | None, dict[str, Any] | None, Exception | None]:
+        """The original design's blocking call: (latency, report, error), decided now."""
+        self.calls += 1
+        latency_ms, error = self.draw(task_name)
+        report = None if error else make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
+        return latency_ms, report, error
 
     def draw(self, task_name: str) -> tuple[int | None, Exception | None]:
         p, r = self.profile, self.rng

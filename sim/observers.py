@@ -63,23 +63,52 @@ class QueueObserver:
         self._log("call", f"queue.push {raw[:60]!r}", task_of(raw))
 
     def claim(self, holder: str, lease_ms: int) -> Delivery | None:
-        delivery = self._q.claim(holder, lease_ms)
+        found = self.claim_batch(holder, lease_ms, 1)
+        return found[0] if found else None
+
+    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
+        found = self._q.claim_batch(holder, lease_ms, limit)
         self._s.ready_dirty = True  # the claim script promotes due retries first
-        if delivery is None:
-            return None
+        for delivery in found:
+            self._claimed(delivery, "queue.claim")
+        return found
+
+    def stage(self, timeout_s: float) -> str | None:
+        raw = self._q.stage(timeout_s)
+        if raw is not None:
+            self._log("call", f"queue.stage {raw[:60]!r}", task_of(raw))
+        return raw
+
+    def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
+        delivery = self._q.lease_staged(raw, holder, lease_ms)
+        if delivery is not None:
+            self._claimed(delivery, "queue.lease_staged")
+        return delivery
+
+    def unstage(self, grace_ms: int, limit: int) -> int:
+        moved = self._q.unstage(grace_ms, limit)
+        if moved:
+            self._s.ready_dirty = True
+            self._log("call", f"queue.unstage -> {moved} back to ready")
+        return moved
+
+    def _claimed(self, delivery: Delivery, what: str) -> None:
         task_id = task_of(delivery.raw)
-        self._log("call", f"queue.claim -> {delivery.token}", task_id)
+        self._log("call", f"{what} -> {delivery.token}", task_id)
         self._l.renew[delivery.token] = self._l.world.now
         self._l.token_task[delivery.token] = task_id
         self._l.mark(task_id, "claim")
-        return delivery
 
     def extend(self, token: str, lease_ms: int) -> bool:
-        ok = self._q.extend(token, lease_ms)
-        self._log("call", f"queue.extend {token} -> {ok}", self._l.token_task.get(token))
-        if ok:
-            self._l.renewed(token)
-        return ok
+        return self.extend_many([token], lease_ms)[0]
+
+    def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
+        renewed = self._q.extend_many(tokens, lease_ms)
+        for token, ok in zip(tokens, renewed):
+            self._log("call", f"queue.extend {token} -> {ok}", self._l.token_task.get(token))
+            if ok:
+                self._l.renewed(token)
+        return renewed
 
     def ack(self, token: str) -> bool:
         ok = self._q.ack(token)
@@ -89,8 +118,6 @@ class QueueObserver:
     def retry_later(self, token: str, delay_ms: int) -> bool:
         ok = self._q.retry_later(token, delay_ms)
         self._log("call", f"queue.retry_later {token} +{delay_ms}ms -> {ok}", self._l.token_task.get(token))
-        if ok:
-            self._s.wake_at(self._l.world.now + max(0, delay_ms) + 1)
         return ok
 
     def requeue(self, token: str, front: bool = False) -> bool:

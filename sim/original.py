@@ -166,12 +166,7 @@ class OriginalWorker(OriginalActor):
         if book is not None:
             book.owner = self.owner_id(slot)
         self.runs[slot] = task_id
-        self.sys.llm.last_latency_ms = 0
-        try:
-            report, error = self.sys.llm.review(book.name if book else "", "document"), None
-        except Exception as exc:  # noqa: BLE001 - raised when the call returns
-            report, error = None, exc
-        latency = self.sys.llm.last_latency_ms
+        latency, report, error = self.sys.llm.answer(book.name if book else "")
         if latency is not None:  # None: the call hangs forever, and so does this thread
             self.after(latency, functools.partial(self._done, slot, raw, task_id, attempt, report, error))
         return True

@@ -118,7 +118,7 @@ class OriginalSystem(System):
             self.ledger.bad.pop(raw, None)
 
     def arm_point(self, actor: Any, point: str) -> None:
-        mapping = {"worker:after_claim": "after_brpoplpush", "worker:before_start": "before_mark",
+        mapping = {"worker:after_claim": "after_brpoplpush", "worker:after_stage": "after_brpoplpush", "worker:before_start": "before_mark",
                    "worker:after_llm": "before_write", "reaper:after_reclaim": "after_reclaim"}
         if point == "worker:after_commit":
             actor.budget.arm_at("db.write_result", after=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from typing import Any
 
 from docllm.adapters.redis_queue import RedisTaskQueue
@@ -19,7 +20,8 @@ from docllm.domain.policies import RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
-from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, Run, Worker
+from docllm.runtime.worker import Worker
+from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, WorkerActor
 from sim.breaks import get as get_break
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
 from sim.system import System
@@ -29,19 +31,47 @@ PLOTTED = {"reclaimed": "reclaim", "requeued": "requeue", "lease_lost": "lease_l
 
 
 class TraceEvents:
-    """The domain's EventSink: every event into the trace, some onto the plotted timeline."""
+    """The domain's EventSink: every event into the trace, some onto the plotted timeline; a lost
+    lease is checked against I8 and an abandoned attempt remembered for I11."""
 
-    def __init__(self, system: System):
+    def __init__(self, system: ProductSystem):
         self.sys = system
 
     def emit(self, event: str, **fields: Any) -> None:
         if event == "lease_renewed":
             return
+        if event == "lease_lost":
+            self.sys.lease_lost(fields["task_id"], fields["attempt"], fields["token"])
+        elif event == "abandoned":
+            self.sys.abandoned[fields["token"]] = self.sys.world.now
         task_id = fields.get("task_id")
         shown = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("task_id", "worker"))
         self.sys.world.log("event", f"{event} {shown}".rstrip(), task_id)
         if event in PLOTTED:
             self.sys.ledger.mark(task_id, PLOTTED[event])
+
+
+class _TraceHandler(logging.Handler):
+    """The runtime's log in the simulation: warnings go to the trace, an error is a finding."""
+
+    def __init__(self, system: ProductSystem):
+        super().__init__(logging.DEBUG)
+        self.sys = system
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            where = f": {record.exc_info[1]!r}" if record.exc_info else ""
+            self.sys.ledger.violate("ERR", None, f"the runtime logged an error: {text}{where}", key=text[:80])
+        elif record.levelno >= logging.WARNING:
+            self.sys.world.log("log", text)
+
+
+def sim_logger(system: ProductSystem) -> logging.Logger:
+    """A logger of this run alone (not registered with ``logging``: runs never share one)."""
+    logger = logging.Logger("docllm.sim")
+    logger.addHandler(_TraceHandler(system))
+    return logger
 
 
 class ProductSystem(System):
@@ -51,6 +81,8 @@ class ProductSystem(System):
         s = self.settings
         self.brk = brk = get_break(self.options.brk if self.options is not None else None)
         self.events = TraceEvents(self)
+        self.abandoned: dict[str, int] = {}  # lease token -> when its attempt was abandoned (I11)
+        self.logger = sim_logger(self)
         c = self.container = Container()
         c.settings.override(s)
         c.clock.override(self.clock)
@@ -73,7 +105,7 @@ class ProductSystem(System):
         self.gated_queue = Gate(self.queue_obs, self.down, "redis", self.ledger)
         self.gated_repo = Gate(self.repo_obs, self.down, "db", self.ledger)
         sc = self.scenario
-        self.actors = [Worker(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
+        self.actors = [WorkerActor(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
         self.actors += [ReaperActor(self, f"reaper{i + 1}") for i in range(sc.reapers)]
         self.actors.append(ReconcilerActor(self, "reconciler"))
         self.actors += [Producer(self, f"producer{i + 1}") for i in range(sc.producers)]
@@ -123,24 +155,37 @@ class ProductSystem(System):
 
     def arm_point(self, actor: Any, point: str) -> None:
         if point == "worker:after_claim":
-            actor.armed.add("after_claim")
+            actor.budget.arm_at(("queue.claim_batch", "queue.lease_staged"), after=True)
+        elif point == "worker:after_stage":
+            actor.budget.arm_at("queue.stage", after=True)
         elif point == "worker:before_start":
             actor.budget.arm_at("repo.start_attempt", after=False)
         elif point == "worker:after_llm":
-            actor.armed.add("before_finish")
+            actor.budget.arm_at(("repo.commit", "repo.retry", "repo.fail"), after=False)
         elif point == "worker:after_commit":
             actor.budget.arm_at("repo.commit", after=True)
         elif point == "reaper:after_reclaim":
             actor.budget.arm_at("repo.retry", after=True)
 
-    def lease_lost(self, run: Run) -> None:
+    def lease_lost(self, task_id: int, attempt: int, token: str) -> None:
         """I8: a lease renewed less than a lease ago must still hold (unless Redis lost it)."""
-        now = self.world.now
-        since = now - run.last_renew
-        if since < self.lease_ms and self.ledger.last_loss_after(run.last_renew) is None:
-            self.ledger.violate("I8", run.attempt.task_id, f"the lease of attempt {run.attempt.number} was lost "
-                                                           f"{since / 1000:.1f}s after its last renewal (lease "
-                                                           f"{self.lease_ms / 1000:.0f}s)", key=run.attempt.number)
+        now, last = self.world.now, self.ledger.renew.get(token, 0)
+        since = now - last
+        if since < self.lease_ms and self.ledger.last_loss_after(last) is None:
+            self.ledger.violate("I8", task_id, f"the lease of attempt {attempt} was lost {since / 1000:.1f}s after "
+                                               f"its last renewal (lease {self.lease_ms / 1000:.0f}s)", key=attempt)
+
+    def llm_call_ended(self, token: str | None, started: int) -> None:
+        """I11: an abandoned attempt's LLM request is cancelled; none runs on, none starts after."""
+        abandoned = self.abandoned.get(token) if token else None
+        if abandoned is not None and abandoned < self.world.now:
+            task_id = self.ledger.token_task.get(token)
+            self.ledger.violate("I11", task_id, f"an LLM call of lease {token} ran until "
+                                                f"{self.world.now / 1000:.1f}s, after its attempt was abandoned at "
+                                                f"{abandoned / 1000:.1f}s", key=("llm", token))
+
+    def worker_class(self) -> type[Worker]:
+        return self.brk.worker_class if self.brk and self.brk.worker_class else Worker
 
     # -- what the checks read (raw, not through the faults) ---------------------------------
     def redis_stuck(self) -> list[tuple[Any, int | None, int, str]]:
@@ -166,7 +211,7 @@ class ProductSystem(System):
 
     def _payloads(self) -> list[str]:
         k, c = self.keys, self.client
-        raws = c.lrange(k.ready, 0, -1) + c.zrange(k.delayed, 0, -1)
+        raws = c.lrange(k.ready, 0, -1) + c.zrange(k.delayed, 0, -1) + c.lrange(k.staging, 0, -1)
         out = [r.decode("utf-8", "surrogateescape") for r in raws]
         out += [json.loads(v)["raw"] for v in c.hvals(k.leases)]
         return out
@@ -179,10 +224,12 @@ class ProductSystem(System):
 
     def leftovers(self) -> str:
         k, c = self.keys, self.client
-        return f"ready={c.llen(k.ready)} leases={c.zcard(k.lease_index)} delayed={c.zcard(k.delayed)}"
+        return (f"ready={c.llen(k.ready)} leases={c.zcard(k.lease_index)} delayed={c.zcard(k.delayed)} "
+                f"staged={c.llen(k.staging)}")
 
     def quiescent(self) -> bool:
         if self.ledger.nonterminal:
             return False
         k, c = self.keys, self.client
-        return c.llen(k.ready) == 0 and c.zcard(k.lease_index) == 0 and c.zcard(k.delayed) == 0
+        return (c.llen(k.ready) == 0 and c.zcard(k.lease_index) == 0 and c.zcard(k.delayed) == 0
+                and c.llen(k.staging) == 0)

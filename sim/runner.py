@@ -61,6 +61,13 @@ def build(name: str, design: str, seed: int, options: Options) -> Any:
 def run_once(name: str, design: str, seed: int, options: Options | None = None) -> RunResult:
     options = options or Options()
     system = build(name, design, seed, options)
+    try:
+        return _run(system, name, design, seed, options)
+    finally:
+        system.world.close()
+
+
+def _run(system: Any, name: str, design: str, seed: int, options: Options) -> RunResult:
     world, led = system.world, system.ledger
     system.boot()
     faults_end = system.faults_end_ms

@@ -78,12 +78,12 @@ class Scenario:
 CRASHES = {"crash_worker": 2, "kill_llm": 1, "crash_reaper": 1}
 ALL_FAULTS = ("crash_worker", "kill_llm", "crash_reaper", "crash_reconciler", "crash_producer", "crash_operator",
               "pause", "no_heartbeat", "redis_down", "db_down", "redis_restart", "redis_flush", "redis_failover",
-              "duplicate", "malformed", "sigterm", "worker:after_claim", "worker:before_start",
+              "duplicate", "malformed", "sigterm", "worker:after_claim", "worker:after_stage", "worker:before_start",
               "worker:after_llm", "worker:after_commit", "reaper:after_reclaim")
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("d1", "a worker dies right after taking a payload, before anything else is written",
-             defect="D1", faults={"worker:after_claim": (4, 0.0, 0.5)}, expect_original=("I1", "I2")),
+             defect="D1", faults={"worker:after_claim": (4, 0.0, 0.5), "worker:after_stage": (3, 0.0, 0.5)}, expect_original=("I1", "I2")),
     Scenario("d2", "a worker dies after the claim, before the row goes processing; a reaper dies "
              "between its row reclaim and its Redis requeue",
              defect="D2", faults_s=240.0, faults={"worker:before_start": (3, 0.0, 0.25), "kill_llm": (3, 0.0, 0.25),

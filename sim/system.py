@@ -6,6 +6,7 @@ ledger and checks, the fault plan, and the idle workers' wake-ups.
 
 from __future__ import annotations
 
+import asyncio
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -51,11 +52,12 @@ class System:
         self.engine = make_engine("sqlite://")
         install_db_clock(self.engine, self.db_clock)
         upgrade_schema(self.engine)
-        self.llm = SimLLM(scenario.llm, world.rng_for("llm"))
+        self.llm = SimLLM(scenario.llm, world.rng_for("llm"), self.llm_call_ended, lambda: self.world.now)
         self.down = {"redis": False, "db": False}
         self.faults_active = True
         self.faults_end_ms = int(scenario.faults_s * 1000)
         self.idle: dict[tuple[str, int, int], tuple[Any, Callable[[], None]]] = {}
+        self.waiters: dict[tuple[str, int, str], asyncio.Future[None]] = {}
         self.ready_dirty = False
         self.actors: list[Any] = []
         self.checker = Checker(self)
@@ -196,6 +198,9 @@ class System:
     def push_raw(self, raw: str) -> None:
         raise NotImplementedError
 
+    def llm_call_ended(self, token: str | None, started: int) -> None:
+        """An LLM call answered (the product checks I11 here)."""
+
     def arm_point(self, actor: Any, point: str) -> None:
         raise NotImplementedError
 
@@ -217,26 +222,38 @@ class System:
     def unidle(self, actor: Any) -> None:
         for key in [k for k in self.idle if k[0] == actor.name]:
             del self.idle[key]
+        for key in [k for k in self.waiters if k[0] == actor.name]:
+            del self.waiters[key]
 
-    def wake_at(self, t: int) -> None:
-        """A retry falls due at ``t``: one idle slot claims then (a claim promotes due retries)."""
-
-        def wake() -> None:
-            if self.idle:
-                actor, fn = self.idle.pop(next(iter(self.idle)))
-                actor.after(1, fn)
-
-        self.world.at(t, wake)
+    async def ready_wait(self, actor: Any, timeout_s: float) -> None:
+        """A blocked ``BLMOVE`` of a product worker: returns once ready has an item (one waiter
+        per item, as Redis serves blocked clients), or after ``timeout_s``."""
+        if self.ready_len() > 0:
+            return
+        key = (actor.name, actor.incarnation, "dispatcher")
+        future = self.world.loop.create_future()
+        self.waiters[key] = future
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            if self.waiters.get(key) is future:
+                del self.waiters[key]
 
     def ready_len(self) -> int:
         return self.client.llen(self.keys.ready)
 
     def _after_event(self) -> None:
-        if self.ready_dirty and self.idle:
+        if self.ready_dirty and (self.idle or self.waiters):
             n = self.ready_len()
             for key in list(self.idle)[:n]:
                 actor, wake = self.idle.pop(key)
                 actor.after(1, wake)
+            for key in list(self.waiters)[:n]:
+                future = self.waiters.pop(key)
+                if not future.done():
+                    future.set_result(None)
         self.ready_dirty = False
         self.checker.after_event()
 

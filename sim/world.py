@@ -1,6 +1,7 @@
-"""The event loop: virtual time in ms, a heap of (time, seq, event), actors and the trace.
+"""The event loop: virtual time in ms, actors and the trace, on ``sim.aio.VirtualLoop``.
 
-Nothing here sleeps or reads a wall clock. ``now`` is the true time of the run in ms since its
+Plain events (``at``, ``after``) and the product runtime's coroutines share one asyncio loop whose
+clock is the world's. Nothing here sleeps or reads a wall clock. ``now`` is the true time of the run in ms since its
 start; every clock an actor or a service reads (the Redis server's included) is derived from it
 (``sim.clocks``). Randomness comes from ``rng_for(purpose)``, seeded from the run's seed, so the
 same seed gives the same run event for event.
@@ -8,12 +9,13 @@ same seed gives the same run event for event.
 
 from __future__ import annotations
 
-import heapq
-import itertools
+import asyncio
 import random
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 from docllm.adapters.fault_injection import Crash, CrashBudget
+from sim.aio import Killed, VirtualLoop, current_actor
 
 EPOCH_MS = 1_700_000_000_000  # true time of the start of every run (2023-11-14 22:13:20 UTC)
 
@@ -25,29 +27,30 @@ class SimBudget(CrashBudget):
     def __init__(self) -> None:
         super().__init__()
         self.calls = 0
-        self._before: str | None = None
-        self._after: str | None = None
+        self._before: tuple[str, ...] | None = None
+        self._after: tuple[str, ...] | None = None
         self._hit: str | None = None
 
-    def arm_at(self, call: str, after: bool) -> None:
-        """Crash before (or after) the next call named ``call`` ("repo.commit")."""
+    def arm_at(self, call: str | tuple[str, ...], after: bool) -> None:
+        """Crash before (or after) the next call named ``call`` ("repo.commit"), or any of several."""
+        calls = (call,) if isinstance(call, str) else call
         if after:
-            self._after = call
+            self._after = calls
         else:
-            self._before = call
+            self._before = calls
 
     def tick(self, what: str) -> None:
         if self._hit is not None:
             hit, self._hit = self._hit, None
             self.log.append(f"crash after {hit}")
             raise Crash(f"after {hit}")
-        if self._before is not None and what == self._before:
+        if self._before is not None and what in self._before:
             self._before = None
             self.log.append(f"crash before {what}")
             raise Crash(f"before {what}")
         super().tick(what)
         self.calls += 1
-        if self._after is not None and what == self._after:
+        if self._after is not None and what in self._after:
             self._after, self._hit = None, what
 
     def due(self) -> str | None:
@@ -106,8 +109,8 @@ class World:
     def __init__(self, seed: int):
         self.seed = seed
         self.now = 0
-        self._heap: list[tuple[int, int, Callable[[], None], Actor | None, int]] = []
-        self._seq = itertools.count()
+        self.loop = VirtualLoop(self)
+        self.loop.set_exception_handler(self._loop_error)
         self.trace: list[tuple[int, str, str, int | None, str]] = []  # (t, who, kind, task, text)
         self.events_run = 0
         self.current: Actor | None = None
@@ -125,32 +128,26 @@ class World:
     # -- scheduling --------------------------------------------------------------------------
     def at(self, t: int, fn: Callable[[], None], actor: Actor | None = None) -> None:
         inc = actor.incarnation if actor is not None else 0
-        heapq.heappush(self._heap, (max(int(t), self.now), next(self._seq), fn, actor, inc))
+        self.loop.call_at(max(int(t), self.now) / 1000.0, self._event, fn, actor, inc)
 
     def after(self, delay_ms: float, fn: Callable[[], None], actor: Actor | None = None) -> None:
         self.at(self.now + int(delay_ms), fn, actor)
 
     def log(self, kind: str, text: str, task: int | None = None, who: str | None = None) -> None:
         if who is None:
-            who = self.current.label if self.current is not None else "sim"
+            actor = self.current or current_actor.get()
+            who = actor.label if actor is not None else "sim"
         self.trace.append((self.now, who, kind, task, text))
 
-    # -- running -----------------------------------------------------------------------------
-    def step(self) -> bool:
-        if not self._heap:
-            return False
-        t, _, fn, actor, inc = heapq.heappop(self._heap)
+    def _event(self, fn: Callable[[], None], actor: Actor | None, inc: int) -> None:
         if actor is not None:
             if not actor.alive or actor.incarnation != inc:
-                return True
-            if actor.paused_until > t:
+                return
+            if actor.paused_until > self.now:
                 self.at(actor.paused_until, fn, actor)
-                return True
-        if t > self.now:
-            self.now = t
-            for advance in self.on_advance:
-                advance(t)
+                return
         self.current = actor
+        token = current_actor.set(actor)
         try:
             fn()
             if actor is not None and actor.alive and actor.incarnation == inc:
@@ -160,12 +157,36 @@ class World:
         except Crash as crash:
             assert actor is not None, "a crash outside an actor"
             actor.crash(f"crash {crash}")
+        except Killed:
+            pass
         except Exception as exc:  # a bug of the product or of the harness: reported, not fatal
             if self.on_error is None:
                 raise
             self.on_error(actor, exc)
         finally:
+            current_actor.reset(token)
             self.current = None
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        exc = context.get("exception") or RuntimeError(context.get("message", "asyncio error"))
+        if self.on_error is None:
+            raise exc
+        self.on_error(None, exc)
+
+    def advance(self, t: int) -> None:
+        if t > self.now:
+            self.now = t
+            for advance in self.on_advance:
+                advance(t)
+
+    # -- running -----------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Run what is due next (moving the clock to it); False when nothing is scheduled."""
+        t = self.loop.next_ms()
+        if t is None:
+            return False
+        self.advance(t)
+        self.loop.turn()
         self.events_run += 1
         for hook in self.after_event:
             hook()
@@ -173,15 +194,24 @@ class World:
 
     def run(self, stop: Callable[[], bool], until: int) -> bool:
         """Run events until ``stop()`` (True) or the next event is later than ``until`` (False)."""
-        while self._heap and self._heap[0][0] <= until:
+        while True:
+            t = self.loop.next_ms()
+            if t is None or t > until:
+                break
             self.step()
             if stop():
                 return True
         if self.now < until and not stop():
-            self.now = until
-            for advance in self.on_advance:
-                advance(until)
+            self.advance(until)
         return stop()
+
+    def close(self) -> None:
+        """Drop what is still scheduled (the run is over) and close the loop."""
+        for task in asyncio.all_tasks(self.loop):
+            task.cancel()
+        self.loop._ready.clear()  # type: ignore[attr-defined]
+        self.loop._scheduled.clear()  # type: ignore[attr-defined]
+        self.loop.close()
 
     # -- who is alive ------------------------------------------------------------------------
     def set_live(self, kind: str, delta: int) -> None:
@@ -207,6 +237,8 @@ class Actor:
         self.budget = SimBudget()
         self.restart_delay_ms: Callable[[], int] = lambda: 5_000
         self.restarts = True
+        # Coroutines of this incarnation, in creation order (sim.aio): they die with it.
+        self.tasks: dict[asyncio.Task, None] = {}
 
     @property
     def label(self) -> str:
@@ -225,6 +257,20 @@ class Actor:
 
     def after(self, delay_ms: float, fn: Callable[[], None]) -> None:
         self.world.after(delay_ms, fn, self)
+
+    def spawn(self, coro: Any, name: str | None = None) -> asyncio.Task:
+        """Run a coroutine as part of this process: it and every task it creates die with it."""
+        token = current_actor.set(self)
+        try:
+            task = self.world.loop.create_task(coro, name=name)
+        finally:
+            current_actor.reset(token)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None and self.world.on_error is not None:
+            self.world.on_error(self, task.exception())  # type: ignore[arg-type]
 
     def crash(self, why: str, count: bool = True) -> None:
         if not self.alive:
@@ -251,6 +297,9 @@ class Actor:
             self.world.set_live(self.kind, -1)
         self.paused_until = 0
         self.budget.disarm()
+        tasks, self.tasks = self.tasks, {}
+        for task in tasks:
+            task.cancel()
         self.on_stop()
 
     def on_stop(self) -> None:

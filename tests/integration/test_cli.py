@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import re
 import uuid
@@ -109,7 +111,7 @@ def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
     proc = TaskProcessor(queue, repo, Refuses(), container.clock(), container.retry_policy(),
                          container.lease_policy(), "w")
     attempt = proc.begin(proc.claim())
-    proc.finish(attempt, proc.review(attempt))
+    proc.finish(attempt, asyncio.run(proc.review(attempt)))
     redis.Redis.from_url(redis_url).lpush(container.settings().queue_prefix + ":queue:ready", "garbage")
     proc.begin(proc.claim())
 

@@ -97,6 +97,7 @@ def make_service() -> Iterator[Callable[..., Service]]:
         c.repository.override(providers.Object(InMemoryTaskRepository(clock)))
         c.readiness.override(providers.Object(ready or {"redis": lambda: True, "database": lambda: True}))
         service = build_service(c, workers=workers, reaper=reaper).start()
+        service.container = c  # type: ignore[attr-defined]  # the tests reach the ports through it
         started.append(service)
         return service
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -27,8 +28,26 @@ def llm():
         yield server
 
 
-def reviewer(server: FakeLLM, timeout_seconds: float = 2.0, **kw) -> OpenAIReviewer:
-    return OpenAIReviewer(server.base_url, KEY, "test-model", timeout_seconds, **kw)
+class Blocking:
+    """The async reviewer driven from a test: each call runs on one event loop of its own."""
+
+    def __init__(self, inner: OpenAIReviewer):
+        self.inner = inner
+        self.loop = asyncio.new_event_loop()
+
+    def review(self, task_name: str, document: str) -> dict:
+        return self.loop.run_until_complete(self.inner.review(task_name, document))
+
+    def check(self) -> None:
+        self.loop.run_until_complete(self.inner.check())
+
+
+def make(*args, **kw) -> Blocking:
+    return Blocking(OpenAIReviewer(*args, **kw))
+
+
+def reviewer(server: FakeLLM, timeout_seconds: float = 2.0, **kw) -> Blocking:
+    return make(server.base_url, KEY, "test-model", timeout_seconds, **kw)
 
 
 def answer(*findings: dict, summary: str = "Checked.") -> Reply:
@@ -170,7 +189,7 @@ def test_check_an_unknown_model_is_a_configuration_error():
     with FakeLLM(models={"other-model"}) as llm:
         with pytest.raises(ConfigurationError, match="test-model"):
             reviewer(llm).check()
-        OpenAIReviewer(llm.base_url, KEY, "other-model", 2.0).check()
+        make(llm.base_url, KEY, "other-model", 2.0).check()
 
 
 def test_check_an_unreachable_server_is_retryable():
@@ -178,7 +197,7 @@ def test_check_an_unreachable_server_is_retryable():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(TransientError, match="cannot reach"):
-        OpenAIReviewer(f"http://127.0.0.1:{port}/v1", KEY, "test-model", 1.0).check()
+        make(f"http://127.0.0.1:{port}/v1", KEY, "test-model", 1.0).check()
 
 
 def test_a_rejected_response_format_falls_back_to_plain_requests():
@@ -209,7 +228,7 @@ def test_the_server_runs_as_a_process_with_chaos_knobs():
     try:
         port = int(proc.stdout.readline())
         with pytest.raises(TransientError, match="500"):
-            OpenAIReviewer(f"http://127.0.0.1:{port}/v1", KEY, "test-model", 2.0).review("x", DOC)
+            make(f"http://127.0.0.1:{port}/v1", KEY, "test-model", 2.0).review("x", DOC)
     finally:
         proc.terminate()
         assert proc.wait(timeout=5) is not None

@@ -3,6 +3,7 @@ retryable LLM failures end in success with the LLM's findings, and a 401 fails n
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -15,7 +16,8 @@ from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
 from docllm.runtime.config_gate import ConfigGate
-from docllm.runtime.worker_pool import WorkerPool
+from docllm.runtime.port_calls import ThreadedPortCalls
+from docllm.runtime.worker import Worker
 from tests.support.llm_server import FakeLLM, error
 
 DOC = "# Release checklist\n\nShip it.\n"
@@ -34,24 +36,34 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
     lease = LeasePolicy(lease_seconds=2, max_runtime_seconds=30, reaper_interval_seconds=0.1)
     task = submit(repo, queue, "checklist.md", DOC)
     gate = ConfigGate(reviewer, logging.getLogger("test"), base=0.05, cap=0.2)
-    pool = WorkerPool(lambda: TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1"), queue, gate, 1,
-                      idle_wait_seconds=0.05).start()
+    calls = ThreadedPortCalls(4)
+    worker = Worker(TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1"), calls, gate, 1,
+                    idle_wait_seconds=0.05)
     reaper = Reaper(queue, repo, retry)
-    end = time.monotonic() + timeout
-    try:
-        while time.monotonic() < end and not until(repo.get(task.task_id), gate):
-            reaper.reap_once()  # moves the delayed retries back to ready
-            time.sleep(0.02)
-        return repo.get(task.task_id), gate
-    finally:
-        pool.stop(0)
-        pool.join(5)
+
+    async def main():
+        running = asyncio.create_task(worker.run())
+        end = time.monotonic() + timeout
+        try:
+            while time.monotonic() < end and not await until(repo.get(task.task_id), gate):
+                reaper.reap_once()  # moves the delayed retries back to ready
+                await asyncio.sleep(0.02)
+            return repo.get(task.task_id), gate
+        finally:
+            worker.stop(0)
+            await asyncio.wait_for(running, 5)
+            calls.close()
+
+    return asyncio.run(main())
 
 
 def test_two_500s_then_success_ends_success_with_the_llms_findings():
     with FakeLLM() as llm:
         llm.script(error(500, "upstream overloaded"), error(500, "upstream overloaded"))
-        row, _ = run_worker(llm, lambda row, gate: row.status.terminal)
+        async def until(row, gate):
+            return row.status.terminal
+
+        row, _ = run_worker(llm, until)
     assert row.status is TaskStatus.success
     assert row.retry_count == 2 and row.attempt == 3
     assert row.result["reviewer"] == "openai" and row.result["model"] == "test-model"
@@ -61,10 +73,10 @@ def test_two_500s_then_success_ends_success_with_the_llms_findings():
 def test_a_401_fails_no_task_and_the_worker_resumes_when_the_key_works():
     seen = []
 
-    def until(row, gate):
+    async def until(row, gate):
         if not gate.open and not seen:
             seen.append((row.status, row.retry_count))  # stopped claiming; the task kept its budget
-            time.sleep(0.3)
+            await asyncio.sleep(0.3)
             llm.unauthorized = False  # the operator fixes the key; the same worker must resume
         return row.status.terminal
 

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff
 from docllm.domain.errors import ConfigurationError, Unavailable
 from docllm.domain.model import Delivery
@@ -141,7 +142,7 @@ class Worker:
             return SHUT_DOWN
         limit = self.lease.max_runtime_seconds
         timer = asyncio.get_running_loop().call_later(
-            limit, run.abandon, Outcome.retryable(f"attempt exceeded PROCESSING_TIMEOUT_SECONDS={limit:g}"))
+            limit, self._abandon, run, Outcome.retryable(f"attempt exceeded PROCESSING_TIMEOUT_SECONDS={limit:g}"))
         run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
         try:
             outcome = await run.review
@@ -173,6 +174,14 @@ class Worker:
                     return
                 await asyncio.sleep(delay)
 
+    def _abandon(self, run: Running, verdict: Outcome | None) -> None:
+        if run.abandoned:
+            return
+        a = run.attempt
+        self.proc.events.emit(ev.ABANDONED, task_id=a.task_id, attempt=a.number, token=a.token,
+                              reason=verdict.error if verdict else "lease lost", worker=self.proc.holder)
+        run.abandon(verdict)
+
     # -- heartbeats --------------------------------------------------------------------------
     async def _heartbeats(self) -> None:
         loop = asyncio.get_running_loop()
@@ -191,7 +200,7 @@ class Worker:
                 if ok:
                     run.renewed = sent
                 else:
-                    run.abandon(None)
+                    self._abandon(run, None)
 
     # -- shutdown (D11) ----------------------------------------------------------------------
     async def _drain(self) -> None:
@@ -200,7 +209,7 @@ class Worker:
         await _until_done(self.claimed, deadline - loop.time())
         self.releasing = True
         for run in list(self.running.values()):
-            run.abandon(SHUT_DOWN)
+            self._abandon(run, SHUT_DOWN)
         # The releases are written within about a lease (``_persist``); wait for them.
         await _until_done(self.claimed, self.lease.lease_seconds + 5.0)
 

@@ -1,0 +1,182 @@
+"""The simulation's asyncio: an event loop on the world's virtual time, and the port-call runner
+the runtime uses in it.
+
+The product's runtime (``docllm.runtime``: the worker's dispatcher, attempts and heartbeats, the
+reaper and reconciler loops) runs here unchanged; only time, the network and faults are simulated
+(the FoundationDB rule). ``VirtualLoop`` never blocks: its selector watches no file descriptor,
+and the world moves its clock to the next timer (``World.run``). Timers that fall due at the same
+millisecond run in the order they were scheduled, so a seed gives the same run event for event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import itertools
+import math
+import selectors
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from docllm.adapters.fault_injection import Crash
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sim.world import Actor, World
+
+T = TypeVar("T")
+
+# The actor whose code is running: tasks it creates belong to it and die with it.
+current_actor: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("sim_actor", default=None)
+
+
+class Killed(asyncio.CancelledError):
+    """The process died: its coroutines unwind without running anything more."""
+
+
+class _NoFiles(Mapping[Any, selectors.SelectorKey]):
+    def __init__(self, keys: dict[Any, selectors.SelectorKey]):
+        self._keys = keys
+
+    def __getitem__(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._keys[fileobj]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class VirtualSelector(selectors.BaseSelector):
+    """Accepts the loop's own wake-up pipe and never reports anything ready: nothing outside the
+    simulation can wake it, and it never waits (the world advances time instead)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[Any, selectors.SelectorKey] = {}
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = selectors.SelectorKey(fileobj, fileobj if isinstance(fileobj, int) else fileobj.fileno(), events, data)
+        self._keys[fileobj] = key
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._keys.pop(fileobj)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        return []
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return _NoFiles(self._keys)
+
+    def close(self) -> None:
+        self._keys.clear()
+
+
+class _Timer(asyncio.TimerHandle):
+    """A timer ordered by (time, scheduling order): ties run first come, first served."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, when: float, callback: Callable[..., object], args: tuple[Any, ...],
+                 loop: asyncio.AbstractEventLoop, context: contextvars.Context | None, seq: int):
+        super().__init__(when, callback, args, loop, context)
+        self._seq = seq
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, _Timer):
+            return (self._when, self._seq) < (other._when, other._seq)
+        return super().__lt__(other)  # type: ignore[operator]
+
+
+class VirtualLoop(asyncio.SelectorEventLoop):
+    def __init__(self, world: World):
+        self.world = world
+        super().__init__(VirtualSelector())
+        self._clock_resolution = 0.001  # the world's clock ticks in milliseconds
+        self._seq = itertools.count()
+        self.set_task_factory(_actor_task)
+
+    def time(self) -> float:
+        return self.world.now / 1000.0
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any,  # type: ignore[override]
+                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        self._check_closed()
+        timer = _Timer(when, callback, args, self, context, next(self._seq))
+        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
+
+    # -- what the world drives ---------------------------------------------------------------
+    def next_ms(self) -> int | None:
+        """When the next callback is due (ms of world time), None when nothing is scheduled."""
+        if self._ready:  # type: ignore[attr-defined]
+            return self.world.now
+        scheduled = self._scheduled  # type: ignore[attr-defined]
+        while scheduled and scheduled[0]._cancelled:
+            heapq.heappop(scheduled)._scheduled = False
+            self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
+        if not scheduled:
+            return None
+        return max(self.world.now, math.ceil(scheduled[0]._when * 1000 - 1e-6))
+
+    def turn(self) -> None:
+        """Run what is due now (the world has moved its clock to ``next_ms``), as the running loop."""
+        outer = asyncio.events._get_running_loop()
+        asyncio.events._set_running_loop(self)
+        try:
+            self._run_once()  # type: ignore[attr-defined]
+        finally:
+            asyncio.events._set_running_loop(outer)
+
+
+def _actor_task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    task = asyncio.Task(coro, loop=loop, **kwargs)
+    context = kwargs.get("context")
+    actor = context.run(current_actor.get) if context is not None else current_actor.get()
+    if actor is not None:
+        actor.tasks[task] = None
+        task.add_done_callback(lambda done: actor.tasks.pop(done, None))
+    return task
+
+
+class SimPortCalls:
+    """``docllm.runtime.port_calls.PortCalls`` in the simulation: each call takes a simulated
+    round trip, then runs inline through the actor's crash budget. A dead process makes no call;
+    a paused one makes its next call when the pause ends."""
+
+    def __init__(self, actor: Any, ready_wait: Callable[[Any, float], Any]):
+        self.actor, self.incarnation, self.ready_wait = actor, actor.incarnation, ready_wait
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        await self._alive(self.actor.sys.op_latency() / 1000.0)
+        skip = self.actor.skip_call(fn, args)
+        if skip is not None:
+            return skip  # type: ignore[no-any-return]
+        try:
+            result = fn(*args)
+        except Crash as crash:
+            self.actor.crash(f"crash {crash}")
+            raise Killed() from None
+        owed = self.actor.budget.due()
+        if owed:
+            self.actor.crash(f"crash {owed}")
+            raise Killed()
+        return result
+
+    async def wait_claim(self, proc: Any, timeout_s: float) -> list[Any]:
+        """The blocking wait of ``stage``: until ready has a payload (the system says when), then
+        one non-blocking stage and lease through the crash budget."""
+        await self._alive(0)
+        await self.ready_wait(self.actor, timeout_s)
+        return await self.call(proc.wait_claim, 0)
+
+    async def _alive(self, delay_s: float) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        world = self.actor.world
+        while self.actor.alive and self.actor.incarnation == self.incarnation and self.actor.paused_until > world.now:
+            await asyncio.sleep((self.actor.paused_until - world.now) / 1000.0)
+        if not self.actor.alive or self.actor.incarnation != self.incarnation:
+            raise Killed()

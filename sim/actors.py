@@ -29,7 +29,7 @@ class ProductActor(Actor):
     def __init__(self, system: ProductSystem, name: str):
         super().__init__(system.world, name)
         self.sys = system
-        self.no_beat_until = 0
+        self.no_beat_until = self.last_no_beat_end = 0
 
     def ports(self) -> tuple[Any, Any]:
         queue, repo = self.sys.ports_for(self)
@@ -44,6 +44,12 @@ class ProductActor(Actor):
         if getattr(fn, "__name__", "") == "heartbeat_many" and self.world.now < self.no_beat_until:
             return [True] * len(args[0])
         return None
+
+
+# How long a dispatcher's blocking wait lasts before it claims again (production: 1 s). The system
+# wakes a waiter as soon as ready has a payload, as Redis does; the timeout only matters for due
+# retries, which the reapers promote every interval anyway. A long one keeps runs cheap.
+IDLE_WAIT_S = 30.0
 
 
 class WorkerActor(ProductActor):
@@ -65,7 +71,7 @@ class WorkerActor(ProductActor):
         logger = self.sys.logger
         gate = ConfigGate(self.sys.llm, logger)
         worker_class = self.sys.worker_class()
-        self.worker = worker_class(proc, self.port_calls(), gate, self.slots, logger=logger)
+        self.worker = worker_class(proc, self.port_calls(), gate, self.slots, IDLE_WAIT_S, logger=logger)
         self.stopping = False
         self.spawn(self._main(), name=f"{self.label}-main")
 

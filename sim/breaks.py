@@ -7,6 +7,7 @@ the domain services and everything else stay as they are.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
 from docllm.adapters.sql_schema import task_doc_llm as t
 from docllm.adapters.sql_time import utcnow
 from docllm.domain.model import TaskStatus
+from docllm.domain.services.outcome import Outcome
+from docllm.runtime.running import Running
+from docllm.runtime.worker import Worker
 
 
 class AckAnyTokenQueue(RedisTaskQueue):
@@ -50,6 +54,23 @@ class UnfencedCommitRepository(SqlAlchemyTaskRepository):
         return self._write(stmt, task_id, lambda row: row is not None and row.status == TaskStatus.success)
 
 
+class NoCancelWorker(Worker):
+    """An abandoned attempt's review is left running (threads cannot be cancelled): its LLM call
+    goes on after the attempt was given up (I11)."""
+
+    def _abandon(self, run: Running, verdict: Outcome | None) -> None:
+        review, run.review = run.review, None
+        super()._abandon(run, verdict)
+        run.review = review
+
+
+class NoHeartbeatWorker(Worker):
+    """No lease is ever renewed: a review longer than the lease is reclaimed under its live worker."""
+
+    async def _heartbeats(self) -> None:
+        await asyncio.get_running_loop().create_future()
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -58,6 +79,7 @@ class Break:
     queue_class: type | None = None
     reaper_clock: Callable[[Any, Any], Any] | None = None
     repo_class: type | None = None
+    worker_class: type[Worker] | None = None
 
     def wrap_repo(self, repo: SqlAlchemyTaskRepository) -> Any:
         if self.repo_class is None:
@@ -73,6 +95,8 @@ BREAKS = {b.name: b for b in (
           queue_class=AckAnyTokenQueue),
     Break("unfenced-commit", "commit checks the status but not the attempt (fencing token)", "d5",
           repo_class=UnfencedCommitRepository),
+    Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
+    Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),
     Break("reaper-client-clock", "the reaper decides expiry with its own host's (skewed) clock", "skew",
           reaper_clock=lambda system, actor: system.wall_clock(actor.name)),
 )}

@@ -129,7 +129,7 @@ class FaultPlan:
             if actor is not None:
                 ms = int(r.uniform(40_000, 100_000))
                 s.ledger.fault("no_heartbeat", f"{actor.label} stops heartbeating for {ms / 1000:.0f}s (alive)")
-                actor.no_beat_until = self.world.now + ms
+                actor.no_beat_until = actor.last_no_beat_end = self.world.now + ms
             return
         if kind in ("redis_down", "db_down"):
             service = kind.split("_")[0]

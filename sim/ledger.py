@@ -62,6 +62,7 @@ class Ledger:
     nonterminal: int = 0
     renew: dict[str, int] = field(default_factory=dict)  # lease token -> last renewal (true ms)
     token_task: dict[str, int | None] = field(default_factory=dict)
+    token_holder: dict[str, str] = field(default_factory=dict)  # lease token -> actor label
     causes: list[tuple[int, int | None, str]] = field(default_factory=list)  # known losses
     data_losses: list[int] = field(default_factory=list)
     bad: dict[str, BadPayload] = field(default_factory=dict)

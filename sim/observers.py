@@ -97,6 +97,7 @@ class QueueObserver:
         self._log("call", f"{what} -> {delivery.token}", task_id)
         self._l.renew[delivery.token] = self._l.world.now
         self._l.token_task[delivery.token] = task_id
+        self._l.token_holder[delivery.token] = delivery.holder
         self._l.mark(task_id, "claim")
 
     def extend(self, token: str, lease_ms: int) -> bool:

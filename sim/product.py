@@ -42,6 +42,8 @@ class TraceEvents:
             return
         if event == "lease_lost":
             self.sys.lease_lost(fields["task_id"], fields["attempt"], fields["token"])
+        elif event == "reclaimed":
+            self.sys.reclaimed(fields["task_id"], fields["attempt"])
         elif event == "abandoned":
             self.sys.abandoned[fields["token"]] = self.sys.world.now
         task_id = fields.get("task_id")
@@ -174,6 +176,21 @@ class ProductSystem(System):
         if since < self.lease_ms and self.ledger.last_loss_after(last) is None:
             self.ledger.violate("I8", task_id, f"the lease of attempt {attempt} was lost {since / 1000:.1f}s after "
                                                f"its last renewal (lease {self.lease_ms / 1000:.0f}s)", key=attempt)
+
+    def reclaimed(self, task_id: int, attempt: int) -> None:
+        """I8: the reaper reclaimed an attempt whose worker is alive and was free to heartbeat for
+        the whole last lease (not paused, heartbeats not held back, Redis and the database up)."""
+        book = self.ledger.books.get(task_id)
+        token = book.token if book is not None else None
+        holder = self.ledger.token_holder.get(token) if token else None
+        actor = next((a for a in self.actors_of("worker") if a.label == holder), None)
+        now, since = self.world.now, self.world.now - self.lease_ms - self.interval_ms
+        if actor is None or not actor.alive or actor.last_pause_end > since or actor.last_no_beat_end > since:
+            return
+        if self.world.windows.overlap(("redis", "db"), since, now) or self.ledger.last_loss_after(since) is not None:
+            return
+        self.ledger.violate("I8", task_id, f"attempt {attempt} was reclaimed while its worker {holder} was alive "
+                                           f"and free to renew its lease", key=("reclaimed", attempt))
 
     def llm_call_ended(self, token: str | None, started: int) -> None:
         """I11: an abandoned attempt's LLM request is cancelled; none runs on, none starts after."""

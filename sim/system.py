@@ -153,10 +153,10 @@ class System:
         for actor in self.actors:
             actor.budget.disarm()
             getattr(actor, "armed", set()).clear()
-            if hasattr(actor, "no_beat_until"):
-                actor.no_beat_until = 0
+            if getattr(actor, "no_beat_until", 0) > self.world.now:
+                actor.no_beat_until = actor.last_no_beat_end = self.world.now
             if actor.alive and actor.paused_until > self.world.now:
-                actor.paused_until = self.world.now
+                actor.paused_until = actor.last_pause_end = self.world.now
                 self.world.set_live(actor.kind, +1)
             if not actor.alive and actor.restarts:
                 self.world.after(self.restart_delay(), actor._restart)

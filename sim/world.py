@@ -234,6 +234,7 @@ class Actor:
         self.incarnation = 0
         self.alive = False
         self.paused_until = 0
+        self.last_pause_end = 0
         self.budget = SimBudget()
         self.restart_delay_ms: Callable[[], int] = lambda: 5_000
         self.restarts = True
@@ -313,6 +314,7 @@ class Actor:
         if not self.alive or self.paused_until > self.world.now:
             return
         self.paused_until = self.world.now + ms
+        self.last_pause_end = self.paused_until
         self.world.set_live(self.kind, -1)
         inc = self.incarnation
 

@@ -3,8 +3,8 @@ answers every request after a fixed latency, cheaply enough never to be the bott
 
     python -m bench.llm_mock --port 0 --latency 1.0     # prints its port, serves until SIGTERM
 
-One process, one asyncio loop, raw HTTP/1.1 with keep-alive: a request costs a header parse and a
-``call_later``; no coroutine, no JSON decoding. Every answer is the same valid chat completion
+One process, one asyncio loop (uvloop's when installed), raw HTTP/1.1 with keep-alive: a request
+costs a header parse and a ``call_at``; no coroutine, no JSON decoding. Every answer is the same valid chat completion
 (with ``usage``) whose content is a valid docllm report (one finding on line 1, which every
 document has), so docllm's OpenAIReviewer and the peers' calls parse it as they would a real one.
 
@@ -81,17 +81,14 @@ class MockProtocol(asyncio.Protocol):
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head = self.buffer[:end].decode("latin-1")
-            length = 0
-            for line in head.split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
+            head = self.buffer[:end]
+            at = head.lower().find(b"\r\ncontent-length:")
+            length = int(head[at + 17:].split(b"\r\n", 1)[0]) if at >= 0 else 0
             if len(self.buffer) < end + 4 + length:
                 return
             self.buffer = self.buffer[end + 4 + length:]
-            method, path = (head.split(" ", 2) + ["", ""])[:2]
-            self.route(method, path)
+            method, path = (head.split(b" ", 2) + [b"", b""])[:2]
+            self.route(method.decode("latin-1"), path.decode("latin-1"))
 
     def route(self, method: str, path: str) -> None:
         if method == "POST" and path.endswith("/chat/completions"):
@@ -145,7 +142,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--latency", type=float, default=1.0, help="seconds before each chat completion is answered")
     args = p.parse_args(argv)
-    asyncio.run(serve(args.port, args.latency))
+    try:
+        import uvloop  # cheaper transports: the mock must cost far less than the workers it serves
+    except ImportError:
+        asyncio.run(serve(args.port, args.latency))
+    else:
+        uvloop.run(serve(args.port, args.latency))
 
 
 if __name__ == "__main__":

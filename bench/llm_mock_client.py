@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, child_env, cpu_seconds, spawn, stop, tail, wait_for
+from bench.common import PYTHON, child_env, cpu_seconds, percentile, spawn, stop, tail, wait_for
 
 
 class MockLLM:
@@ -67,42 +67,81 @@ def request_body() -> bytes:
                        "response_format": {"type": "json_object"}}).encode()
 
 
-async def _load(port: int, concurrency: int, rounds: int) -> dict[str, Any]:
+class _Client(asyncio.Protocol):
+    """One keep-alive connection sending ``rounds`` requests back to back; notes each answer's
+    send and receive times. A Protocol, not streams: the client must cost less than the server."""
+
+    def __init__(self, request: bytes, rounds: int, done: asyncio.Future):
+        self.request, self.left, self.done = request, rounds, done
+        self.buffer = b""
+        self.sent = 0.0
+        self.times: list[tuple[float, float]] = []
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self) -> None:
+        self.sent = time.perf_counter()
+        self.transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        length = int(self.buffer[:end].lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        if len(self.buffer) < end + 4 + length:
+            return
+        body, self.buffer = self.buffer[end + 4:end + 4 + length], self.buffer[end + 4 + length:]
+        self.times.append((self.sent, time.perf_counter()))
+        assert b'"choices"' in body
+        self.left -= 1
+        if self.left:
+            self.send()
+        else:
+            self.transport.close()
+            self.done.set_result(None)
+
+
+async def _load(port: int, concurrency: int, rounds: int) -> list[tuple[float, float]]:
     body = request_body()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-    conns = await asyncio.gather(*(asyncio.open_connection("127.0.0.1", port) for _ in range(concurrency)))
-    go = asyncio.Event()
-    done = 0
-
-    async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal done
-        await go.wait()
-        for _ in range(rounds):
-            writer.write(head + body)
-            headers = await reader.readuntil(b"\r\n\r\n")
-            length = int(headers.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-            answer = json.loads(await reader.readexactly(length))
-            assert answer["choices"][0]["message"]["content"]
-            done += 1
-        writer.close()
-
-    tasks = [asyncio.create_task(one(r, w)) for r, w in conns]
+    request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    loop = asyncio.get_running_loop()
+    clients = []
+    for _ in range(concurrency):
+        client = _Client(request, rounds, loop.create_future())
+        await loop.create_connection(lambda c=client: c, "127.0.0.1", port)
+        clients.append(client)
     await asyncio.sleep(0.2)  # every connection is open before the clock starts
-    start = time.perf_counter()
-    go.set()
-    await asyncio.gather(*tasks)
-    return {"elapsed_s": time.perf_counter() - start, "requests": done}
+    for client in clients:
+        client.send()
+    await asyncio.gather(*(c.done for c in clients))
+    return [t for c in clients for t in c.times]
 
 
 def load_check(mock: MockLLM, concurrency: int, rounds: int = 4) -> dict[str, Any]:
-    """``concurrency`` keep-alive connections, ``rounds`` requests each, all started at once: the
-    mock is not the bottleneck when this delivers close to concurrency / latency answers a second."""
+    """``concurrency`` keep-alive connections, ``rounds`` requests each, all started at once.
+
+    ``ratio``: answers a second over the whole run / (C / L), what a worker draining N = rounds x C
+    tasks could reach at best. ``over_latency_ms``: how much longer than L a request took, seen by
+    the client (the mock's queueing and the client's own, both)."""
     mock.reset()
     cpu0 = mock.cpu()
-    result = asyncio.run(_load(mock.port, concurrency, rounds))
+    try:
+        import uvloop
+    except ImportError:
+        times = asyncio.run(_load(mock.port, concurrency, rounds))
+    else:
+        times = uvloop.run(_load(mock.port, concurrency, rounds))
     cpu1 = mock.cpu()
-    per_s = result["requests"] / result["elapsed_s"]
-    return {"concurrency": concurrency, "rounds": rounds, "latency_s": mock.latency, **result, "per_s": per_s,
-            "ratio": per_s / (concurrency / mock.latency), "max_in_flight": mock.stats()["max_in_flight"],
-            "mock_cpu_ms_per_request": None if None in (cpu0, cpu1) else (cpu1 - cpu0) * 1000 / result["requests"]}
+    start, end = min(s for s, _ in times), max(r for _, r in times)
+    latency = mock.latency
+    over = [(r - s - latency) * 1000 for s, r in times]
+    ideal = concurrency / latency
+    return {"concurrency": concurrency, "rounds": rounds, "latency_s": latency, "requests": len(times),
+            "elapsed_s": end - start, "per_s": len(times) / (end - start), "ratio": len(times) / (end - start) / ideal,
+            "over_latency_ms_p50": percentile(over, 50), "over_latency_ms_p99": percentile(over, 99),
+            "max_in_flight": mock.stats()["max_in_flight"],
+            "mock_cpu_ms_per_request": None if None in (cpu0, cpu1) else (cpu1 - cpu0) * 1000 / len(times)}

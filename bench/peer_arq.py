@@ -16,6 +16,15 @@ from arq.connections import RedisSettings, create_pool
 from bench.llm_task import review_async
 
 QUEUE = "arq:queue"  # arq's default queue
+MAX_JOBS = int(os.environ.get("BENCH_ARQ_MAX_JOBS", "10"))
+
+
+def redis_settings(url: str) -> RedisSettings:
+    """arq's settings with a connection pool that a job per slot cannot exhaust: redis-py 8's
+    asyncio pool defaults to 100 connections, where the redis<6 that arq pins had no limit."""
+    settings = RedisSettings.from_dsn(url)
+    settings.max_connections = 2 * MAX_JOBS + 100
+    return settings
 
 
 async def llm(ctx: dict, task_id: int) -> int:
@@ -24,8 +33,8 @@ async def llm(ctx: dict, task_id: int) -> int:
 
 class WorkerSettings:
     functions = [llm]
-    redis_settings = RedisSettings.from_dsn(os.environ.get("BENCH_ARQ_URL", "redis://127.0.0.1:6379/4"))
-    max_jobs = int(os.environ.get("BENCH_ARQ_MAX_JOBS", "10"))
+    redis_settings = redis_settings(os.environ.get("BENCH_ARQ_URL", "redis://127.0.0.1:6379/4"))
+    max_jobs = MAX_JOBS
     job_timeout = 300
     max_tries = 1
 
@@ -34,8 +43,8 @@ def enqueue(url: str, n: int) -> None:
     async def go() -> None:
         pool = await create_pool(RedisSettings.from_dsn(url))
         try:
-            for start in range(0, n, 500):
-                await asyncio.gather(*(pool.enqueue_job("llm", i) for i in range(start, min(n, start + 500))))
+            for start in range(0, n, 50):  # 50 at a time: within the pool's 100 connections
+                await asyncio.gather(*(pool.enqueue_job("llm", i) for i in range(start, min(n, start + 50))))
         finally:
             await pool.aclose()
 

@@ -221,5 +221,8 @@ def run(env: Env, results: dict) -> list[Table]:
                "over the window / N. docllm writes each attempt to its database and checks every row is success "
                "at attempt 1 afterwards; the peers write Redis only.")
     table.note("Peers' openai clients: max_retries=0, timeout 60 s (as docllm's reviewer), connection pool sized "
-               "to C; docllm uses the client its reviewer builds.")
+               "to C; docllm uses the client its reviewer builds. Most in flight: the mock's count of requests "
+               "it held at once (C when a worker keeps every slot busy).")
+    table.note("arq's poller starts jobs one at a time (a WATCH/MULTI/EXEC transaction and reads per job, "
+               "awaited in turn), which bounds its starts a second whatever max_jobs is; it polls every 0.5 s.")
     return [mock_table, table]

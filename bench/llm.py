@@ -179,10 +179,10 @@ def run(env: Env, results: dict) -> list[Table]:
             env.skip(f"LLM-bound {name}: {module} is not installed (pip install -e '.[bench]'"
                      + ("; arq: pip install --no-deps arq" if module == "arq" else "") + ")")
     with MockLLM(latency, env.dir / "llm-mock.log") as mock:
-        top = max(concurrencies)
-        check = load_check(mock, top, rounds=2 if env.quick else 4)
-        print(f"   mock LLM, plain asyncio client at C={top}: {check['per_s']:.0f} answers/s = "
-              f"{check['ratio']:.3f} of C/L", flush=True)
+        checks = [load_check(mock, c, rounds=2 if env.quick else 4) for c in sorted(concurrencies)]
+        for check in checks:
+            print(f"   mock LLM, plain asyncio client at C={check['concurrency']}: {check['per_s']:.0f} answers/s = "
+                  f"{check['ratio']:.3f} of C/L", flush=True)
         runs = []
         for c in concurrencies:
             n = 4 * c
@@ -197,24 +197,29 @@ def run(env: Env, results: dict) -> list[Table]:
                 ratio = r.get("ratio")
                 print(f"   {r['label']} c={c}: " + (f"{r['per_s']:.0f} tasks/s = {ratio:.3f} of C/L" if ratio
                                                      else "; ".join(r["problems"])), flush=True)
-    results["llm"] = {"latency_s": latency, "mock_check": check, "runs": runs}
+    check = checks[-1]
+    results["llm"] = {"latency_s": latency, "mock_check": check, "mock_checks": checks, "runs": runs}
     mock_table = Table("llm_mock", f"8a. The mock LLM is not the bottleneck (latency {latency:g} s)",
                        ["client", "C", "requests", "s", "answers/s", "/ (C/L)", "goal", "time above L p50 / p99 ms",
                         "mock CPU ms/request"])
-    mock_table.add("plain asyncio Protocol, keep-alive", check["concurrency"], check["requests"], check["elapsed_s"],
-                   check["per_s"], check["ratio"], ">= 0.98 " + ("MET" if check["ratio"] >= 0.98 else "NOT MET"),
-                   f"{check['over_latency_ms_p50']:.1f} / {check['over_latency_ms_p99']:.1f}",
-                   check["mock_cpu_ms_per_request"])
+    for c in checks:
+        goal = (">= 0.98 " + ("MET" if c["ratio"] >= 0.98 else "NOT MET")) if c is check else "-"
+        mock_table.add("plain asyncio Protocol, keep-alive", c["concurrency"], c["requests"], c["elapsed_s"],
+                       c["per_s"], c["ratio"], goal, f"{c['over_latency_ms_p50']:.1f} / {c['over_latency_ms_p99']:.1f}",
+                       c["mock_cpu_ms_per_request"])
     mock_table.note(f"{check['rounds']} requests per connection (docllm's real prompt for the bench document), "
                     "all connections open before the clock starts, all C first requests sent at once; the ratio "
-                    f"is about the most any worker can reach with N = {check['rounds']}C tasks. Time above L: "
+                    f"is about the most any worker can reach with N = {check['rounds']}C tasks (each row the "
+                    "ceiling for the same C in table 8). Time above L: "
                     "send to answer as the client sees it, less L (the mock's queueing and the client's).")
     table = Table("llm", f"8. LLM-bound: mock LLM with a fixed {latency:g} s latency, N = 4C, one worker process",
-                  ["C", "worker", "N", "s", "tasks/s", "/ (C/L)", "CPU ms/task", "peak RSS MiB", "peak threads",
+                  ["C", "worker", "N", "s", "tasks/s", "/ (C/L)", "/ mock ceiling (8a)", "CPU ms/task", "peak RSS MiB", "peak threads",
                    "most in flight at the LLM", "problems"])
+    ceiling = {c["concurrency"]: c["ratio"] for c in checks}
     for r in runs:
         rss = r.get("rss_peak_kib")
-        table.add(r["concurrency"], r["label"], r["n"], r.get("elapsed_s"), r.get("per_s"), r.get("ratio"),
+        share = r["ratio"] / ceiling[r["concurrency"]] if r.get("ratio") and r["concurrency"] in ceiling else None
+        table.add(r["concurrency"], r["label"], r["n"], r.get("elapsed_s"), r.get("per_s"), r.get("ratio"), share,
                   r.get("cpu_ms_per_task"), None if rss is None else rss / 1024, r.get("threads_peak"),
                   r.get("max_in_flight"), "; ".join(r["problems"]) or "-")
     table.note("Window: the mock's first chat request -> every task acked (20 ms poll). CPU: the worker process "

@@ -1,8 +1,12 @@
 """``python -m bench``: every measurement in one run, one table each.
 
-    python -m bench                      # everything (under 10 minutes on 2 cores)
+    python -m bench                      # everything
+    python -m bench noop                 # the no-op tables 1-7 (under 10 minutes on 2 cores)
+    python -m bench llm                  # 8: LLM-bound, mock LLM at 1.0 s, C = 16, 64, 256, 1024
+    python -m bench idle-redis           # 9: idle Redis commands/s, and what one LPUSH wakes
     python -m bench --quick              # tiny N, no 100,000-lease reaper run, no 30 s lease, no peer recovery
     python -m bench --only floor queue_only
+    python -m bench llm --llm-concurrency 16 64 --llm-latency 0.5
     python -m bench --markdown out.md --json out.json
 
 Nothing is skipped silently: a missing server, peer or profiler is printed as SKIPPED with the
@@ -22,7 +26,9 @@ from pathlib import Path
 
 from bench import common
 
-SECTIONS = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
+NOOP = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
+SECTIONS = NOOP + ("llm", "idle_redis")
+GROUPS = {"noop": NOOP, "llm": ("llm",), "idle-redis": ("idle_redis",), "all": SECTIONS}
 
 
 def docllm_source() -> str:
@@ -44,12 +50,19 @@ def docllm_source() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("groups", nargs="*", choices=[*GROUPS, []], metavar="GROUP",
+                        help=f"what to run: {', '.join(GROUPS)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="tiny N: for the smoke test")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these measurements")
+    parser.add_argument("--llm-concurrency", nargs="+", type=int, metavar="C",
+                        help="the LLM-bound table's concurrencies (default 16 64 256 1024; --quick: 4)")
+    parser.add_argument("--llm-latency", type=float, metavar="SECONDS",
+                        help="the mock LLM's latency (default 1.0; --quick: 0.2)")
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
     parser.add_argument("--json", type=Path, help="write every figure as JSON here")
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a new temporary one)")
     args = parser.parse_args(argv)
+    wanted = set(args.only or [s for g in (args.groups or ["all"]) for s in GROUPS[g]])
 
     command = "python -m bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     info = common.machine()
@@ -58,18 +71,20 @@ def main(argv: list[str] | None = None) -> int:
               f"machine: nproc={info['nproc']}, memory {info['memory']}, {info['cpu']}, Linux {info['kernel']}, "
               f"Python {info['python']}",
               f"docllm: {docllm_source()}",
-              f"redis: {common.REDIS_CONFIG}"]
+              f"redis: {common.REDIS_CONFIG}",
+              f"mariadb: {common.MARIADB_CONFIG}"]
     for line in header:
         print(line, flush=True)
     tables: list[common.Table] = []
     results: dict = {"machine": info, "command": command.strip()}
     failed: list[str] = []
-    with common.Env(quick=args.quick, workdir=args.workdir) as env:
+    options = {"llm_concurrency": args.llm_concurrency, "llm_latency": args.llm_latency}
+    with common.Env(quick=args.quick, workdir=args.workdir, options=options) as env:
         print(f"redis-server {env.redis.url} pid {env.redis.pid}; "
               f"mariadb {'pid ' + str(env.mariadb.pid) if env.mariadb else 'not installed'}; scratch {env.dir}",
               flush=True)
         for name in SECTIONS:
-            if args.only and name not in args.only:
+            if name not in wanted:
                 continue
             module = __import__(f"bench.{name}", fromlist=["run"])
             t = time.time()

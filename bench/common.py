@@ -139,9 +139,18 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def rss_kib(pid: int) -> int | None:
     """VmRSS of ``pid`` in KiB, None when it is gone."""
+    return _status_field(pid, "VmRSS:")
+
+
+def threads(pid: int) -> int | None:
+    """Threads of ``pid``, None when it is gone."""
+    return _status_field(pid, "Threads:")
+
+
+def _status_field(pid: int, name: str) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(name):
                 return int(line.split()[1])
     except (OSError, ValueError):
         return None
@@ -157,22 +166,37 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
-class Sampler:
-    """Samples VmRSS of some processes in a thread; ``peak`` per pid in KiB."""
+def tree_cpu_seconds(pid: int) -> float | None:
+    """CPU of ``pid`` and of its live descendants (a prefork pool's children)."""
+    own = cpu_seconds(pid)
+    return None if own is None else own + sum(cpu_seconds(p) or 0.0 for p in all_descendants(pid))
 
-    def __init__(self, pids: Iterable[int], every: float = 0.05):
+
+class Sampler:
+    """Samples VmRSS and threads of some processes in a thread: ``peak`` (KiB) and ``peak_threads``
+    per pid; with ``tree`` each pid's figures include its descendants (summed)."""
+
+    def __init__(self, pids: Iterable[int], every: float = 0.05, tree: bool = False):
         self.pids = list(pids)
-        self.every = every
+        self.every, self.tree = every, tree
         self.peak: dict[int, int] = {}
+        self.peak_threads: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sum(self, pid: int, read: Callable[[int], int | None]) -> int | None:
+        value = read(pid)
+        if value is None or not self.tree:
+            return value
+        return value + sum(read(p) or 0 for p in all_descendants(pid))
 
     def _run(self) -> None:
         while not self._stop.is_set():
             for pid in self.pids:
-                value = rss_kib(pid)
-                if value is not None and value > self.peak.get(pid, 0):
-                    self.peak[pid] = value
+                for peaks, read in ((self.peak, rss_kib), (self.peak_threads, threads)):
+                    value = self._sum(pid, read)
+                    if value is not None and value > peaks.get(pid, 0):
+                        peaks[pid] = value
             self._stop.wait(self.every)
 
     def __enter__(self) -> Sampler:
@@ -272,17 +296,18 @@ def tail(path: Path, lines: int = 30) -> str:
 class Env:
     """One redis-server and (if installed) one MariaDB for the whole run, and a scratch directory."""
 
-    def __init__(self, quick: bool, workdir: Path | None = None):
-        from tests.servers import MariaDBServer, RedisServer, ServerNotInstalled
+    def __init__(self, quick: bool, workdir: Path | None = None, options: dict[str, Any] | None = None):
+        from tests.servers import RedisServer, ServerNotInstalled
 
         self.quick = quick
+        self.options = options or {}  # the command line's section options (e.g. --llm-latency)
         self.skipped: list[str] = []
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="docllm-bench-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.redis = BenchRedisServer(self.dir / "redis")
         self.mariadb: Any = None
         try:
-            self.mariadb = MariaDBServer(self.dir / "mariadb")
+            self.mariadb = BenchMariaDBServer(self.dir / "mariadb")
         except ServerNotInstalled as exc:
             self.skip(f"MariaDB runs: {exc}")
         self._dbs = 0
@@ -353,7 +378,25 @@ def BenchRedisServer(directory: Path):  # noqa: N802 - a class built lazily
     return _bench_redis_server_class()(directory)
 
 
+MARIADB_MAX_CONNECTIONS = 2100
+
+
+def BenchMariaDBServer(directory: Path):  # noqa: N802 - a class built lazily
+    """The test helper's MariaDB with room for a connection per slot at DOCLLM_CONCURRENCY=1024
+    (and Celery's result backend beside it): the helper's 500 would make the LLM-bound table at
+    C = 1024 a measurement of max_connections."""
+    from tests.servers import MariaDBServer
+
+    class _BenchMariaDBServer(MariaDBServer):
+        def _argv(self) -> list[str]:
+            return [a for a in super()._argv() if not a.startswith("--max-connections=")] + [
+                f"--max-connections={MARIADB_MAX_CONNECTIONS}"]
+
+    return _BenchMariaDBServer(directory)
+
+
 REDIS_CONFIG = "redis-server 7 on 127.0.0.1 (TCP), appendonly yes, appendfsync everysec, no RDB"
+MARIADB_CONFIG = f"MariaDB (tests/servers), innodb-flush-log-at-trx-commit=2, max-connections={MARIADB_MAX_CONNECTIONS}"
 
 
 def payload(task_id: int, name: str = "bench") -> str:

@@ -1,7 +1,10 @@
 """Celery side of the peer runs: the app and its tasks. The worker is Celery's own program:
 ``python -m celery -A bench.peer_celery worker -P solo -c 1 -Q bench``. ``acks_late`` is on;
 ``BENCH_CELERY_VISIBILITY`` sets the Redis transport's visibility timeout (default 3600 s) and
-``BENCH_CELERY_RESTORE_INTERVAL`` how often a worker sweeps the unacked hash (default: kombu's)."""
+``BENCH_CELERY_RESTORE_INTERVAL`` how often a worker sweeps the unacked hash (default: kombu's).
+``BENCH_CELERY_RESULT_URL`` (e.g. ``db+mysql+pymysql://...``) stores every result there, with
+``track_started``: the equal-durability peer, which writes each job's state to a database as docllm does.
+The LLM-bound runs use the threads pool and ``bench.llm`` (``bench.llm_task``)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import time
 
 from celery import Celery
 
+from bench.llm_task import review
 from bench.peer_marks import mark_first_start, record_start
 
 QUEUE = "bench"
@@ -33,6 +37,9 @@ app.conf.update(
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
 )
+if os.environ.get("BENCH_CELERY_RESULT_URL"):
+    app.conf.update(result_backend=os.environ["BENCH_CELERY_RESULT_URL"], task_ignore_result=False,
+                    task_track_started=True, result_extended=False)
 
 
 @app.task(name="bench.noop")
@@ -44,3 +51,8 @@ def noop() -> None:
 def slow(key: str, seconds: float) -> None:
     record_start(key)
     time.sleep(seconds)
+
+
+@app.task(name="bench.llm")
+def llm(task_id: int) -> int:
+    return review(task_id)

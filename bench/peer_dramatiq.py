@@ -12,6 +12,7 @@ import time
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
+from bench.llm_task import review
 from bench.peer_marks import mark_first_start, record_start
 
 QUEUE = "bench"
@@ -28,6 +29,11 @@ def noop() -> None:
 def slow(key: str, seconds: float) -> None:
     record_start(key)
     time.sleep(seconds)
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=0)
+def llm(task_id: int) -> None:
+    review(task_id)
 
 
 def main() -> int:

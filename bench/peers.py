@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import (PYTHON, Env, Sampler, Table, child_env, cpu_seconds, spawn, stop, tail,
-                          wait_for)
+                          tree_cpu_seconds, wait_for)
 from bench.peer_marks import MARK_KEY
 
 DB = {"rq": 1, "dramatiq": 2, "celery": 3}
@@ -35,7 +35,8 @@ def set_urls(env: Env) -> None:
 
 
 def measure(env: Env, name: str, db: int, n: int, enqueue: Callable[[], None], argv: list[str],
-            drained: Callable[[Any], bool], **extra_env: str) -> dict[str, Any]:
+            drained: Callable[[Any], bool], tree: bool = False, **extra_env: str) -> dict[str, Any]:
+    """One run; ``tree``: CPU and RSS include the worker's children (a prefork pool)."""
     env.flush(db)
     client = env.client(db)
     enqueue()
@@ -43,14 +44,15 @@ def measure(env: Env, name: str, db: int, n: int, enqueue: Callable[[], None], a
     proc = spawn(argv, child_env(BENCH_MARK_URL=env.redis_url(db), **extra_env), log)
     redis_pid = env.pid_of("redis")
     try:
-        with Sampler([proc.pid]) as sampler:
+        cpu = tree_cpu_seconds if tree else cpu_seconds
+        with Sampler([proc.pid], tree=tree) as sampler:
             def marked():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} worker exited with {proc.returncode}:\n{tail(log)}")
                 return client.get(MARK_KEY)
 
             first = float(wait_for(marked, 120, 0.002, f"{name}: first job"))
-            cpu0 = (cpu_seconds(proc.pid), cpu_seconds(redis_pid))
+            cpu0 = (cpu(proc.pid), cpu_seconds(redis_pid))
 
             def done() -> bool:
                 if proc.poll() is not None:
@@ -59,7 +61,7 @@ def measure(env: Env, name: str, db: int, n: int, enqueue: Callable[[], None], a
 
             wait_for(done, 900, 0.005, f"{name}: {n} jobs acked")
             end = time.time()
-            cpu1 = (cpu_seconds(proc.pid), cpu_seconds(redis_pid))
+            cpu1 = (cpu(proc.pid), cpu_seconds(redis_pid))
     finally:
         stop(proc, timeout=15)
         client.close()
@@ -99,20 +101,34 @@ def rq_runs(env: Env, n: int) -> list[dict[str, Any]]:
     return runs
 
 
-def dramatiq_runs(env: Env, n: int) -> list[dict[str, Any]]:
-    set_urls(env)
+def dramatiq_drained(client) -> bool:
+    """Dramatiq's queue list and its message hash are empty: every message acked."""
     from bench import peer_dramatiq
 
     ns, q = peer_dramatiq.broker.namespace, peer_dramatiq.QUEUE
+    pipe = client.pipeline(transaction=False)
+    pipe.llen(f"{ns}:{q}").hlen(f"{ns}:{q}.msgs")
+    return not any(pipe.execute())
+
+
+def celery_drained(client) -> bool:
+    """Celery's queue list and kombu's ``unacked`` hash are empty: every message acked."""
+    from bench import peer_celery
+
+    pipe = client.pipeline(transaction=False)
+    pipe.llen(peer_celery.QUEUE).hlen("unacked")
+    return not any(pipe.execute())
+
+
+def dramatiq_runs(env: Env, n: int) -> list[dict[str, Any]]:
+    set_urls(env)
+    from bench import peer_dramatiq
 
     def enqueue() -> None:
         for _ in range(n):
             peer_dramatiq.noop.send()
 
-    def drained(client) -> bool:
-        pipe = client.pipeline(transaction=False)
-        pipe.llen(f"{ns}:{q}").hlen(f"{ns}:{q}.msgs")
-        return not any(pipe.execute())
+    drained = dramatiq_drained
 
     runs = []
     for prefetch, label in ((None, "Dramatiq, default prefetch (threads x 2 = 16)"),
@@ -127,9 +143,9 @@ def dramatiq_runs(env: Env, n: int) -> list[dict[str, Any]]:
     return runs
 
 
-def celery_argv() -> list[str]:
-    return [PYTHON, "-m", "celery", "-A", "bench.peer_celery", "worker", "-P", "solo", "-c", "1", "-Q", "bench",
-            "-l", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+def celery_argv(pool: str = "solo", concurrency: int = 1) -> list[str]:
+    return [PYTHON, "-m", "celery", "-A", "bench.peer_celery", "worker", "-P", pool, "-c", str(concurrency),
+            "-Q", "bench", "-l", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
 
 
 def celery_runs(env: Env, n: int) -> list[dict[str, Any]]:
@@ -140,15 +156,36 @@ def celery_runs(env: Env, n: int) -> list[dict[str, Any]]:
         for _ in range(n):
             peer_celery.noop.apply_async()
 
-    def drained(client) -> bool:
-        pipe = client.pipeline(transaction=False)
-        pipe.llen(peer_celery.QUEUE).hlen("unacked")
-        return not any(pipe.execute())
-
-    r = measure(env, "celery-solo", DB["celery"], n, enqueue, celery_argv(), drained,
+    r = measure(env, "celery-solo", DB["celery"], n, enqueue, celery_argv(), celery_drained,
                 BENCH_CELERY_URL=env.redis_url(DB["celery"]))
     r.update(label="Celery, solo pool, acks_late (prefetch multiplier 4)", concurrency=1)
-    return [r]
+    runs = [r]
+    if env.mariadb is None:
+        env.skip("Celery with a MySQL result backend: MariaDB is not installed")
+        return runs
+    def enqueue_stored() -> None:  # the sender's ignore_result travels in the message: turn it off
+        for _ in range(n):
+            peer_celery.noop.apply_async(ignore_result=False)
+
+    for c in (1, 8):  # the equal-durability peer: every job's state written to MariaDB, as docllm's
+        result_url = "db+" + env.new_database("mariadb").split("?")[0]
+        r = measure(env, f"celery-mysql-c{c}", DB["celery"], n, enqueue_stored, celery_argv("prefork", c),
+                    celery_drained,
+                    tree=True, BENCH_CELERY_URL=env.redis_url(DB["celery"]), BENCH_CELERY_RESULT_URL=result_url)
+        stored = celery_results(env, result_url)
+        if stored.get("SUCCESS") != n:
+            raise RuntimeError(f"Celery MySQL c={c}: results stored {stored}, expected {n} SUCCESS")
+        r.update(label=f"Celery, prefork {c}, acks_late, track_started, MySQL result backend", concurrency=c)
+        runs.append(r)
+    return runs
+
+
+def celery_results(env: Env, result_url: str) -> dict[str, int]:
+    """Rows of Celery's result table by status."""
+    database = result_url.rsplit("/", 1)[1]
+    with env.mariadb.connect(database) as conn, conn.cursor() as cur:
+        cur.execute("SELECT status, COUNT(*) FROM celery_taskmeta GROUP BY status")
+        return {status: count for status, count in cur.fetchall()}
 
 
 def run(env: Env, results: dict) -> list[Table]:
@@ -179,6 +216,8 @@ def run(env: Env, results: dict) -> list[Table]:
         if c in (1, 8):
             table.add(f"docllm worker, {backend} (table 3)", c, None, rate, None, None, None, None, "-")
     table.note("Ratios compare docllm at the same concurrency (1 against RQ and Celery, 8 against Dramatiq's 8 "
-               "threads); docllm also writes every attempt to its database (two fenced UPDATEs and a SELECT), "
-               "the peers write nothing but Redis.")
+               "threads and Celery prefork 8); docllm also writes every attempt to its database (two fenced "
+               "UPDATEs and a SELECT), the peers write nothing but Redis, except Celery with the MySQL result "
+               "backend (the equal-durability peer): it writes STARTED and then SUCCESS to MariaDB per job "
+               "(track_started, acks_late, prefork; CPU and RSS include its pool's children).")
     return [table]

@@ -24,7 +24,7 @@ MARK_KEY = "bench:first_start"
 CONCURRENCIES = (1, 8, 32)
 
 
-def prepare_rows(url: str, n: int) -> list[int]:
+def prepare_rows(url: str, n: int, document: str = "bench") -> list[int]:
     from sqlalchemy import insert, select
 
     from docllm.adapters.migrations import upgrade_schema
@@ -36,7 +36,7 @@ def prepare_rows(url: str, n: int) -> list[int]:
         upgrade_schema(engine)
         with engine.begin() as conn:
             for start in range(0, n, 1000):
-                rows = [{"task_name": f"bench-{i}", "document": "bench", "status": "pending", "max_attempts": 5}
+                rows = [{"task_name": f"bench-{i}", "document": document, "status": "pending", "max_attempts": 5}
                         for i in range(start, min(n, start + 1000))]
                 conn.execute(insert(t), rows)
             return [row[0] for row in conn.execute(select(t.c.task_id).order_by(t.c.task_id))]

@@ -1,4 +1,5 @@
-"""The benchmarks still run: ``python -m bench --quick`` end to end on tiny N (no figures checked).
+"""The benchmarks still run: ``python -m bench --quick`` end to end on tiny N (no figures checked),
+the LLM-bound table (mock LLM at 0.2 s, C = 4) and the idle Redis tables included.
 
 It needs a redis-server (as the integration tests do); MariaDB, the peers (``.[bench]``) and
 py-spy are optional and reported as SKIPPED by the run itself. No timing is asserted.
@@ -32,7 +33,12 @@ def test_quick_benchmark_runs_every_measurement(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     assert results["failed"] == []
     keys = {t["key"] for t in results["tables"]}
-    assert {"floor", "queue_only", "worker", "memory", "reaper", "recovery"} <= keys
+    assert {"floor", "queue_only", "worker", "memory", "reaper", "recovery", "llm_mock", "llm", "idle_redis",
+            "wake"} <= keys
+    llm = results["llm"]
+    assert llm["mock_check"]["ratio"] > 0.5  # the mock answers (the >= 0.98 goal is for the full run)
+    docllm = [r for r in llm["runs"] if r["name"] == "docllm"]
+    assert docllm and not docllm[0]["problems"], docllm
     for table in results["tables"]:
         assert table["rows"], table["key"]
     # whatever was left out says why, in the output and in the results

@@ -13,7 +13,8 @@ import heapq
 import json
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from typing import Any
 
@@ -23,7 +24,7 @@ from redis.commands.core import Script
 from docllm.adapters.redis_clock import RedisServerClock, redis_errors
 from docllm.adapters.redis_keys import RedisKeys
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import DeadLetter, Delivery, QueueStats
+from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import parse_payload
 from docllm.domain.ports import Clock
 
@@ -38,6 +39,7 @@ SCRIPT_NAMES = (
     "promote",
     "remove_dead",
     "stats",
+    "release_leftovers",
 )
 
 # A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
@@ -181,6 +183,37 @@ class RedisTaskQueue:
         yield from map(_text, _pages(lambda start, end: client.lrange(keys.ready, start, end), size))
         for _, data in client.hscan_iter(keys.leases, count=size):
             yield json.loads(_text(data))["raw"]
+
+    def leftovers(self, limit: int) -> Leftovers:
+        """O(1) when processing has no more entries than there are leases, nor processing_ts more
+        entries than leases: each lease has one processing entry and at most one stamp, so nothing
+        is left over. (A stamp left over while leases without a stamp are in flight is found once
+        they end.) Otherwise one snapshot of processing, processing_ts and the leases in a MULTI:
+        O(in flight), consistent, so what it reports was lease-less at that instant."""
+        keys, limit = self._keys, max(0, limit)
+        with redis_errors("leftovers"):
+            pipe = self._client.pipeline(transaction=True)
+            pipe.llen(keys.processing).zcard(keys.lease_index).hlen(keys.processing_ts)
+            entries, leases, stamps = pipe.execute()
+            if entries <= leases and stamps <= leases:
+                return Leftovers()
+            pipe.lrange(keys.processing, 0, -1).hgetall(keys.processing_ts).hvals(keys.leases)
+            entries, stamps, leases = pipe.execute()
+        held = [json.loads(_text(data)) for data in leases]
+        extra = Counter(map(_text, reversed(entries)))  # from the tail: oldest first
+        extra.subtract(Counter(lease["raw"] for lease in held))
+        named = {int(lease["task_id"]) for lease in held if isinstance(lease.get("task_id"), (int, float))}
+        payloads = [raw for raw, count in extra.items() for _ in range(count)]  # count <= 0: none
+        free = []
+        for key, value in stamps.items():
+            task_id = _text(key)
+            if task_id.isdigit() and int(task_id) not in named:  # every writer's key is a task id
+                free.append((int(task_id), _text(value)))
+        return Leftovers(tuple(payloads[:limit]), tuple(sorted(free)[:limit]))
+
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]]) -> int:
+        pairs = [part for task_id, value in stamps for part in (task_id, _wire(value))]
+        return int(self._run("release_leftovers", len(payloads), *map(_wire, payloads), *pairs))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Newest first."""

@@ -113,6 +113,19 @@ class QueueStats:
     oldest_claimed_at_ms: int | None = None
 
 
+@dataclass(frozen=True)
+class Leftovers:
+    """What the original note's workers leave in Redis (DESIGN section 13): they claim with
+    ``BRPOPLPUSH ready processing`` and ``HSET processing_ts``, without a lease.
+
+    ``payloads``: entries of the processing list that no lease holds, one per extra copy.
+    ``stamps``: ``(task_id, value)`` of processing_ts entries whose task no lease names.
+    """
+
+    payloads: tuple[str, ...] = ()
+    stamps: tuple[tuple[int, str], ...] = ()
+
+
 class StartResult(enum.Enum):
     """What ``TaskRepository.start_attempt`` found."""
 

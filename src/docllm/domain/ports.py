@@ -6,10 +6,10 @@ in milliseconds; no port takes or returns a worker's wall clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from docllm.domain.model import DeadLetter, Delivery, QueueStats, StartOutcome, Task
+from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task
 
 
 class Clock(Protocol):
@@ -60,6 +60,16 @@ class TaskQueue(Protocol):
 
     def referenced_task_ids(self) -> set[int]:
         """Task ids named by any payload in ready, delayed or processing (for the reconciler)."""
+
+    def leftovers(self, limit: int) -> Leftovers:
+        """Processing entries no lease holds and processing_ts entries no lease names (what the
+        original note's workers leave), at most ``limit`` of each. Cheap when there are none;
+        otherwise it reads everything in flight, so call it at the reconciler's rate."""
+
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]]) -> int:
+        """Move one copy of each payload from processing to the claim end of ready (only while
+        processing holds more entries than there are leases), and delete each processing_ts entry
+        that still holds the value given. Returns how many payloads moved."""
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
 

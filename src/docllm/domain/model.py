@@ -56,7 +56,7 @@ class Task:
     max_attempts: int | None = None
     lease_token: str | None = None
     document: str | None = None
-    result: dict[str, Any] | None = None
+    result: dict[str, Any] | Any = None  # a report; rows of the original deployment: any JSON or text
     error: str | None = None
     processing_started_at: datetime | None = None
     finished_at: datetime | None = None

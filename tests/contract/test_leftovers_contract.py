@@ -63,8 +63,14 @@ def test_only_the_extra_copy_of_a_leased_payload_is_a_leftover(subject: QueueUnd
     subject.original_take(None)
     subject.lpush(payload(1))  # the reconciler (or the producer) pushed it again
     delivery = subject.queue.claim("w", LEASE)
+    seen_at = subject.clock.now_ms()
     assert subject.queue.leftovers(100).payloads == (payload(1),)
-    assert subject.queue.release_leftovers([payload(1)], []) == 1
+    # Claimed in the second of the sighting: the copies cannot be told apart, so both stay.
+    assert subject.queue.release_leftovers([payload(1)], [], seen_at) == 0
+    subject.clock.advance(1000)
+    seen_at = subject.clock.now_ms()
+    assert subject.queue.leftovers(100).payloads == (payload(1),)
+    assert subject.queue.release_leftovers([payload(1)], [], seen_at) == 1
     assert subject.queue.leftovers(100) == Leftovers()
     assert subject.queue.ack(delivery.token)  # the lease's own entry is still there to end
     again = subject.queue.claim("w", LEASE)
@@ -78,7 +84,7 @@ def test_release_puts_payloads_at_the_claim_end_and_deletes_their_stamps(subject
         subject.original_take(str(1700000000 + task_id))
     q.push(payload(3))  # waiting in ready
     found = q.leftovers(100)
-    assert q.release_leftovers(found.payloads, found.stamps) == 2
+    assert q.release_leftovers(found.payloads, found.stamps, subject.clock.now_ms()) == 2
     assert q.leftovers(100) == Leftovers()
     claimed = [q.claim("w", LEASE) for _ in range(3)]
     assert Counter(d.raw for d in claimed[:2]) == Counter([payload(1), payload(2)])
@@ -94,16 +100,37 @@ def test_release_never_takes_a_leased_payload(subject: QueueUnderTest) -> None:
     q.push(payload(1))
     delivery = q.claim("w", LEASE)
     # What a sweep that saw payload 1 lease-less a moment before its claim would ask for.
-    assert q.release_leftovers([payload(1)], []) == 0
+    assert q.release_leftovers([payload(1)], [], subject.clock.now_ms()) == 0
     assert q.claim("w", LEASE) is None
     assert q.extend(delivery.token, LEASE) and q.ack(delivery.token)
 
 
+def test_release_never_takes_a_payload_another_sweeper_released_and_a_worker_claimed(
+    subject: QueueUnderTest,
+) -> None:
+    q = subject.queue
+    for task_id in (1, 2):
+        subject.lpush(payload(task_id))
+        subject.original_take(None)
+    subject.clock.advance(5_000)
+    seen_at = q.now_ms()
+    found = q.leftovers(100)  # this sweeper's sighting
+    assert q.release_leftovers([payload(1)], [], q.now_ms()) == 1  # another sweeper was quicker
+    delivery = q.claim("w", LEASE)
+    assert delivery is not None and delivery.raw == payload(1)
+    # Processing still holds a lease-less entry (payload 2), so only the claim's stamp protects payload 1.
+    assert q.release_leftovers(found.payloads, found.stamps, seen_at) == 1  # payload 2 only
+    assert q.claim("w", LEASE).raw == payload(2)
+    assert q.claim("w", LEASE) is None  # payload 1 was not put in ready a second time
+    assert q.ack(delivery.token)
+
+
 def test_release_keeps_a_stamp_that_changed_since_it_was_seen(subject: QueueUnderTest) -> None:
     subject.original_stamp(9, "1700000009")
-    assert subject.queue.release_leftovers([], [(9, "1700000001")]) == 0
+    now = subject.clock.now_ms()
+    assert subject.queue.release_leftovers([], [(9, "1700000001")], now) == 0
     assert subject.queue.leftovers(100).stamps == ((9, "1700000009"),)
-    assert subject.queue.release_leftovers([], [(9, "1700000009")]) == 0
+    assert subject.queue.release_leftovers([], [(9, "1700000009")], now) == 0
     assert subject.queue.leftovers(100) == Leftovers()
 
 
@@ -113,6 +140,6 @@ def test_a_released_payload_is_kept_byte_for_byte(subject: QueueUnderTest) -> No
     subject.original_take("1700000005")
     found = subject.queue.leftovers(100)
     assert found.payloads == (raw,)
-    assert subject.queue.release_leftovers(found.payloads, found.stamps) == 1
+    assert subject.queue.release_leftovers(found.payloads, found.stamps, subject.clock.now_ms()) == 1
     delivery = subject.queue.claim("w", LEASE)
     assert delivery is not None and delivery.raw == raw

@@ -162,11 +162,14 @@ class InMemoryTaskQueue:
             stamps = sorted((tid, value) for tid, value in self._stamps.items() if tid not in named)
             return Leftovers(tuple(self._unleased[: max(0, limit)]), tuple(stamps[: max(0, limit)]))
 
-    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]]) -> int:
-        moved = 0
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]], seen_at_ms: int) -> int:
+        """Like the script: a payload whose task was claimed in ``seen_at_ms``'s second or later
+        stays (the script cannot tell a leased copy from a lease-less one; here it is only cautious)."""
+        moved, since = 0, seen_at_ms // 1000
         with self._changed:
+            recent = {lease.task_id for lease in self._leases.values() if lease.claimed_at_ms // 1000 >= since}
             for raw in payloads:
-                if raw in self._unleased:
+                if raw in self._unleased and _task_id(raw) not in recent:
                     self._unleased.remove(raw)
                     self._to_ready(raw, front=True)
                     moved += 1

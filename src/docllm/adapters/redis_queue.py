@@ -211,9 +211,9 @@ class RedisTaskQueue:
                 free.append((int(task_id), _text(value)))
         return Leftovers(tuple(payloads[:limit]), tuple(sorted(free)[:limit]))
 
-    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]]) -> int:
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]], seen_at_ms: int) -> int:
         pairs = [part for task_id, value in stamps for part in (task_id, _wire(value))]
-        return int(self._run("release_leftovers", len(payloads), *map(_wire, payloads), *pairs))
+        return int(self._run("release_leftovers", seen_at_ms // 1000, len(payloads), *map(_wire, payloads), *pairs))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Newest first."""

@@ -66,10 +66,12 @@ class TaskQueue(Protocol):
         original note's workers leave), at most ``limit`` of each. Cheap when there are none;
         otherwise it reads everything in flight, so call it at the reconciler's rate."""
 
-    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]]) -> int:
-        """Move one copy of each payload from processing to the claim end of ready (only while
-        processing holds more entries than there are leases), and delete each processing_ts entry
-        that still holds the value given. Returns how many payloads moved."""
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]], seen_at_ms: int) -> int:
+        """Move one lease-less copy of each payload from processing to the claim end of ready, and
+        delete each processing_ts entry that still holds the value given. ``seen_at_ms``: the
+        authority time read before the ``leftovers`` call that found them; a leased copy is never
+        taken, even when another sweeper released the payload and a worker claimed it since.
+        Returns how many payloads moved."""
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
 

@@ -8,7 +8,10 @@ flight, D8). An item seen in two sweeps at least ``grace`` apart (authority cloc
 the payload to the claim end of ready, the stamp deleted. A row the old worker had marked
 ``processing`` (docllm never leaves one without a lease token) is first handed back to pending,
 fenced on its attempt, so that the released payload starts at once instead of meeting a busy row.
-Fencing covers the rest: a payload delivered twice starts one attempt (the other finds it busy).
+Several processes may sweep at once: the release never takes a leased copy (the queue checks that
+no claim of the task happened since this sweep's sighting), and a payload delivered twice, say by
+the reconciler and by this sweep, starts one attempt: the other delivery finds the row busy or
+finished (fencing).
 """
 
 from __future__ import annotations
@@ -47,17 +50,19 @@ class LeftoverSweep:
 
     def sweep_once(self) -> int:
         """One sweep; returns how many payloads went back to ready."""
+        now = self.clock.now_ms()  # before the snapshot: see release_leftovers
         found = self.queue.leftovers(self.limit)
-        now = self.clock.now_ms()
         payloads = [raw for raw, _ in _due(self._payloads, _copies(found.payloads), now, self.grace_ms)]
         stamps = _due(self._stamps, found.stamps, now, self.grace_ms)
         if not payloads and not stamps:
             return 0
         self._hand_back(payloads)
+        # Stamps first: a leftover's own stamp, left in place, would read as a claim since ``now``.
+        for start in range(0, len(stamps), self.page):
+            self.queue.release_leftovers((), stamps[start : start + self.page], now)
         moved = 0
-        for start in range(0, max(len(payloads), len(stamps)), self.page):
-            end = start + self.page
-            moved += self.queue.release_leftovers(payloads[start:end], stamps[start:end])
+        for start in range(0, len(payloads), self.page):
+            moved += self.queue.release_leftovers(payloads[start : start + self.page], (), now)
         self.events.emit(ev.LEFTOVER_RELEASED, payloads=moved, stamps=len(stamps))
         return moved
 

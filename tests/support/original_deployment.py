@@ -86,11 +86,22 @@ class OriginalDeployment:
             self.conn.commit()
             return changed == 1
 
-    def finish(self, task_id: int, raw: bytes, status: str, result: str | None) -> None:
-        """``process_task`` wrote its outcome; then the ``finally`` block."""
+    def write_result(self, task_id: int, status: str, result: str | None) -> None:
+        """What ``process_task`` writes at its end (JSON or not: the old code's choice)."""
         self._sql("UPDATE task_doc_llm SET status=%s, result=%s WHERE task_id=%s", status, result, task_id)
+
+    def unlist(self, raw: bytes) -> None:
+        """The ``finally`` block's first step: ``lrem(processing, 1, raw)``."""
         self.redis.lrem(self.keys.processing, 1, raw)
+
+    def unstamp(self, task_id: int) -> None:
+        """The ``finally`` block's second step: ``hdel(processing_ts, task_id)``."""
         self.redis.hdel(self.keys.processing_ts, task_id)
+
+    def reclaim(self, task_id: int) -> None:
+        """The old reaper's ``reclaim_task`` (its DB half): processing -> pending, retry_count + 1."""
+        self._sql("UPDATE task_doc_llm SET status='pending', retry_count=retry_count+1,"
+                  " processing_started_at=NULL, result=NULL WHERE task_id=%s AND status='processing'", task_id)
 
     def original_rows(self, where: str = "status IN ('success', 'failed')") -> dict[int, tuple]:
         """The original columns, as stored (HEX of the bytes), of the rows ``where`` selects."""

@@ -39,6 +39,7 @@ SCRIPT_NAMES = (
     "promote",
     "remove_dead",
     "stats",
+    "leftovers",
     "release_leftovers",
 )
 
@@ -185,31 +186,25 @@ class RedisTaskQueue:
             yield json.loads(_text(data))["raw"]
 
     def leftovers(self, limit: int) -> Leftovers:
-        """O(1) when processing has no more entries than there are leases, nor processing_ts more
-        entries than leases: each lease has one processing entry and at most one stamp, so nothing
-        is left over. (A stamp left over while leases without a stamp are in flight is found once
-        they end.) Otherwise one snapshot of processing, processing_ts and the leases in a MULTI:
-        O(in flight), consistent, so what it reports was lease-less at that instant."""
-        keys, limit = self._keys, max(0, limit)
-        with redis_errors("leftovers"):
-            pipe = self._client.pipeline(transaction=True)
-            pipe.llen(keys.processing).zcard(keys.lease_index).hlen(keys.processing_ts)
-            entries, leases, stamps = pipe.execute()
-            if entries <= leases and stamps <= leases:
-                return Leftovers()
-            pipe.lrange(keys.processing, 0, -1).hgetall(keys.processing_ts).hvals(keys.leases)
-            entries, stamps, leases = pipe.execute()
+        """O(1) when nothing can be left over, else one consistent read of what is in flight (see
+        leftovers.lua), so what it reports was lease-less at that instant. A stamp left over while
+        leases without a stamp of their own are in flight is found once they end."""
+        found = self._run("leftovers")
+        if not found:
+            return Leftovers()
+        entries, flat_stamps, leases = found
         held = [json.loads(_text(data)) for data in leases]
         extra = Counter(map(_text, reversed(entries)))  # from the tail: oldest first
         extra.subtract(Counter(lease["raw"] for lease in held))
         named = {int(lease["task_id"]) for lease in held if isinstance(lease.get("task_id"), (int, float))}
         payloads = [raw for raw, count in extra.items() for _ in range(count)]  # count <= 0: none
-        free = []
-        for key, value in stamps.items():
+        stamps = []
+        for key, value in zip(flat_stamps[::2], flat_stamps[1::2]):
             task_id = _text(key)
             if task_id.isdigit() and int(task_id) not in named:  # every writer's key is a task id
-                free.append((int(task_id), _text(value)))
-        return Leftovers(tuple(payloads[:limit]), tuple(sorted(free)[:limit]))
+                stamps.append((int(task_id), _text(value)))
+        limit = max(0, limit)
+        return Leftovers(tuple(payloads[:limit]), tuple(sorted(stamps)[:limit]))
 
     def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]], seen_at_ms: int) -> int:
         pairs = [part for task_id, value in stamps for part in (task_id, _wire(value))]

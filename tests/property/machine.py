@@ -163,14 +163,9 @@ class QueueMachine(RuleBasedStateMachine):
         raw = self._old_take(None if after == "took" else str(self.clock.now_ms() // 1000))
         if raw is None:
             return
-        try:
-            task_id = parse_payload(raw, max_bytes=1 << 20).task_id
-        except BadPayload:
-            return  # a leftover all the same: released, then dead-lettered (I7)
-        if task_id in self.tasks:
-            self.unpushed.add(task_id)  # in no structure the reconciler reads: awaits the sweep
-            if after == "marked":
-                self._old_mark_processing(task_id)
+        task_id = _task_id(raw)  # None: a leftover all the same, released, then dead-lettered (I7)
+        if task_id in self.tasks and after == "marked":
+            self._old_mark_processing(task_id)
 
     def _old_take(self, stamp: str | None) -> str | None:
         return self.queue.original_take(stamp)
@@ -288,7 +283,9 @@ class QueueMachine(RuleBasedStateMachine):
     def nothing_lost(self):  # I3: every live task is in Redis, or awaits the reconciler
         if not hasattr(self, "repo"):
             return
-        referenced = self.queue.referenced_task_ids()
+        # A leftover in processing is in Redis too: the leftover sweep recovers it.
+        leftovers = {_task_id(raw) for raw in self.queue.leftovers(1 << 20).payloads}
+        referenced = self.queue.referenced_task_ids() | leftovers
         for row in self.repo.get_many(self.tasks):
             if not row.status.terminal and row.task_id not in referenced:
                 assert row.task_id in self.unpushed, f"task {row.task_id} ({row.status.value}) is in no Redis structure"
@@ -338,3 +335,10 @@ class QueueMachine(RuleBasedStateMachine):
     def _queue_empty(self) -> bool:
         s = self.queue.stats()
         return s.ready == s.processing == s.delayed == 0 and self.queue.leftovers(1) == Leftovers()
+
+
+def _task_id(raw: str) -> int | None:
+    try:
+        return parse_payload(raw, max_bytes=1 << 20).task_id
+    except BadPayload:
+        return None

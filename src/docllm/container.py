@@ -13,6 +13,7 @@ from dependency_injector import containers, providers
 
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import Limits, TaskProcessor
+from docllm.domain.services.leftovers import LeftoverSweep
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime.port_calls import threads_for
@@ -148,8 +149,12 @@ class Container(containers.DeclarativeContainer):
         staged_grace_ms=lease_policy.provided.lease_ms,
         events=events, name=settings.provided.worker_id,
     )
+    reconcile_grace_ms = providers.Callable(lambda seconds: int(seconds * 1000),
+                                            settings.provided.reconcile_grace_seconds)
+    # What the original deployment's workers left in Redis, swept at the reconciler's rate (DESIGN 13).
+    leftover_sweep = providers.Factory(LeftoverSweep, queue, repository, clock, grace_ms=reconcile_grace_ms,
+                                       events=events)
     reconciler = providers.Factory(
-        Reconciler, queue, repository, clock, grace_ms=providers.Callable(
-            lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds),
-        events=events,
+        Reconciler, queue, repository, clock, grace_ms=reconcile_grace_ms, events=events,
+        leftovers=leftover_sweep,
     )

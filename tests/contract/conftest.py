@@ -5,6 +5,7 @@ Every adapter runs on a ManualClock, so expiry and delays are decided by the tes
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -24,6 +25,10 @@ class QueueUnderTest:
     queue: TaskQueue
     clock: ManualClock
     lpush: Callable[[str], None]  # what an existing producer does: a plain LPUSH onto ready
+    # What the original note's worker does: BRPOPLPUSH ready processing (no lease), then HSET
+    # processing_ts task_id stamp when a stamp is given; and that HSET alone.
+    original_take: Callable[[str | None], str | None]
+    original_stamp: Callable[[int, str], None]
 
 
 @pytest.fixture(params=["memory", "fakeredis", pytest.param("redis", marks=pytest.mark.redis_server)])
@@ -31,7 +36,7 @@ def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
     clock = ManualClock()
     if request.param == "memory":
         queue = InMemoryTaskQueue(clock)
-        yield QueueUnderTest(request.param, queue, clock, queue.push)
+        yield QueueUnderTest(request.param, queue, clock, queue.push, queue.original_take, queue.original_stamp)
         return
     if request.param == "fakeredis":
         client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
@@ -40,7 +45,19 @@ def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
     # page_size=2 so that the paged reads really turn pages; a short socket timeout so that a
     # blocking wait() proves it does not depend on it.
     queue = RedisTaskQueue(client, clock=clock, page_size=2)
-    yield QueueUnderTest(request.param, queue, clock, lambda raw: client.lpush(queue.keys.ready, raw))
+    keys = queue.keys
+
+    def original_take(stamp: str | None) -> str | None:
+        raw = client.rpoplpush(keys.ready, keys.processing)
+        if raw is not None and stamp is not None:
+            client.hset(keys.processing_ts, json.loads(raw)["task_id"], stamp)
+        return None if raw is None else raw.decode("utf-8", "surrogateescape")
+
+    def original_stamp(task_id: int, stamp: str) -> None:
+        client.hset(keys.processing_ts, task_id, stamp)
+
+    yield QueueUnderTest(request.param, queue, clock, lambda raw: client.lpush(keys.ready, raw),
+                         original_take, original_stamp)
     client.close()
 
 

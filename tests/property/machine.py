@@ -24,10 +24,12 @@ from docllm.adapters.memory_queue import InMemoryTaskQueue
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import Attempt, TaskStatus
-from docllm.domain.payload import make_payload
+from docllm.domain.errors import BadPayload
+from docllm.domain.model import Attempt, Leftovers, TaskStatus
+from docllm.domain.payload import make_payload, parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.leftovers import LeftoverSweep
 from docllm.domain.services.outcome import Outcome
 from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
@@ -142,9 +144,11 @@ class QueueMachine(RuleBasedStateMachine):
                 self.unpushed.add(tid)
         producer.budget.disarm()
 
-    @rule(data=st.data(), kind=st.sampled_from(["duplicate", "malformed", "crash", "reconcile"]))
+    @rule(data=st.data(), kind=st.sampled_from(["duplicate", "malformed", "crash", "reconcile", "old_worker"]))
     def chaos(self, data, kind):
         """Rarer events share one rule, so the common ones above get drawn more often."""
+        if kind == "old_worker":
+            self._old_worker_dies(data.draw(st.sampled_from(["took", "stamped", "marked"])))
         if kind == "duplicate" and self.tasks:
             self.queue.push(make_payload(data.draw(st.sampled_from(self.tasks)), "doc.md"))
         elif kind == "malformed":
@@ -154,6 +158,22 @@ class QueueMachine(RuleBasedStateMachine):
             self._crash(data.draw(st.sampled_from(WORKERS)))
         elif kind == "reconcile":
             self._reconciler().reconcile_once()
+
+    def _old_worker_dies(self, after: str) -> None:
+        """A worker of the original deployment (DESIGN 13): ``BRPOPLPUSH ready processing``, then
+        ``HSET processing_ts``, then ``mark_task_processing``; its container dies ``after`` one."""
+        raw = self._old_take(None if after == "took" else str(self.clock.now_ms() // 1000))
+        if raw is None:
+            return
+        task_id = _task_id(raw)  # None: a leftover all the same, released, then dead-lettered (I7)
+        if task_id in self.tasks and after == "marked":
+            self._old_mark_processing(task_id)
+
+    def _old_take(self, stamp: str | None) -> str | None:
+        return self.queue.original_take(stamp)
+
+    def _old_mark_processing(self, task_id: int) -> None:
+        self.repo.inner._update(task_id, lambda row: row.status is TaskStatus.pending, status=TaskStatus.processing)
 
     # -- workers -----------------------------------------------------------------------------
     @rule(worker=st.sampled_from(WORKERS), crash_after=st.sampled_from([None, None, 0, 1, 2]))
@@ -240,7 +260,8 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _reconciler(self) -> Reconciler:
         if not hasattr(self, "_rec"):
-            self._rec = Reconciler(self.queue, self.repo, self.clock, GRACE_MS, events=self.events)
+            sweep = LeftoverSweep(self.queue, self.repo, self.clock, GRACE_MS, events=self.events)
+            self._rec = Reconciler(self.queue, self.repo, self.clock, GRACE_MS, events=self.events, leftovers=sweep)
         return self._rec
 
     # -- invariants --------------------------------------------------------------------------
@@ -265,7 +286,12 @@ class QueueMachine(RuleBasedStateMachine):
         if not hasattr(self, "repo"):
             return
         referenced = self.queue.referenced_task_ids()
-        for row in self.repo.get_many(self.tasks):
+        rows = self.repo.get_many(self.tasks)
+        if any(not row.status.terminal and row.task_id not in referenced for row in rows):
+            # A leftover in processing is in Redis too: the leftover sweep recovers it. (Read
+            # only when needed: on fakeredis every script call costs.)
+            referenced |= {_task_id(raw) for raw in self.queue.leftovers(1 << 20).payloads}
+        for row in rows:
             if not row.status.terminal and row.task_id not in referenced:
                 assert row.task_id in self.unpushed, f"task {row.task_id} ({row.status.value}) is in no Redis structure"
             if row.task_id in referenced:
@@ -302,6 +328,8 @@ class QueueMachine(RuleBasedStateMachine):
         assert not stuck, f"not finished within {bound_ms} ms: {stuck}"
         stats = self.queue.stats()
         assert (stats.ready, stats.processing, stats.delayed) == (0, 0, 0), f"queue not empty: {stats}"
+        left = self.queue.leftovers(100_000)
+        assert left == Leftovers(), f"the original workers' leftovers are still there: {left}"
         for row in rows:  # I5: a failed task's payload is in the dead-letter list
             if row.status is TaskStatus.failed:
                 assert any(d.task_id == row.task_id for d in self.queue.dead_letters(100_000)), row
@@ -311,4 +339,11 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _queue_empty(self) -> bool:
         s = self.queue.stats()
-        return s.ready == s.processing == s.delayed == 0
+        return s.ready == s.processing == s.delayed == 0 and self.queue.leftovers(1) == Leftovers()
+
+
+def _task_id(raw: str) -> int | None:
+    try:
+        return parse_payload(raw, max_bytes=1 << 20).task_id
+    except BadPayload:
+        return None

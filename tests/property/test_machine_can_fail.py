@@ -10,6 +10,7 @@ from docllm.adapters.memory_queue import InMemoryTaskQueue
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain.model import TaskStatus
 from docllm.domain.services.reaper import Reaper
+from docllm.domain.services.reconciler import Reconciler
 from tests.property.machine import QueueMachine
 
 SEARCH = settings(max_examples=2000, stateful_step_count=50, derandomize=True, deadline=None,
@@ -43,9 +44,19 @@ class SkippingReaperMachine(QueueMachine):
     reaper_class = SkippingReaper
 
 
+class NoLeftoverSweepMachine(QueueMachine):
+    """The reconciler without the leftover sweep: what the original workers left stays (issue 16)."""
+
+    def _reconciler(self) -> Reconciler:
+        if not hasattr(self, "_rec"):
+            self._rec = Reconciler(self.queue, self.repo, self.clock, 60_000, events=self.events)
+        return self._rec
+
+
 @pytest.mark.parametrize("machine, symptom", [
     (UnfencedMachine, "committed more than once"),
     (SkippingReaperMachine, "not finished within|queue not empty"),
+    (NoLeftoverSweepMachine, "leftovers are still there"),
 ])
 def test_a_broken_mechanism_is_caught(machine, symptom):
     with pytest.raises(AssertionError, match=symptom):

@@ -10,11 +10,11 @@ import sys
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import DeadLetter, Delivery, QueueStats
+from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import parse_payload
 from docllm.domain.ports import Clock
 
@@ -52,6 +52,10 @@ class InMemoryTaskQueue:
         self._dead: deque[DeadLetter] = deque()  # left end: newest
         self._staged: list[str] = []  # taken by a blocking claimer, not yet leased
         self._staged_seen: dict[str, int] = {}  # payload -> when unstage first saw it
+        # What the original note's workers leave: processing entries without a lease (oldest
+        # first) and their processing_ts stamps. A lease's own stamp is implied by the lease.
+        self._unleased: list[str] = []
+        self._stamps: dict[int, str] = {}
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
@@ -81,6 +85,7 @@ class InMemoryTaskQueue:
         token = self._new_token()
         lease = _Lease(raw, holder, now, now + lease_ms, _task_id(raw))
         self._leases[token] = lease
+        self._stamps.pop(lease.task_id, None)  # the claim writes its own stamp over an old one
         return lease.delivery(token)
 
     def stage(self, timeout_s: float) -> str | None:
@@ -200,6 +205,46 @@ class InMemoryTaskQueue:
         with self._changed:
             raws = [*self._delayed, *self._ready, *self._staged, *(lease.raw for lease in self._leases.values())]
         return {tid for tid in map(_task_id, raws) if tid is not None}
+
+    def leftovers(self, limit: int) -> Leftovers:
+        with self._changed:
+            named = {lease.task_id for lease in self._leases.values()}
+            stamps = sorted((tid, value) for tid, value in self._stamps.items() if tid not in named)
+            return Leftovers(tuple(self._unleased[: max(0, limit)]), tuple(stamps[: max(0, limit)]))
+
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]], seen_at_ms: int) -> int:
+        """Like the script: a payload whose task was claimed in ``seen_at_ms``'s second or later
+        stays (the script cannot tell a leased copy from a lease-less one; here it is only cautious)."""
+        moved, since = 0, seen_at_ms // 1000
+        with self._changed:
+            recent = {lease.task_id for lease in self._leases.values() if lease.claimed_at_ms // 1000 >= since}
+            for raw in payloads:
+                if raw in self._unleased and _task_id(raw) not in recent:
+                    self._unleased.remove(raw)
+                    self._to_ready(raw, front=True)
+                    moved += 1
+            for task_id, value in stamps:
+                if self._stamps.get(task_id) == value:
+                    del self._stamps[task_id]
+        return moved
+
+    # -- what the original note's workers do, for the tests and the simulation ---------------
+    def original_take(self, stamp: str | None = None) -> str | None:
+        """``BRPOPLPUSH ready processing`` (no lease), then ``HSET processing_ts`` when ``stamp``."""
+        with self._changed:
+            if not self._ready:
+                return None
+            raw = self._ready.pop()
+            self._unleased.append(raw)
+            task_id = _task_id(raw)
+            if stamp is not None and task_id is not None:
+                self._stamps[task_id] = stamp
+            return raw
+
+    def original_stamp(self, task_id: int, stamp: str) -> None:
+        """``HSET processing_ts task_id stamp`` alone (its payload already gone)."""
+        with self._changed:
+            self._stamps[task_id] = stamp
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         with self._changed:

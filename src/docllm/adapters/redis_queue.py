@@ -13,7 +13,8 @@ import heapq
 import json
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from typing import Any
 
@@ -23,7 +24,7 @@ from redis.commands.core import Script
 from docllm.adapters.redis_clock import RedisServerClock, redis_errors
 from docllm.adapters.redis_keys import RedisKeys
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import DeadLetter, Delivery, QueueStats
+from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import parse_payload
 from docllm.domain.ports import Clock
 
@@ -40,6 +41,8 @@ SCRIPT_NAMES = (
     "promote",
     "remove_dead",
     "stats",
+    "leftovers",
+    "release_leftovers",
 )
 
 # A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
@@ -220,6 +223,31 @@ class RedisTaskQueue:
         yield from map(_text, client.lrange(keys.staging, 0, -1))
         for _, data in client.hscan_iter(keys.leases, count=size):
             yield json.loads(_text(data))["raw"]
+
+    def leftovers(self, limit: int) -> Leftovers:
+        """O(1) when nothing can be left over, else one consistent read of what is in flight (see
+        leftovers.lua), so what it reports was lease-less at that instant. A stamp left over while
+        leases without a stamp of their own are in flight is found once they end."""
+        found = self._run("leftovers")
+        if not found:
+            return Leftovers()
+        entries, flat_stamps, leases = found
+        held = [json.loads(_text(data)) for data in leases]
+        extra = Counter(map(_text, reversed(entries)))  # from the tail: oldest first
+        extra.subtract(Counter(lease["raw"] for lease in held))
+        named = {int(lease["task_id"]) for lease in held if isinstance(lease.get("task_id"), (int, float))}
+        payloads = [raw for raw, count in extra.items() for _ in range(count)]  # count <= 0: none
+        stamps = []
+        for key, value in zip(flat_stamps[::2], flat_stamps[1::2]):
+            task_id = _text(key)
+            if task_id.isdigit() and int(task_id) not in named:  # every writer's key is a task id
+                stamps.append((int(task_id), _text(value)))
+        limit = max(0, limit)
+        return Leftovers(tuple(payloads[:limit]), tuple(sorted(stamps)[:limit]))
+
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]], seen_at_ms: int) -> int:
+        pairs = [part for task_id, value in stamps for part in (task_id, _wire(value))]
+        return int(self._run("release_leftovers", seen_at_ms // 1000, len(payloads), *map(_wire, payloads), *pairs))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Newest first."""

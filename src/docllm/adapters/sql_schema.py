@@ -21,7 +21,11 @@ TaskId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class JsonText(TypeDecorator):
-    """A JSON document kept as text: portable, and readable by producers that predate JSON columns."""
+    """A JSON document kept as text: portable, and readable by producers that predate JSON columns.
+
+    The original deployment wrote its own results here, not always JSON: such a value is read as
+    the text it is, so that every command can show an old row (DESIGN section 13).
+    """
 
     impl = LongText
     cache_ok = True
@@ -30,7 +34,12 @@ class JsonText(TypeDecorator):
         return None if value is None else json.dumps(value, ensure_ascii=False)
 
     def process_result_value(self, value, dialect):
-        return None if value is None else json.loads(value)
+        if value is None:
+            return None
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
 
 
 def timestamp(name: str, *, defaulted: bool = False) -> Column:

@@ -20,6 +20,7 @@ RECLAIMED = "reclaimed"
 REQUEUED = "requeued"
 STALE_LEASE_DROPPED = "stale_lease_dropped"
 RECONCILED = "reconciled"
+LEFTOVER_RELEASED = "leftover_released"
 SUBMITTED = "submitted"
 REOPENED = "reopened"
 

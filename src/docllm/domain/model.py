@@ -56,7 +56,7 @@ class Task:
     max_attempts: int | None = None
     lease_token: str | None = None
     document: str | None = None
-    result: dict[str, Any] | None = None
+    result: dict[str, Any] | Any = None  # a report; rows of the original deployment: any JSON or text
     error: str | None = None
     processing_started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -111,6 +111,19 @@ class QueueStats:
     delayed: int = 0
     dead: int = 0
     oldest_claimed_at_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What the original note's workers leave in Redis (DESIGN section 13): they claim with
+    ``BRPOPLPUSH ready processing`` and ``HSET processing_ts``, without a lease.
+
+    ``payloads``: entries of the processing list that no lease holds, one per extra copy.
+    ``stamps``: ``(task_id, value)`` of processing_ts entries whose task no lease names.
+    """
+
+    payloads: tuple[str, ...] = ()
+    stamps: tuple[tuple[int, str], ...] = ()
 
 
 class StartResult(enum.Enum):

@@ -6,10 +6,10 @@ in milliseconds; no port takes or returns a worker's wall clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from docllm.domain.model import DeadLetter, Delivery, QueueStats, StartOutcome, Task
+from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task
 
 
 class Clock(Protocol):
@@ -82,6 +82,18 @@ class TaskQueue(Protocol):
 
     def referenced_task_ids(self) -> set[int]:
         """Task ids named by any payload in ready, delayed or processing (for the reconciler)."""
+
+    def leftovers(self, limit: int) -> Leftovers:
+        """Processing entries no lease holds and processing_ts entries no lease names (what the
+        original note's workers leave), at most ``limit`` of each. Cheap when there are none;
+        otherwise it reads everything in flight, so call it at the reconciler's rate."""
+
+    def release_leftovers(self, payloads: Sequence[str], stamps: Sequence[tuple[int, str]], seen_at_ms: int) -> int:
+        """Move one lease-less copy of each payload from processing to the claim end of ready, and
+        delete each processing_ts entry that still holds the value given. ``seen_at_ms``: the
+        authority time read before the ``leftovers`` call that found them; a leased copy is never
+        taken, even when another sweeper released the payload and a worker claimed it since.
+        Returns how many payloads moved."""
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
@@ -52,9 +53,9 @@ def dead_json(letter: DeadLetter) -> dict[str, Any]:
 
 
 def findings_count(task: Task) -> int | None:
-    if not isinstance(task.result, dict):
-        return None
-    return len(task.result.get("findings") or [])
+    """None when the result is not a report (rows of the original deployment hold any text)."""
+    findings = task.result.get("findings") if isinstance(task.result, dict) else None
+    return len(findings) if isinstance(findings, list) else None
 
 
 def tasks_table(tasks: list[Task], title: str = "tasks") -> Table:
@@ -64,9 +65,10 @@ def tasks_table(tasks: list[Task], title: str = "tasks") -> Table:
     colours = {"success": "green", "failed": "red", "processing": "yellow", "pending": "cyan"}
     for t in tasks:
         found = findings_count(t)
-        table.add_row(str(t.task_id), t.task_name or "", f"[{colours[t.status.value]}]{t.status.value}[/]",
+        # Names and errors are data, not markup: "[v2] 文档" must print as it is.
+        table.add_row(str(t.task_id), escape(t.task_name or ""), f"[{colours[t.status.value]}]{t.status.value}[/]",
                       str(t.attempt), str(t.retry_count), "" if found is None else str(found),
-                      (t.error or "")[:80])
+                      escape((t.error or "")[:80]))
     return table
 
 
@@ -88,5 +90,5 @@ def dead_table(letters: list[DeadLetter]) -> Table:
     for col in ("task_id", "reason", "payload"):
         table.add_column(col, overflow="fold")
     for d in letters:
-        table.add_row("" if d.task_id is None else str(d.task_id), d.reason, printable(d.raw)[:120])
+        table.add_row("" if d.task_id is None else str(d.task_id), escape(d.reason), escape(printable(d.raw)[:120]))
     return table

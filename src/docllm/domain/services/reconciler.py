@@ -6,6 +6,9 @@ seen unchanged twice at least ``grace`` apart (authority clock), is pushed back 
 processing row is first returned to pending, fenced on its attempt. A false alarm (a payload
 that moved between structures while they were read) costs only a duplicate delivery, which the
 fencing recognises.
+
+Each cycle first runs the leftover sweep when it is given one (``leftovers.py``): payloads it puts
+back in ready are then referenced, so this cycle does not push a second copy of them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from docllm.domain.events import NullEvents
 from docllm.domain.model import Task, TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.ports import Clock, EventSink, TaskQueue, TaskRepository
+from docllm.domain.services.leftovers import LeftoverSweep
 
 RECOVERED = "recovered by the reconciler: no Redis structure referred to the task"
 
@@ -30,14 +34,17 @@ class Reconciler:
         grace_ms: int,
         batch: int = 1000,
         events: EventSink | None = None,
+        leftovers: LeftoverSweep | None = None,
     ):
-        self.queue, self.repo, self.clock = queue, repo, clock
+        self.queue, self.repo, self.clock, self.leftovers = queue, repo, clock, leftovers
         self.grace_ms, self.batch = grace_ms, batch
         self.events = events or NullEvents()
         self._cursor: tuple[Any, int] | None = None
         self._suspects: dict[int, tuple[int, tuple[Any, ...]]] = {}
 
     def reconcile_once(self) -> int:
+        if self.leftovers is not None:
+            self.leftovers.sweep_once()
         rows = self.repo.non_terminal_after(self._cursor, self.batch)
         # Walk the table a batch per cycle and wrap around at its end.
         self._cursor = (rows[-1].updated_at, rows[-1].task_id) if len(rows) == self.batch else None

@@ -6,16 +6,14 @@ For unit and property tests and the simulation; it passes the same contract test
 
 from __future__ import annotations
 
-import sys
 import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from docllm.domain.errors import BadPayload
 from docllm.domain.model import DeadLetter, Delivery, QueueStats
-from docllm.domain.payload import parse_payload
+from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
 
 
@@ -73,7 +71,7 @@ class InMemoryTaskQueue:
             if not self._ready:
                 return None
             raw = self._ready.pop()
-            lease = _Lease(raw, holder, now, now + lease_ms, _task_id(raw))
+            lease = _Lease(raw, holder, now, now + lease_ms, task_id_of(raw))
             self._leases[token] = lease
             return lease.delivery(token)
 
@@ -149,7 +147,7 @@ class InMemoryTaskQueue:
     def referenced_task_ids(self) -> set[int]:
         with self._changed:
             raws = [*self._delayed, *self._ready, *(lease.raw for lease in self._leases.values())]
-        return {tid for tid in map(_task_id, raws) if tid is not None}
+        return {tid for tid in map(task_id_of, raws) if tid is not None}
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         with self._changed:
@@ -166,9 +164,3 @@ class InMemoryTaskQueue:
             oldest = min((lease.claimed_at_ms for lease in self._leases.values()), default=None)
             return QueueStats(len(self._ready), len(self._leases), len(self._delayed), len(self._dead), oldest)
 
-
-def _task_id(raw: str) -> int | None:
-    try:
-        return parse_payload(raw, max_bytes=sys.maxsize).task_id
-    except BadPayload:
-        return None

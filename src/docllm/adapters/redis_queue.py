@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import heapq
 import json
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -22,9 +21,8 @@ from redis.commands.core import Script
 
 from docllm.adapters.redis_clock import RedisServerClock, redis_errors
 from docllm.adapters.redis_keys import RedisKeys
-from docllm.domain.errors import BadPayload
 from docllm.domain.model import DeadLetter, Delivery, QueueStats
-from docllm.domain.payload import parse_payload
+from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
 
 SCRIPT_NAMES = (
@@ -170,7 +168,7 @@ class RedisTaskQueue:
 
     def referenced_task_ids(self) -> set[int]:
         with redis_errors("referenced_task_ids"):
-            return {tid for tid in map(_task_id, self._referenced_payloads()) if tid is not None}
+            return {tid for tid in map(task_id_of, self._referenced_payloads()) if tid is not None}
 
     def _referenced_payloads(self) -> Iterator[str]:
         """Delayed, then ready, then leases, each in pages: the order payloads move in, so one
@@ -216,12 +214,6 @@ def _text(value: bytes | str) -> str:
 def _wire(raw: str | bytes) -> bytes:
     return raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
 
-
-def _task_id(raw: str) -> int | None:
-    try:
-        return parse_payload(raw, max_bytes=sys.maxsize).task_id
-    except BadPayload:
-        return None
 
 
 def _delivery(token: bytes | str, deadline: bytes | float, lease: dict[str, Any]) -> Delivery:

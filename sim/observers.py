@@ -95,8 +95,9 @@ class QueueObserver:
             self._s.ready_dirty = True
         return ok
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
-        ok = self._q.dead_letter(token, raw, reason, task_id)
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
+                    unless_lettered: bool = False) -> bool:
+        ok = self._q.dead_letter(token, raw, reason, task_id, unless_lettered)
         self._log("call", f"queue.dead_letter {token} ({reason[:60]}) -> {ok}", task_id)
         if ok:
             self._l.dead_lettered(raw, task_id)

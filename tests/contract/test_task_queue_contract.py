@@ -266,6 +266,15 @@ def test_dead_letter_without_a_token_just_records(subject: QueueUnderTest) -> No
     ]
 
 
+def test_a_dead_letter_unless_lettered_is_not_added_twice_for_a_task(subject: QueueUnderTest) -> None:
+    assert subject.queue.dead_letter(None, "junk", "malformed")  # names no task: never a match
+    assert subject.queue.dead_letter(None, payload(9), "reaper: lease expired", task_id=9)
+    assert not subject.queue.dead_letter(None, payload(9), "worker's reason", task_id=9, unless_lettered=True)
+    assert subject.queue.dead_letter(None, payload(8), "worker's reason", task_id=8, unless_lettered=True)
+    assert [(d.task_id, d.reason) for d in subject.queue.dead_letters()] == [
+        (8, "worker's reason"), (9, "reaper: lease expired"), (None, "malformed")]
+
+
 def test_dead_letters_newest_first_limited_and_removable(subject: QueueUnderTest) -> None:
     for task_id in (1, 2, 1, 3):
         subject.queue.dead_letter(None, payload(task_id), f"reason {task_id}", task_id=task_id)

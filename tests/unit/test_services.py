@@ -346,3 +346,40 @@ def test_one_lease_that_cannot_be_settled_does_not_block_the_others(w):
     assert w.reaper().reap_once() == 2
     assert w.status(second.task_id) is TaskStatus.pending  # reclaimed despite the first
     assert "could not be settled" in w.queue.dead_letters()[0].reason
+
+
+# -- issue 13, item 6: a fail written by another actor is not the worker's own ----------------------
+
+
+def _last_attempt_outlived_by_its_lease(w):
+    task = w.repo.create("doc.md", "# T\n\ntext\n", max_attempts=1)
+    w.queue.push(make_payload(task.task_id, "doc.md"))
+    proc = w.worker(reviewer=Reviewer(PermanentError("the document is unreadable")))
+    attempt = proc.begin(proc.claim())
+    outcome = proc.review(attempt)
+    w.expire()  # the worker stalls past its lease before it writes its outcome
+    return task, proc, attempt, outcome
+
+
+def test_a_fail_the_reaper_wrote_is_not_credited_to_the_worker(w):
+    task, proc, attempt, outcome = _last_attempt_outlived_by_its_lease(w)
+    w.reaper().reap_once()  # the last attempt's lease expired: the reaper fails the row, dead-letters
+    assert not proc.finish(attempt, outcome)  # the row was failed by the reaper, not by this attempt
+    [letter] = w.queue.dead_letters()  # one dead letter, with the reason the row gives
+    assert "lease expired" in letter.reason and w.repo.get(task.task_id).error == letter.reason
+    assert not any(name == ev.FAILED for name, _ in w.events.events)
+
+
+def test_a_fail_the_worker_wrote_is_dead_lettered_once_when_the_reaper_settled_its_lease_first(w):
+    task, proc, attempt, outcome = _last_attempt_outlived_by_its_lease(w)
+    queue_step = w.queue.dead_letter
+
+    def reaper_first(*args, **kwargs):  # the reaper settles the lease between the row write and this
+        del w.queue.dead_letter
+        w.reaper().reap_once()
+        return queue_step(*args, **kwargs)
+
+    w.queue.dead_letter = reaper_first
+    assert proc.finish(attempt, outcome)  # the fail is the worker's; the reaper letters it from the row
+    [letter] = w.queue.dead_letters()
+    assert letter.reason == "the document is unreadable" == w.repo.get(task.task_id).error

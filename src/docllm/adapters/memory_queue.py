@@ -109,7 +109,8 @@ class InMemoryTaskQueue:
             self._to_ready(lease.raw, front)
             return True
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
+                    unless_lettered: bool = False) -> bool:
         now = self._clock.now_ms()
         with self._changed:
             if token is not None:
@@ -118,6 +119,8 @@ class InMemoryTaskQueue:
                     return False
                 raw = lease.raw  # the queue's own copy
                 task_id = lease.task_id if task_id is None else task_id
+            elif unless_lettered and task_id is not None and any(d.task_id == task_id for d in self._dead):
+                return False
             self._dead.appendleft(DeadLetter(raw=raw, reason=reason, at_ms=now, task_id=task_id))
             return True
 

@@ -128,9 +128,11 @@ class RedisTaskQueue:
     def requeue(self, token: str, front: bool = False) -> bool:
         return bool(self._run("requeue", token, "1" if front else "0"))
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
+                    unless_lettered: bool = False) -> bool:
         tid = "" if task_id is None else task_id
-        return bool(self._run("dead_letter", token or "", _wire(raw), reason, self._clock.now_ms(), tid))
+        once = "1" if unless_lettered and not token else ""
+        return bool(self._run("dead_letter", token or "", _wire(raw), reason, self._clock.now_ms(), tid, once))
 
     def expired(self, limit: int) -> list[Delivery]:
         """Only the expired members of the lease index are read. An index entry without lease data

@@ -19,7 +19,8 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from docllm.adapters.redis_clock import RedisServerClock, redis_errors
+from docllm.adapters.redis_clock import RedisServerClock
+from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_keys import RedisKeys
 from docllm.domain.model import DeadLetter, Delivery, QueueStats
 from docllm.domain.payload import task_id_of

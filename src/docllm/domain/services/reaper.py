@@ -8,7 +8,7 @@ may run at once: the fenced row write and the token-checked queue move each happ
 from __future__ import annotations
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload, Unavailable
+from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Delivery, TaskStatus
 from docllm.domain.payload import parse_payload
@@ -40,7 +40,7 @@ class Reaper:
         for delivery in expired:
             try:
                 self.settle(delivery)
-            except Unavailable:
+            except TransientError:  # Unavailable: the infrastructure, not the task (I9); back off
                 raise
             except Exception as exc:  # one lease that cannot be settled must not block the rest
                 self._dead_letter(delivery, f"could not be settled: {type(exc).__name__}: {exc}", None)

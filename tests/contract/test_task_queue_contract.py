@@ -279,10 +279,15 @@ def test_dead_letters_newest_first_limited_and_removable(subject: QueueUnderTest
     for task_id in (1, 2, 1, 3):
         subject.queue.dead_letter(None, payload(task_id), f"reason {task_id}", task_id=task_id)
     assert [d.task_id for d in subject.queue.dead_letters(limit=2)] == [3, 1]
-    assert [d.task_id for d in subject.queue.remove_dead_letters(1)] == [1, 1]
+    assert [d.task_id for d in subject.queue.remove_dead_letters([1])] == [1, 1]
     assert [d.task_id for d in subject.queue.dead_letters()] == [3, 2]
-    assert subject.queue.remove_dead_letters(42) == []
-    assert [d.task_id for d in subject.queue.remove_dead_letters(None)] == [3, 2]
+    assert subject.queue.remove_dead_letters([42]) == [] and subject.queue.remove_dead_letters([]) == []
+    for task_id in (4, 5, 6):
+        subject.queue.dead_letter(None, payload(task_id), f"reason {task_id}", task_id=task_id)
+    subject.queue.dead_letter(None, "junk", "malformed")
+    assert [d.task_id for d in subject.queue.remove_dead_letters([6, 2, 4])] == [6, 4, 2]  # one call
+    assert [d.task_id for d in subject.queue.dead_letters()] == [None, 5, 3]  # order kept
+    assert [d.task_id for d in subject.queue.remove_dead_letters(None)] == [None, 5, 3]
     assert subject.queue.dead_letters() == [] and subject.queue.stats().dead == 0
 
 

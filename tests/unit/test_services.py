@@ -383,3 +383,33 @@ def test_a_fail_the_worker_wrote_is_dead_lettered_once_when_the_reaper_settled_i
     assert proc.finish(attempt, outcome)  # the fail is the worker's; the reaper letters it from the row
     [letter] = w.queue.dead_letters()
     assert letter.reason == "the document is unreadable" == w.repo.get(task.task_id).error
+
+
+# -- issue 13, item 8: costs that grow with the right thing ------------------------------------------
+
+
+class CountingQueue:
+    """The queue, counting the calls that read the whole dead-letter list."""
+
+    def __init__(self, inner):
+        self.inner, self.removals = inner, 0
+
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+
+    def remove_dead_letters(self, task_ids):
+        self.removals += 1
+        return self.inner.remove_dead_letters(task_ids)
+
+
+def test_retry_all_reads_the_dead_letter_list_once_not_once_per_task(w):
+    tasks = [w.repo.create("doc.md", "x", max_attempts=1) for _ in range(30)]
+    for task in tasks:
+        w.queue.push(make_payload(task.task_id, "doc.md"))
+        w.run_one(w.worker(reviewer=Reviewer(PermanentError("bad"))))
+    w.queue.dead_letter(None, "junk", "malformed payload")  # stays: it names no task
+    counting = CountingQueue(w.queue)
+    assert retry_dead(w.repo, counting, None) == [t.task_id for t in tasks]
+    assert counting.removals == 1  # was 30: one scan of the whole list per task (quadratic)
+    assert [d.raw for d in w.queue.dead_letters()] == ["junk"] and w.queue.stats().ready == 30
+    assert {w.status(t.task_id) for t in tasks} == {TaskStatus.pending}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from docllm.domain.model import DeadLetter, Delivery, QueueStats
@@ -156,10 +156,11 @@ class InMemoryTaskQueue:
         with self._changed:
             return list(self._dead)[: max(0, limit)]
 
-    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
+    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
+        wanted = None if task_ids is None else set(task_ids)
         with self._changed:
-            removed = [d for d in self._dead if task_id is None or d.task_id == task_id]
-            self._dead = deque(d for d in self._dead if not (task_id is None or d.task_id == task_id))
+            removed = [d for d in self._dead if wanted is None or d.task_id in wanted]
+            self._dead = deque(d for d in self._dead if not (wanted is None or d.task_id in wanted))
             return removed
 
     def stats(self) -> QueueStats:

@@ -12,7 +12,7 @@ import functools
 import heapq
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from importlib import resources
 from typing import Any
 
@@ -191,8 +191,12 @@ class RedisTaskQueue:
             entries = self._client.lrange(self._keys.dead, 0, limit - 1)
         return [_dead_letter(entry) for entry in entries]
 
-    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
-        return [_dead_letter(entry) for entry in self._run("remove_dead", "" if task_id is None else task_id)]
+    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
+        """One script: one pass over the list for any number of tasks (O(dead letters + ids))."""
+        if task_ids is not None and not task_ids:
+            return []
+        ids = ["*"] if task_ids is None else [str(int(t)) for t in task_ids]
+        return [_dead_letter(entry) for entry in self._run("remove_dead", *ids)]
 
     def stats(self) -> QueueStats:
         """``oldest_claimed_at_ms`` has whole-second precision here (see stats.lua)."""

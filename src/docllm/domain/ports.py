@@ -6,7 +6,7 @@ in milliseconds; no port takes or returns a worker's wall clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, Protocol
 
 from docllm.domain.model import DeadLetter, Delivery, QueueStats, StartOutcome, Task
@@ -67,8 +67,9 @@ class TaskQueue(Protocol):
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
 
-    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
-        """Remove and return the dead letters of one task (or all, with None)."""
+    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
+        """Remove and return the dead letters of these tasks (or all, with None), newest first:
+        one pass over the list, however many tasks."""
 
     def stats(self) -> QueueStats: ...
 

@@ -9,9 +9,9 @@ import sys
 from docllm.domain.errors import BadPayload
 from docllm.domain.model import TaskRef
 
-MAX_TASK_ID = 2**63 - 1  # the BIGINT task_id column
+MAX_TASK_ID = 2**53 - 1  # the queue's Lua scripts read task ids as doubles (lib.lua, task_id_of)
 # "7" is what some producers send: ASCII digits only (str.isdigit also says yes to "²" and "٣").
-_DECIMAL = re.compile(r"\s*([0-9]{1,19})\s*", re.ASCII)
+_DECIMAL = re.compile(r"\s*0*([0-9]{1,16})\s*", re.ASCII)
 
 
 def parse_payload(raw: str | bytes, max_bytes: int) -> TaskRef:

@@ -103,8 +103,8 @@ class QueueObserver:
             self._l.dead_lettered(raw, task_id)
         return ok
 
-    def expired(self, limit: int) -> list[Delivery]:
-        found = self._q.expired(limit)
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
+        found = self._q.expired(limit, start)
         if found:
             self._log("call", f"queue.expired -> {[d.token for d in found]}")
         return found

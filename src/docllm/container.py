@@ -148,4 +148,8 @@ class Container(containers.DeclarativeContainer):
         Reconciler, queue, repository, clock, grace_ms=providers.Callable(
             lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds),
         events=events,
+        # One reconciler for the fleet: the lease outlives a few of its cycles, so the process
+        # that holds it keeps it (and its lap of the structures) while it lives.
+        lead_ms=providers.Callable(lambda seconds: int(seconds * 3000), settings.provided.reconcile_interval_seconds),
+        holder=settings.provided.worker_id,
     )

@@ -305,6 +305,41 @@ def test_referenced_task_ids_covers_ready_delayed_and_leased(subject: QueueUnder
     subject.queue.dead_letter(dead.token, dead.raw, "poison")
     assert leased.raw == payload(1)
     assert subject.queue.referenced_task_ids() == {1, 2, 5, 6, 7, 8}
+    named, cursor, pages = set(), None, 0
+    while True:  # a lap in bounded pages names the same
+        found, cursor = subject.queue.referenced_page(cursor, 2)
+        named, pages = named | found, pages + 1
+        if cursor is None:
+            break
+    assert named == {1, 2, 5, 6, 7, 8} and pages < 20
+
+
+def test_the_fleets_lease_on_a_role_has_one_holder_at_a_time(subject: QueueUnderTest) -> None:
+    assert subject.queue.lead("reconciler", "a", 1_000)
+    assert not subject.queue.lead("reconciler", "b", 1_000)
+    assert subject.queue.lead("other role", "b", 1_000)
+    subject.clock.advance(900)
+    assert subject.queue.lead("reconciler", "a", 1_000)  # renewed: until 1 900
+    subject.clock.advance(900)
+    assert not subject.queue.lead("reconciler", "b", 1_000)
+    subject.clock.advance(101)
+    assert subject.queue.lead("reconciler", "b", 1_000)  # a stopped renewing: b takes over
+    assert not subject.queue.lead("reconciler", "a", 1_000)
+
+
+def test_expired_from_a_start_point_in_the_backlog(subject: QueueUnderTest) -> None:
+    for task_id in range(1, 11):
+        subject.queue.push(payload(task_id))
+    leases = []
+    for _ in range(10):
+        leases.append(claim(subject, lease_ms=1_000))
+        subject.clock.advance(1)  # deadlines in claim order
+    subject.clock.advance(1_000)
+    tokens = [d.token for d in leases]
+    assert [d.token for d in subject.queue.expired(3)] == tokens[:3]  # the oldest
+    assert [d.token for d in subject.queue.expired(3, start=0.5)] == tokens[3:6]  # 0.5 of the other 7
+    assert [d.token for d in subject.queue.expired(3, start=0.99)] == tokens[6:9]
+    assert [d.token for d in subject.queue.expired(20, start=0.7)] == tokens  # no more than a batch: all
 
 
 def test_stats(subject: QueueUnderTest) -> None:

@@ -413,3 +413,79 @@ def test_retry_all_reads_the_dead_letter_list_once_not_once_per_task(w):
     assert counting.removals == 1  # was 30: one scan of the whole list per task (quadratic)
     assert [d.raw for d in w.queue.dead_letters()] == ["junk"] and w.queue.stats().ready == 30
     assert {w.status(t.task_id) for t in tasks} == {TaskStatus.pending}
+
+
+class PagedQueue:
+    """The queue, recording what the reconciler and the reaper read of it."""
+
+    def __init__(self, inner, expired_returns_nothing=False):
+        self.inner, self.pages, self.full_reads, self.batches = inner, [], 0, []
+        self.expired_returns_nothing = expired_returns_nothing
+
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+
+    def referenced_task_ids(self):
+        self.full_reads += 1
+        return self.inner.referenced_task_ids()
+
+    def referenced_page(self, cursor, limit):
+        self.pages.append(limit)
+        return self.inner.referenced_page(cursor, limit)
+
+    def expired(self, limit, start=0.0):
+        batch = self.inner.expired(limit, start)
+        self.batches.append([d.token for d in batch])
+        return [] if self.expired_returns_nothing else batch
+
+
+def test_a_reconciler_cycle_reads_one_page_of_the_structures_not_all_of_them(w):
+    for _ in range(5):
+        w.submit()
+    paged = PagedQueue(w.queue)
+    rec = Reconciler(paged, w.repo, w.clock, grace_ms=1, scan_page=500)
+    for _ in range(3):
+        w.clock.advance(10)
+        assert rec.reconcile_once() == 0
+    assert paged.full_reads == 0 and paged.pages == [500, 500, 500]  # was: every structure, every cycle
+
+
+def test_one_reconciler_works_per_cycle_across_the_fleet(w):
+    w.submit()
+    paged = PagedQueue(w.queue)
+    fleet = [Reconciler(paged, w.repo, w.clock, grace_ms=1, lead_ms=3_000, holder=f"w{i}") for i in range(4)]
+    for _ in range(3):
+        for rec in fleet:
+            rec.reconcile_once()
+        w.clock.advance(1_000)
+    assert len(paged.pages) == 3 and paged.full_reads == 0  # one page per cycle, by the holder
+    w.clock.advance(3_000)  # the holder stopped: another takes over after the lease
+    for rec in fleet[1:]:
+        rec.reconcile_once()
+    assert len(paged.pages) == 4
+
+
+def test_the_reconciler_forgets_rows_that_ended(w):
+    tasks = [w.submit() for _ in range(5)]
+    w.queue = InMemoryTaskQueue(w.clock)  # Redis lost them: every row is a suspect
+    rec = Reconciler(w.queue, w.repo, w.clock, grace_ms=60_000)
+    rec.reconcile_once()
+    assert len(rec._suspects) == 5
+    for task in tasks:  # they end another way (an operator deleted them, a late worker finished)
+        w.repo.delete(task.task_id)
+    rec.reconcile_once()
+    assert rec._suspects == {}  # was: kept for ever, one entry per row that ever looked lost
+
+
+def test_reapers_take_different_batches_of_a_large_backlog(w):
+    for _ in range(300):
+        w.submit()
+    proc = w.worker("crashed")
+    for _ in range(300):
+        proc.begin(proc.claim())
+    w.expire()
+    paged = PagedQueue(w.queue, expired_returns_nothing=True)  # both read the same backlog
+    for seed in (1, 2):
+        Reaper(paged, w.repo, w.retry, batch=100, rng=random.Random(seed)).reap_once()
+    first, second = map(set, paged.batches)
+    assert len(first) == len(second) == 100 and len(first & second) < 50  # was: the same oldest 100

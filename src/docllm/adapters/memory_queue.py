@@ -11,6 +11,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from docllm.domain.model import DeadLetter, Delivery, QueueStats
 from docllm.domain.payload import task_id_of
@@ -41,6 +42,7 @@ class InMemoryTaskQueue:
         promote_batch: int = 100,
     ):
         self._clock = clock
+        self._leads: dict[str, tuple[str, int]] = {}
         self._new_token = token_factory or (lambda: uuid.uuid4().hex)
         self._promote_batch = promote_batch
         self._changed = threading.Condition()
@@ -124,11 +126,12 @@ class InMemoryTaskQueue:
             self._dead.appendleft(DeadLetter(raw=raw, reason=reason, at_ms=now, task_id=task_id))
             return True
 
-    def expired(self, limit: int) -> list[Delivery]:
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         now = self._clock.now_ms()
         with self._changed:
             late = sorted((lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now)
-            return [self._leases[token].delivery(token) for _, token in late[: max(0, limit)]]
+            first = int(start * max(0, len(late) - limit))
+            return [self._leases[token].delivery(token) for _, token in late[first : first + max(0, limit)]]
 
     def in_flight(self, limit: int) -> list[Delivery]:
         with self._changed:
@@ -151,6 +154,18 @@ class InMemoryTaskQueue:
         with self._changed:
             raws = [*self._delayed, *self._ready, *(lease.raw for lease in self._leases.values())]
         return {tid for tid in map(task_id_of, raws) if tid is not None}
+
+    def referenced_page(self, cursor: Any, limit: int) -> tuple[set[int], Any]:
+        return self.referenced_task_ids(), None  # in memory a lap is one page
+
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        now = self._clock.now_ms()
+        with self._changed:
+            current, until = self._leads.get(role, (None, 0))
+            if current not in (None, holder) and until > now:
+                return False
+            self._leads[role] = (holder, now + ttl_ms)
+            return True
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         with self._changed:

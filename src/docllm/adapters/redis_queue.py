@@ -12,7 +12,7 @@ import functools
 import heapq
 import json
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from importlib import resources
 from typing import Any
 
@@ -37,6 +37,7 @@ SCRIPT_NAMES = (
     "promote",
     "remove_dead",
     "stats",
+    "lead",
 )
 
 # A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
@@ -135,12 +136,12 @@ class RedisTaskQueue:
         once = "1" if unless_lettered and not token else ""
         return bool(self._run("dead_letter", token or "", _wire(raw), reason, self._clock.now_ms(), tid, once))
 
-    def expired(self, limit: int) -> list[Delivery]:
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         """Only the expired members of the lease index are read. An index entry without lease data
         (no script writes one) is removed by the script and not returned: nothing to recover."""
         if limit <= 0:
             return []
-        flat = self._run("expired", self._clock.now_ms(), limit)
+        flat = self._run("expired", self._clock.now_ms(), limit, repr(min(max(start, 0.0), 0.999999)))
         return [_delivery(flat[i], flat[i + 1], json.loads(_text(flat[i + 2]))) for i in range(0, len(flat), 3)]
 
     def in_flight(self, limit: int) -> list[Delivery]:
@@ -170,18 +171,38 @@ class RedisTaskQueue:
         return moved
 
     def referenced_task_ids(self) -> set[int]:
-        with redis_errors("referenced_task_ids"):
-            return {tid for tid in map(task_id_of, self._referenced_payloads()) if tid is not None}
+        named, cursor = self.referenced_page(None, self._page_size)
+        while cursor is not None:
+            more, cursor = self.referenced_page(cursor, self._page_size)
+            named |= more
+        return named
 
-    def _referenced_payloads(self) -> Iterator[str]:
-        """Delayed, then ready, then leases, each in pages: the order payloads move in, so one
-        moving during the scan is seen at least once. (A move against that flow, a requeue or a
-        retry during the scan, can be missed; the reconciler's grace period covers it.)"""
-        keys, client, size = self._keys, self._client, self._page_size
-        yield from map(_text, _pages(lambda start, end: client.zrange(keys.delayed, start, end), size))
-        yield from map(_text, _pages(lambda start, end: client.lrange(keys.ready, start, end), size))
-        for _, data in client.hscan_iter(keys.leases, count=size):
-            yield json.loads(_text(data))["raw"]
+    def referenced_page(self, cursor: Any, limit: int) -> tuple[set[int], Any]:
+        """Delayed (ZSCAN), then ready (LRANGE by index from the newest end: a claim takes from
+        the other end and an LPUSH only makes a page read again), then leases (HSCAN): the order
+        payloads move in, so one moving during the lap is seen at least once. (A move against
+        that flow, a requeue or a retry during the lap, can be missed; the reconciler's grace
+        and fencing cover it.) About ``limit`` payloads per call, whatever the queue holds."""
+        stage, at = cursor or ("delayed", 0)
+        keys, client = self._keys, self._client
+        with redis_errors("referenced_page"):
+            if stage == "delayed":
+                at, found = client.zscan(keys.delayed, at, count=limit)
+                raws = [member for member, _ in found]
+                after = ("delayed", at) if at else ("ready", 0)
+            elif stage == "ready":
+                raws = client.lrange(keys.ready, at, at + limit - 1)
+                after = ("ready", at + limit) if len(raws) == limit else ("leases", 0)
+            else:
+                at, found = client.hscan(keys.leases, at, count=limit)
+                raws = [json.loads(_text(data))["raw"] for data in found.values()]
+                after = ("leases", at) if at else None
+        return {tid for tid in map(task_id_of, map(_text, raws)) if tid is not None}, after
+
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        with redis_errors("lead"):
+            args = [holder.replace(" ", "_"), self._clock.now_ms(), ttl_ms]
+            return bool(self._scripts["lead"](keys=[self._keys.lead(role)], args=args))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Newest first."""
@@ -202,16 +223,6 @@ class RedisTaskQueue:
         """``oldest_claimed_at_ms`` has whole-second precision here (see stats.lua)."""
         ready, processing, delayed, dead, oldest = self._run("stats")
         return QueueStats(ready, processing, delayed, dead, None if oldest is None else int(oldest))
-
-
-def _pages(fetch: Callable[[int, int], list[Any]], size: int) -> Iterator[Any]:
-    start = 0
-    while True:
-        page = fetch(start, start + size - 1)
-        yield from page
-        if len(page) < size:
-            return
-        start += size
 
 
 def _text(value: bytes | str) -> str:

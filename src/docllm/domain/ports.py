@@ -53,8 +53,9 @@ class TaskQueue(Protocol):
         ``unless_lettered`` (without a token, with a task id): not when the list already holds a
         dead letter of that task. O(dead letters): for the rare fallback of a lost lease only."""
 
-    def expired(self, limit: int) -> list[Delivery]:
-        """Leases whose deadline has passed, oldest first, at most ``limit``."""
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
+        """Leases whose deadline has passed, in deadline order, at most ``limit``: the oldest, or
+        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest."""
 
     def in_flight(self, limit: int) -> list[Delivery]:
         """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""
@@ -63,7 +64,18 @@ class TaskQueue(Protocol):
         """Move delayed payloads that are due into ready; returns how many."""
 
     def referenced_task_ids(self) -> set[int]:
-        """Task ids named by any payload in ready, delayed or processing (for the reconciler)."""
+        """Task ids named by any payload in ready, delayed or processing: O(queue), for tests and
+        operators (the reconciler reads them a page at a time)."""
+
+    def referenced_page(self, cursor: Any, limit: int) -> tuple[set[int], Any]:
+        """Task ids named by about ``limit`` payloads of delayed, then ready, then processing,
+        from ``cursor`` (None starts a lap). Returns them and the next cursor, None once the lap
+        has ended. A payload that stays put during a lap is named in it; one moving along that
+        flow (delayed -> ready -> processing) is named at least once."""
+
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        """Hold (take, or renew) the fleet's lease on ``role`` for ``ttl_ms`` of authority time;
+        False while another holder has it."""
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
 

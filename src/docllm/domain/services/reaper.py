@@ -7,6 +7,8 @@ may run at once: the fenced row write and the token-checked queue move each happ
 
 from __future__ import annotations
 
+import random
+
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
@@ -28,15 +30,19 @@ class Reaper:
         batch: int = 100,
         events: EventSink | None = None,
         name: str = "reaper",
+        rng: random.Random | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
         self.max_payload_bytes, self.batch, self.name = max_payload_bytes, batch, name
         self.events = events or NullEvents()
+        self.rng = rng or random.Random()
 
     def reap_once(self) -> int:
         """One cycle: move due retries to ready, then settle up to ``batch`` expired leases."""
         self.queue.promote_due(self.batch)
-        expired = self.queue.expired(self.batch)
+        # From a random point of the backlog: reapers take different batches (issue 13). A backlog
+        # no larger than one batch is taken whole, by every reaper alike.
+        expired = self.queue.expired(self.batch, start=self.rng.random())
         for delivery in expired:
             try:
                 self.settle(delivery)

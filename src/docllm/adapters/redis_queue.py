@@ -182,22 +182,29 @@ class RedisTaskQueue:
         the other end and an LPUSH only makes a page read again), then leases (HSCAN): the order
         payloads move in, so one moving during the lap is seen at least once. (A move against
         that flow, a requeue or a retry during the lap, can be missed; the reconciler's grace
-        and fencing cover it.) About ``limit`` payloads per call, whatever the queue holds."""
-        stage, at = cursor or ("delayed", 0)
-        keys, client = self._keys, self._client
+        and fencing cover it.) About ``limit`` payloads per call, whatever the queue holds; a
+        small queue is read whole in one call."""
+        step: Any = cursor or ("delayed", 0)
+        named: set[int] = set()
+        left = max(1, limit)
         with redis_errors("referenced_page"):
-            if stage == "delayed":
-                at, found = client.zscan(keys.delayed, at, count=limit)
-                raws = [member for member, _ in found]
-                after = ("delayed", at) if at else ("ready", 0)
-            elif stage == "ready":
-                raws = client.lrange(keys.ready, at, at + limit - 1)
-                after = ("ready", at + limit) if len(raws) == limit else ("leases", 0)
-            else:
-                at, found = client.hscan(keys.leases, at, count=limit)
-                raws = [json.loads(_text(data))["raw"] for data in found.values()]
-                after = ("leases", at) if at else None
-        return {tid for tid in map(task_id_of, map(_text, raws)) if tid is not None}, after
+            while step is not None and left > 0:
+                raws, step = self._scan_step(step, left)
+                named |= {tid for tid in map(task_id_of, map(_text, raws)) if tid is not None}
+                left -= max(len(raws), 10)  # a SCAN page may come back empty
+        return named, step
+
+    def _scan_step(self, step: tuple[str, int], limit: int) -> tuple[list[Any], Any]:
+        stage, at = step
+        keys, client = self._keys, self._client
+        if stage == "delayed":
+            at, found = client.zscan(keys.delayed, at, count=limit)
+            return [member for member, _ in found], ("delayed", at) if at else ("ready", 0)
+        if stage == "ready":
+            raws = client.lrange(keys.ready, at, at + limit - 1)
+            return raws, ("ready", at + limit) if len(raws) == limit else ("leases", 0)
+        at, found = client.hscan(keys.leases, at, count=limit)
+        return [json.loads(_text(data))["raw"] for data in found.values()], ("leases", at) if at else None
 
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
         with redis_errors("lead"):

@@ -11,10 +11,19 @@ if ARGV[1] == '*' then
 end
 local wanted = {}
 for _, id in ipairs(ARGV) do wanted[tonumber(id)] = true end
+-- The task id of an entry dead_letter.lua wrote, without decoding it: the top-level key is the
+-- only "task_id": whose quotes are not escaped (inside the payload or reason strings they are).
+local function task_of(entry)
+  local id = string.match(entry, '"task_id":(%d+)[,}]')
+  if id then return tonumber(id) end
+  local ok, data = pcall(cjson.decode, entry)  -- written by someone else, or an id cjson wrote as 1e+15
+  if ok and type(data) == 'table' then return tonumber(data.task_id) end
+  return nil
+end
 local removed, kept = {}, {}
 for _, entry in ipairs(entries) do
-  local ok, data = pcall(cjson.decode, entry)
-  if ok and type(data) == 'table' and data.task_id ~= nil and wanted[tonumber(data.task_id)] then
+  local id = task_of(entry)
+  if id and wanted[id] then
     removed[#removed + 1] = entry
   else
     kept[#kept + 1] = entry

@@ -66,6 +66,8 @@ class Reconciler:
         # Walk the table a batch per cycle and wrap around at its end.
         wrapped = len(rows) < self.batch
         self._cursor = None if wrapped else (rows[-1].updated_at, rows[-1].task_id)
+        if not rows and not self._suspects:
+            return 0  # nothing unfinished: no need to read Redis
         self._scan_step()
         now = self.clock.now_ms()
         recovered = sum(1 for row in rows if self._overdue(row, now) and self._recover(row))

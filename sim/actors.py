@@ -133,6 +133,7 @@ class ReaperActor(LoopActor):
         self.interval_s = self.sys.interval_ms / 1000
         queue, repo = self.ports()
         service = self.sys.reaper(queue, repo, self.label)
+        service.rng = self.world.rng_for(f"reaper-batches-{self.label}")  # seeded: the run stays a replay
 
         def step() -> bool:
             before = self.budget.calls

@@ -74,14 +74,15 @@ class VirtualSelector(selectors.BaseSelector):
 
 
 class _Timer(asyncio.TimerHandle):
-    """A timer ordered by (time, scheduling order): ties run first come, first served."""
+    """A timer on a whole millisecond, ordered by (time, scheduling order): ties run first come,
+    first served."""
 
-    __slots__ = ("_seq",)
+    __slots__ = ("_seq", "_ms")
 
-    def __init__(self, when: float, callback: Callable[..., object], args: tuple[Any, ...],
+    def __init__(self, ms: int, callback: Callable[..., object], args: tuple[Any, ...],
                  loop: asyncio.AbstractEventLoop, context: contextvars.Context | None, seq: int):
-        super().__init__(when, callback, args, loop, context)
-        self._seq = seq
+        super().__init__(ms / 1000.0, callback, args, loop, context)
+        self._seq, self._ms = seq, ms
 
     def __lt__(self, other: object) -> bool:
         if isinstance(other, _Timer):
@@ -93,7 +94,7 @@ class VirtualLoop(asyncio.SelectorEventLoop):
     def __init__(self, world: World):
         self.world = world
         super().__init__(VirtualSelector())
-        self._clock_resolution = 0.001  # the world's clock ticks in milliseconds
+        self._clock_resolution = 1e-9  # timers sit on whole ms, and time() is the same ms / 1000
         self._seq = itertools.count()
         self.set_task_factory(_actor_task)
 
@@ -102,8 +103,14 @@ class VirtualLoop(asyncio.SelectorEventLoop):
 
     def call_at(self, when: float, callback: Callable[..., object], *args: Any,  # type: ignore[override]
                 context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        # Rounded up to the next millisecond: a timer never fires before its time, so code that
+        # waits "until t" and checks ``loop.time() >= t`` afterwards cannot spin on a rounding error.
+        return self.call_at_ms(math.ceil(when * 1000), callback, *args, context=context)
+
+    def call_at_ms(self, ms: int, callback: Callable[..., object], *args: Any,
+                   context: contextvars.Context | None = None) -> asyncio.TimerHandle:
         self._check_closed()
-        timer = _Timer(when, callback, args, self, context, next(self._seq))
+        timer = _Timer(ms, callback, args, self, context, next(self._seq))
         heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
         timer._scheduled = True  # type: ignore[attr-defined]
         return timer
@@ -119,7 +126,7 @@ class VirtualLoop(asyncio.SelectorEventLoop):
             self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
         if not scheduled:
             return None
-        return max(self.world.now, math.ceil(scheduled[0]._when * 1000 - 1e-6))
+        return max(self.world.now, scheduled[0]._ms)
 
     def turn(self) -> None:
         """Run what is due now (the world has moved its clock to ``next_ms``), as the running loop."""

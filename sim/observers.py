@@ -8,20 +8,15 @@ crash stopped never reaches them.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from docllm.domain.errors import BadPayload, Unavailable
+from docllm.domain.errors import Unavailable
 from docllm.domain.model import Delivery, StartResult
-from docllm.domain.payload import parse_payload
+from docllm.domain.payload import task_id_of
 from sim.ledger import FAILED, PENDING, Ledger
 
 
-def task_of(raw: str | bytes) -> int | None:
-    try:
-        return parse_payload(raw, sys.maxsize).task_id
-    except BadPayload:
-        return None
+task_of = task_id_of  # the one payload -> task id helper, under the name the simulation uses
 
 
 class Gate:
@@ -128,15 +123,16 @@ class QueueObserver:
             self._s.ready_dirty = True
         return ok
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
-        ok = self._q.dead_letter(token, raw, reason, task_id)
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
+                    unless_lettered: bool = False) -> bool:
+        ok = self._q.dead_letter(token, raw, reason, task_id, unless_lettered)
         self._log("call", f"queue.dead_letter {token} ({reason[:60]}) -> {ok}", task_id)
         if ok:
             self._l.dead_lettered(raw, task_id)
         return ok
 
-    def expired(self, limit: int) -> list[Delivery]:
-        found = self._q.expired(limit)
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
+        found = self._q.expired(limit, start)
         if found:
             self._log("call", f"queue.expired -> {[d.token for d in found]}")
         return found

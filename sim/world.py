@@ -128,7 +128,7 @@ class World:
     # -- scheduling --------------------------------------------------------------------------
     def at(self, t: int, fn: Callable[[], None], actor: Actor | None = None) -> None:
         inc = actor.incarnation if actor is not None else 0
-        self.loop.call_at(max(int(t), self.now) / 1000.0, self._event, fn, actor, inc)
+        self.loop.call_at_ms(max(int(t), self.now), self._event, fn, actor, inc)
 
     def after(self, delay_ms: float, fn: Callable[[], None], actor: Actor | None = None) -> None:
         self.at(self.now + int(delay_ms), fn, actor)

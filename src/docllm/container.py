@@ -157,4 +157,8 @@ class Container(containers.DeclarativeContainer):
     reconciler = providers.Factory(
         Reconciler, queue, repository, clock, grace_ms=reconcile_grace_ms, events=events,
         leftovers=leftover_sweep,
+        # One reconciler for the fleet: the lease outlives a few of its cycles, so the process
+        # that holds it keeps it (and its lap of the structures) while it lives.
+        lead_ms=providers.Callable(lambda seconds: int(seconds * 3000), settings.provided.reconcile_interval_seconds),
+        holder=settings.provided.worker_id,
     )

@@ -317,14 +317,28 @@ def test_dead_letter_without_a_token_just_records(subject: QueueUnderTest) -> No
     ]
 
 
+def test_a_dead_letter_unless_lettered_is_not_added_twice_for_a_task(subject: QueueUnderTest) -> None:
+    assert subject.queue.dead_letter(None, "junk", "malformed")  # names no task: never a match
+    assert subject.queue.dead_letter(None, payload(9), "reaper: lease expired", task_id=9)
+    assert not subject.queue.dead_letter(None, payload(9), "worker's reason", task_id=9, unless_lettered=True)
+    assert subject.queue.dead_letter(None, payload(8), "worker's reason", task_id=8, unless_lettered=True)
+    assert [(d.task_id, d.reason) for d in subject.queue.dead_letters()] == [
+        (8, "worker's reason"), (9, "reaper: lease expired"), (None, "malformed")]
+
+
 def test_dead_letters_newest_first_limited_and_removable(subject: QueueUnderTest) -> None:
     for task_id in (1, 2, 1, 3):
         subject.queue.dead_letter(None, payload(task_id), f"reason {task_id}", task_id=task_id)
     assert [d.task_id for d in subject.queue.dead_letters(limit=2)] == [3, 1]
-    assert [d.task_id for d in subject.queue.remove_dead_letters(1)] == [1, 1]
+    assert [d.task_id for d in subject.queue.remove_dead_letters([1])] == [1, 1]
     assert [d.task_id for d in subject.queue.dead_letters()] == [3, 2]
-    assert subject.queue.remove_dead_letters(42) == []
-    assert [d.task_id for d in subject.queue.remove_dead_letters(None)] == [3, 2]
+    assert subject.queue.remove_dead_letters([42]) == [] and subject.queue.remove_dead_letters([]) == []
+    for task_id in (4, 5, 6):
+        subject.queue.dead_letter(None, payload(task_id), f"reason {task_id}", task_id=task_id)
+    subject.queue.dead_letter(None, "junk", "malformed")
+    assert [d.task_id for d in subject.queue.remove_dead_letters([6, 2, 4])] == [6, 4, 2]  # one call
+    assert [d.task_id for d in subject.queue.dead_letters()] == [None, 5, 3]  # order kept
+    assert [d.task_id for d in subject.queue.remove_dead_letters(None)] == [None, 5, 3]
     assert subject.queue.dead_letters() == [] and subject.queue.stats().dead == 0
 
 
@@ -342,6 +356,41 @@ def test_referenced_task_ids_covers_ready_delayed_and_leased(subject: QueueUnder
     subject.queue.dead_letter(dead.token, dead.raw, "poison")
     assert leased.raw == payload(1)
     assert subject.queue.referenced_task_ids() == {1, 2, 5, 6, 7, 8}
+    named, cursor, pages = set(), None, 0
+    while True:  # a lap in bounded pages names the same
+        found, cursor = subject.queue.referenced_page(cursor, 2)
+        named, pages = named | found, pages + 1
+        if cursor is None:
+            break
+    assert named == {1, 2, 5, 6, 7, 8} and pages < 20
+
+
+def test_the_fleets_lease_on_a_role_has_one_holder_at_a_time(subject: QueueUnderTest) -> None:
+    assert subject.queue.lead("reconciler", "a", 1_000)
+    assert not subject.queue.lead("reconciler", "b", 1_000)
+    assert subject.queue.lead("other role", "b", 1_000)
+    subject.clock.advance(900)
+    assert subject.queue.lead("reconciler", "a", 1_000)  # renewed: until 1 900
+    subject.clock.advance(900)
+    assert not subject.queue.lead("reconciler", "b", 1_000)
+    subject.clock.advance(101)
+    assert subject.queue.lead("reconciler", "b", 1_000)  # a stopped renewing: b takes over
+    assert not subject.queue.lead("reconciler", "a", 1_000)
+
+
+def test_expired_from_a_start_point_in_the_backlog(subject: QueueUnderTest) -> None:
+    for task_id in range(1, 11):
+        subject.queue.push(payload(task_id))
+    leases = []
+    for _ in range(10):
+        leases.append(claim(subject, lease_ms=1_000))
+        subject.clock.advance(1)  # deadlines in claim order
+    subject.clock.advance(1_000)
+    tokens = [d.token for d in leases]
+    assert [d.token for d in subject.queue.expired(3)] == tokens[:3]  # the oldest
+    assert [d.token for d in subject.queue.expired(3, start=0.5)] == tokens[3:6]  # 0.5 of the other 7
+    assert [d.token for d in subject.queue.expired(3, start=0.99)] == tokens[6:9]
+    assert [d.token for d in subject.queue.expired(20, start=0.7)] == tokens  # no more than a batch: all
 
 
 def test_stats(subject: QueueUnderTest) -> None:

@@ -221,7 +221,7 @@ def test_reaping_costs_the_same_with_100_000_leases_in_flight_as_with_1_000(clie
     small = _reap_ten_among(client, 1_000)
     large = _reap_ten_among(client, 100_000)
     assert large == small
-    assert small["evalsha"] == 11 and small["zrangebyscore"] == 1
+    assert small["evalsha"] == 11 and small["zcount"] == 1 and small["zrange"] == 1  # both O(log n + limit)
     assert sum(small.values()) < 100
 
 
@@ -260,3 +260,21 @@ def test_server_clock_reads_time_once_per_resync(client: redis.Redis) -> None:
     resynced = clock.now_ms()  # the server's time again, not first + 30 s
     assert command_calls(client) == {"time": 2}
     assert abs(resynced - server_ms(client)) < 200
+
+
+# -- the reconciler's read: a page per cycle, whatever the queue holds (issue 13) ------------------
+
+
+def test_a_page_of_the_reconcilers_scan_reads_about_limit_payloads(client: redis.Redis, queue: RedisTaskQueue) -> None:
+    client.lpush(queue.keys.ready, *(make_payload(i, "x") for i in range(1, 5_001)))
+    for _ in range(300):
+        queue.claim("w", 60_000)  # 4 700 ready, 300 leased (a hash table, not a listpack)
+    named, cursor, pages = set(), None, 0
+    while True:
+        client.config_resetstat()
+        found, cursor = queue.referenced_page(cursor, 100)
+        assert len(found) <= 120 and sum(command_calls(client).values()) <= 4
+        named, pages = named | found, pages + 1
+        if cursor is None:
+            break
+    assert named == set(range(1, 5_001)) and pages >= 50

@@ -348,3 +348,146 @@ def test_one_lease_that_cannot_be_settled_does_not_block_the_others(w):
     assert w.reaper().reap_once() == 2
     assert w.status(second.task_id) is TaskStatus.pending  # reclaimed despite the first
     assert "could not be settled" in w.queue.dead_letters()[0].reason
+
+
+# -- issue 13, item 6: a fail written by another actor is not the worker's own ----------------------
+
+
+def _last_attempt_outlived_by_its_lease(w):
+    task = w.repo.create("doc.md", "# T\n\ntext\n", max_attempts=1)
+    w.queue.push(make_payload(task.task_id, "doc.md"))
+    proc = w.worker(reviewer=Reviewer(PermanentError("the document is unreadable")))
+    attempt = proc.begin(proc.claim())
+    outcome = proc.review(attempt)
+    w.expire()  # the worker stalls past its lease before it writes its outcome
+    return task, proc, attempt, outcome
+
+
+def test_a_fail_the_reaper_wrote_is_not_credited_to_the_worker(w):
+    task, proc, attempt, outcome = _last_attempt_outlived_by_its_lease(w)
+    w.reaper().reap_once()  # the last attempt's lease expired: the reaper fails the row, dead-letters
+    assert not proc.finish(attempt, outcome)  # the row was failed by the reaper, not by this attempt
+    [letter] = w.queue.dead_letters()  # one dead letter, with the reason the row gives
+    assert "lease expired" in letter.reason and w.repo.get(task.task_id).error == letter.reason
+    assert not any(name == ev.FAILED for name, _ in w.events.events)
+
+
+def test_a_fail_the_worker_wrote_is_dead_lettered_once_when_the_reaper_settled_its_lease_first(w):
+    task, proc, attempt, outcome = _last_attempt_outlived_by_its_lease(w)
+    queue_step = w.queue.dead_letter
+
+    def reaper_first(*args, **kwargs):  # the reaper settles the lease between the row write and this
+        del w.queue.dead_letter
+        w.reaper().reap_once()
+        return queue_step(*args, **kwargs)
+
+    w.queue.dead_letter = reaper_first
+    assert proc.finish(attempt, outcome)  # the fail is the worker's; the reaper letters it from the row
+    [letter] = w.queue.dead_letters()
+    assert letter.reason == "the document is unreadable" == w.repo.get(task.task_id).error
+
+
+# -- issue 13, item 8: costs that grow with the right thing ------------------------------------------
+
+
+class CountingQueue:
+    """The queue, counting the calls that read the whole dead-letter list."""
+
+    def __init__(self, inner):
+        self.inner, self.removals = inner, 0
+
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+
+    def remove_dead_letters(self, task_ids):
+        self.removals += 1
+        return self.inner.remove_dead_letters(task_ids)
+
+
+def test_retry_all_reads_the_dead_letter_list_once_not_once_per_task(w):
+    tasks = [w.repo.create("doc.md", "x", max_attempts=1) for _ in range(30)]
+    for task in tasks:
+        w.queue.push(make_payload(task.task_id, "doc.md"))
+        w.run_one(w.worker(reviewer=Reviewer(PermanentError("bad"))))
+    w.queue.dead_letter(None, "junk", "malformed payload")  # stays: it names no task
+    counting = CountingQueue(w.queue)
+    assert retry_dead(w.repo, counting, None) == [t.task_id for t in tasks]
+    assert counting.removals == 1  # was 30: one scan of the whole list per task (quadratic)
+    assert [d.raw for d in w.queue.dead_letters()] == ["junk"] and w.queue.stats().ready == 30
+    assert {w.status(t.task_id) for t in tasks} == {TaskStatus.pending}
+
+
+class PagedQueue:
+    """The queue, recording what the reconciler and the reaper read of it."""
+
+    def __init__(self, inner, expired_returns_nothing=False):
+        self.inner, self.pages, self.full_reads, self.batches = inner, [], 0, []
+        self.expired_returns_nothing = expired_returns_nothing
+
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+
+    def referenced_task_ids(self):
+        self.full_reads += 1
+        return self.inner.referenced_task_ids()
+
+    def referenced_page(self, cursor, limit):
+        self.pages.append(limit)
+        return self.inner.referenced_page(cursor, limit)
+
+    def expired(self, limit, start=0.0):
+        batch = self.inner.expired(limit, start)
+        self.batches.append([d.token for d in batch])
+        return [] if self.expired_returns_nothing else batch
+
+
+def test_a_reconciler_cycle_reads_one_page_of_the_structures_not_all_of_them(w):
+    for _ in range(5):
+        w.submit()
+    paged = PagedQueue(w.queue)
+    rec = Reconciler(paged, w.repo, w.clock, grace_ms=1, scan_page=500)
+    for _ in range(3):
+        w.clock.advance(10)
+        assert rec.reconcile_once() == 0
+    assert paged.full_reads == 0 and paged.pages == [500, 500, 500]  # was: every structure, every cycle
+
+
+def test_one_reconciler_works_per_cycle_across_the_fleet(w):
+    w.submit()
+    paged = PagedQueue(w.queue)
+    fleet = [Reconciler(paged, w.repo, w.clock, grace_ms=1, lead_ms=3_000, holder=f"w{i}") for i in range(4)]
+    for _ in range(3):
+        for rec in fleet:
+            rec.reconcile_once()
+        w.clock.advance(1_000)
+    assert len(paged.pages) == 3 and paged.full_reads == 0  # one page per cycle, by the holder
+    w.clock.advance(3_000)  # the holder stopped: another takes over after the lease
+    for rec in fleet[1:]:
+        rec.reconcile_once()
+    assert len(paged.pages) == 4
+
+
+def test_the_reconciler_forgets_rows_that_ended(w):
+    tasks = [w.submit() for _ in range(5)]
+    w.queue = InMemoryTaskQueue(w.clock)  # Redis lost them: every row is a suspect
+    rec = Reconciler(w.queue, w.repo, w.clock, grace_ms=60_000)
+    rec.reconcile_once()
+    assert len(rec._suspects) == 5
+    for task in tasks:  # they end another way (an operator deleted them, a late worker finished)
+        w.repo.delete(task.task_id)
+    rec.reconcile_once()
+    assert rec._suspects == {}  # was: kept for ever, one entry per row that ever looked lost
+
+
+def test_reapers_take_different_batches_of_a_large_backlog(w):
+    for _ in range(300):
+        w.submit()
+    proc = w.worker("crashed")
+    for _ in range(300):
+        proc.begin(proc.claim())
+    w.expire()
+    paged = PagedQueue(w.queue, expired_returns_nothing=True)  # both read the same backlog
+    for seed in (1, 2):
+        Reaper(paged, w.repo, w.retry, batch=100, rng=random.Random(seed)).reap_once()
+    first, second = map(set, paged.batches)
+    assert len(first) == len(second) == 100 and len(first & second) < 50  # was: the same oldest 100

@@ -6,16 +6,15 @@ For unit and property tests and the simulation; it passes the same contract test
 
 from __future__ import annotations
 
-import sys
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from docllm.domain.errors import BadPayload
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
-from docllm.domain.payload import parse_payload
+from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
 
 
@@ -43,6 +42,7 @@ class InMemoryTaskQueue:
         promote_batch: int = 100,
     ):
         self._clock = clock
+        self._leads: dict[str, tuple[str, int]] = {}
         self._new_token = token_factory or (lambda: uuid.uuid4().hex)
         self._promote_batch = promote_batch
         self._changed = threading.Condition()
@@ -83,7 +83,7 @@ class InMemoryTaskQueue:
 
     def _lease(self, raw: str, holder: str, now: int, lease_ms: int) -> Delivery:
         token = self._new_token()
-        lease = _Lease(raw, holder, now, now + lease_ms, _task_id(raw))
+        lease = _Lease(raw, holder, now, now + lease_ms, task_id_of(raw))
         self._leases[token] = lease
         self._stamps.pop(lease.task_id, None)  # the claim writes its own stamp over an old one
         return lease.delivery(token)
@@ -166,7 +166,8 @@ class InMemoryTaskQueue:
             self._to_ready(lease.raw, front)
             return True
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
+                    unless_lettered: bool = False) -> bool:
         now = self._clock.now_ms()
         with self._changed:
             if token is not None:
@@ -175,14 +176,17 @@ class InMemoryTaskQueue:
                     return False
                 raw = lease.raw  # the queue's own copy
                 task_id = lease.task_id if task_id is None else task_id
+            elif unless_lettered and task_id is not None and any(d.task_id == task_id for d in self._dead):
+                return False
             self._dead.appendleft(DeadLetter(raw=raw, reason=reason, at_ms=now, task_id=task_id))
             return True
 
-    def expired(self, limit: int) -> list[Delivery]:
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         now = self._clock.now_ms()
         with self._changed:
             late = sorted((lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now)
-            return [self._leases[token].delivery(token) for _, token in late[: max(0, limit)]]
+            first = int(start * max(0, len(late) - limit))
+            return [self._leases[token].delivery(token) for _, token in late[first : first + max(0, limit)]]
 
     def in_flight(self, limit: int) -> list[Delivery]:
         with self._changed:
@@ -204,7 +208,19 @@ class InMemoryTaskQueue:
     def referenced_task_ids(self) -> set[int]:
         with self._changed:
             raws = [*self._delayed, *self._ready, *self._staged, *(lease.raw for lease in self._leases.values())]
-        return {tid for tid in map(_task_id, raws) if tid is not None}
+        return {tid for tid in map(task_id_of, raws) if tid is not None}
+
+    def referenced_page(self, cursor: Any, limit: int) -> tuple[set[int], Any]:
+        return self.referenced_task_ids(), None  # in memory a lap is one page
+
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        now = self._clock.now_ms()
+        with self._changed:
+            current, until = self._leads.get(role, (None, 0))
+            if current not in (None, holder) and until > now:
+                return False
+            self._leads[role] = (holder, now + ttl_ms)
+            return True
 
     def leftovers(self, limit: int) -> Leftovers:
         with self._changed:
@@ -219,7 +235,7 @@ class InMemoryTaskQueue:
         with self._changed:
             recent = {lease.task_id for lease in self._leases.values() if lease.claimed_at_ms // 1000 >= since}
             for raw in payloads:
-                if raw in self._unleased and _task_id(raw) not in recent:
+                if raw in self._unleased and task_id_of(raw) not in recent:
                     self._unleased.remove(raw)
                     self._to_ready(raw, front=True)
                     moved += 1
@@ -236,7 +252,7 @@ class InMemoryTaskQueue:
                 return None
             raw = self._ready.pop()
             self._unleased.append(raw)
-            task_id = _task_id(raw)
+            task_id = task_id_of(raw)
             if stamp is not None and task_id is not None:
                 self._stamps[task_id] = stamp
             return raw
@@ -250,10 +266,11 @@ class InMemoryTaskQueue:
         with self._changed:
             return list(self._dead)[: max(0, limit)]
 
-    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
+    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
+        wanted = None if task_ids is None else set(task_ids)
         with self._changed:
-            removed = [d for d in self._dead if task_id is None or d.task_id == task_id]
-            self._dead = deque(d for d in self._dead if not (task_id is None or d.task_id == task_id))
+            removed = [d for d in self._dead if wanted is None or d.task_id in wanted]
+            self._dead = deque(d for d in self._dead if not (wanted is None or d.task_id in wanted))
             return removed
 
     def stats(self) -> QueueStats:
@@ -261,9 +278,3 @@ class InMemoryTaskQueue:
             oldest = min((lease.claimed_at_ms for lease in self._leases.values()), default=None)
             return QueueStats(len(self._ready), len(self._leases), len(self._delayed), len(self._dead), oldest)
 
-
-def _task_id(raw: str) -> int | None:
-    try:
-        return parse_payload(raw, max_bytes=sys.maxsize).task_id
-    except BadPayload:
-        return None

@@ -1,40 +1,16 @@
 """The authority clock (DESIGN section 6): the Redis server's TIME, advanced locally by a
 monotonic clock and re-read now and then. Never the worker's wall clock.
-
-Also home of the translation of redis-py's connection errors into the domain's ``Unavailable``,
-which every Redis adapter shares.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import redis
 
-from docllm.domain.errors import Unavailable
-
-# Errors that say "the server cannot answer right now", not "the request is wrong".
-# BusyLoadingError (a restart replaying its AOF) is a ConnectionError.
-_UNAVAILABLE = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.MasterDownError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ClusterDownError,
-)
-
-
-@contextmanager
-def redis_errors(what: str) -> Iterator[None]:
-    """Turn redis-py's connection failures into ``Unavailable`` (other errors are bugs: re-raised)."""
-    try:
-        yield
-    except _UNAVAILABLE as exc:
-        raise Unavailable(f"redis {what}: {type(exc).__name__}: {exc}") from None
+from docllm.adapters.redis_errors import redis_errors
 
 
 class RedisServerClock:

@@ -54,6 +54,10 @@ class RedisKeys:
             self.staging_seen,
         ]
 
+    def lead(self, role: str) -> str:
+        """The key of the fleet's lease on ``role`` (lead.lua)."""
+        return f"{self.prefix}:lead:{role}"
+
     @classmethod
     def of(cls, keys_or_prefix: RedisKeys | str) -> RedisKeys:
         return keys_or_prefix if isinstance(keys_or_prefix, RedisKeys) else cls(keys_or_prefix)

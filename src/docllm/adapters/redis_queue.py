@@ -11,21 +11,20 @@ from __future__ import annotations
 import functools
 import heapq
 import json
-import sys
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from importlib import resources
 from typing import Any
 
 import redis
 from redis.commands.core import Script
 
-from docllm.adapters.redis_clock import RedisServerClock, redis_errors
+from docllm.adapters.redis_clock import RedisServerClock
+from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_keys import RedisKeys
-from docllm.domain.errors import BadPayload
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
-from docllm.domain.payload import parse_payload
+from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
 
 SCRIPT_NAMES = (
@@ -43,6 +42,7 @@ SCRIPT_NAMES = (
     "stats",
     "leftovers",
     "release_leftovers",
+    "lead",
 )
 
 # A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
@@ -171,16 +171,18 @@ class RedisTaskQueue:
     def requeue(self, token: str, front: bool = False) -> bool:
         return bool(self._run("requeue", token, "1" if front else "0"))
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
+                    unless_lettered: bool = False) -> bool:
         tid = "" if task_id is None else task_id
-        return bool(self._run("dead_letter", token or "", _wire(raw), reason, self._clock.now_ms(), tid))
+        once = "1" if unless_lettered and not token else ""
+        return bool(self._run("dead_letter", token or "", _wire(raw), reason, self._clock.now_ms(), tid, once))
 
-    def expired(self, limit: int) -> list[Delivery]:
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         """Only the expired members of the lease index are read. An index entry without lease data
         (no script writes one) is removed by the script and not returned: nothing to recover."""
         if limit <= 0:
             return []
-        flat = self._run("expired", self._clock.now_ms(), limit)
+        flat = self._run("expired", self._clock.now_ms(), limit, repr(min(max(start, 0.0), 0.999999)))
         return [_delivery(flat[i], flat[i + 1], json.loads(_text(flat[i + 2]))) for i in range(0, len(flat), 3)]
 
     def in_flight(self, limit: int) -> list[Delivery]:
@@ -210,19 +212,47 @@ class RedisTaskQueue:
         return moved
 
     def referenced_task_ids(self) -> set[int]:
-        with redis_errors("referenced_task_ids"):
-            return {tid for tid in map(_task_id, self._referenced_payloads()) if tid is not None}
+        named, cursor = self.referenced_page(None, self._page_size)
+        while cursor is not None:
+            more, cursor = self.referenced_page(cursor, self._page_size)
+            named |= more
+        return named
 
-    def _referenced_payloads(self) -> Iterator[str]:
-        """Delayed, then ready, then leases, each in pages: the order payloads move in, so one
-        moving during the scan is seen at least once. (A move against that flow, a requeue or a
-        retry during the scan, can be missed; the reconciler's grace period covers it.)"""
-        keys, client, size = self._keys, self._client, self._page_size
-        yield from map(_text, _pages(lambda start, end: client.zrange(keys.delayed, start, end), size))
-        yield from map(_text, _pages(lambda start, end: client.lrange(keys.ready, start, end), size))
-        yield from map(_text, client.lrange(keys.staging, 0, -1))
-        for _, data in client.hscan_iter(keys.leases, count=size):
-            yield json.loads(_text(data))["raw"]
+    def referenced_page(self, cursor: Any, limit: int) -> tuple[set[int], Any]:
+        """Delayed (ZSCAN), then ready (LRANGE by index from the newest end: a claim takes from
+        the other end and an LPUSH only makes a page read again), then staging, then leases (HSCAN): the order
+        payloads move in, so one moving during the lap is seen at least once. (A move against
+        that flow, a requeue or a retry during the lap, can be missed; the reconciler's grace
+        and fencing cover it.) About ``limit`` payloads per call, whatever the queue holds; a
+        small queue is read whole in one call."""
+        step: Any = cursor or ("delayed", 0)
+        named: set[int] = set()
+        left = max(1, limit)
+        with redis_errors("referenced_page"):
+            while step is not None and left > 0:
+                raws, step = self._scan_step(step, left)
+                named |= {tid for tid in map(task_id_of, map(_text, raws)) if tid is not None}
+                left -= max(len(raws), 10)  # a SCAN page may come back empty
+        return named, step
+
+    def _scan_step(self, step: tuple[str, int], limit: int) -> tuple[list[Any], Any]:
+        stage, at = step
+        keys, client = self._keys, self._client
+        if stage == "delayed":
+            at, found = client.zscan(keys.delayed, at, count=limit)
+            return [member for member, _ in found], ("delayed", at) if at else ("ready", 0)
+        if stage == "ready":
+            raws = client.lrange(keys.ready, at, at + limit - 1)
+            return raws, ("ready", at + limit) if len(raws) == limit else ("staging", 0)
+        if stage == "staging":  # payloads between a blocking claimer's two steps: a handful
+            return client.lrange(keys.staging, 0, -1), ("leases", 0)
+        at, found = client.hscan(keys.leases, at, count=limit)
+        return [json.loads(_text(data))["raw"] for data in found.values()], ("leases", at) if at else None
+
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        with redis_errors("lead"):
+            args = [holder.replace(" ", "_"), self._clock.now_ms(), ttl_ms]
+            return bool(self._scripts["lead"](keys=[self._keys.lead(role)], args=args))
 
     def leftovers(self, limit: int) -> Leftovers:
         """O(1) when nothing can be left over, else one consistent read of what is in flight (see
@@ -257,23 +287,17 @@ class RedisTaskQueue:
             entries = self._client.lrange(self._keys.dead, 0, limit - 1)
         return [_dead_letter(entry) for entry in entries]
 
-    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
-        return [_dead_letter(entry) for entry in self._run("remove_dead", "" if task_id is None else task_id)]
+    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
+        """One script: one pass over the list for any number of tasks (O(dead letters + ids))."""
+        if task_ids is not None and not task_ids:
+            return []
+        ids = ["*"] if task_ids is None else [str(int(t)) for t in task_ids]
+        return [_dead_letter(entry) for entry in self._run("remove_dead", *ids)]
 
     def stats(self) -> QueueStats:
         """``oldest_claimed_at_ms`` has whole-second precision here (see stats.lua)."""
         ready, processing, delayed, dead, oldest = self._run("stats")
         return QueueStats(ready, processing, delayed, dead, None if oldest is None else int(oldest))
-
-
-def _pages(fetch: Callable[[int, int], list[Any]], size: int) -> Iterator[Any]:
-    start = 0
-    while True:
-        page = fetch(start, start + size - 1)
-        yield from page
-        if len(page) < size:
-            return
-        start += size
 
 
 def _text(value: bytes | str) -> str:
@@ -283,12 +307,6 @@ def _text(value: bytes | str) -> str:
 def _wire(raw: str | bytes) -> bytes:
     return raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
 
-
-def _task_id(raw: str) -> int | None:
-    try:
-        return parse_payload(raw, max_bytes=sys.maxsize).task_id
-    except BadPayload:
-        return None
 
 
 def _delivery(token: bytes | str, deadline: bytes | float, lease: dict[str, Any]) -> Delivery:

@@ -15,16 +15,41 @@ from typing import TypeVar
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
 from docllm.domain.errors import Unavailable
 
 T = TypeVar("T")
 
-# MySQL error codes worth another try. A lost connection (2006, 2013) may have hit after the
-# server committed, so a retried write must be able to recognise its own earlier success.
-LOST_CONNECTION = frozenset({2006, 2013})
-TRANSIENT = LOST_CONNECTION | {1205, 1213, 2003}  # lock wait timeout, deadlock, refused
+# MySQL/MariaDB errors that say the database cannot do the work right now, not that the work is
+# wrong: they are retried, then reported as ``Unavailable`` and never charged to a task (I9).
+# The one table of them, by what each code means.
+#
+# Cut off: the connection or the statement ended mid-way, so a COMMIT may have landed first; a
+# retried write must recognise its own earlier success (``SqlAlchemyTaskRepository._write``).
+CUT_OFF = {
+    2006: "server has gone away",
+    2013: "lost connection during a query",
+    1053: "server shutdown in progress",
+    1317: "query interrupted (KILL QUERY, a failover tool)",
+    1927: "connection killed (MariaDB)",
+    1969: "statement timeout (MariaDB max_statement_time)",
+    3024: "statement timeout (MySQL max_execution_time)",
+    4031: "disconnected by the server for inactivity (MariaDB)",
+}
+# Refused: nothing was done; the same statement may succeed on a later try.
+REFUSED = {
+    1040: "too many connections",
+    1203: "the user has too many connections (max_user_connections)",
+    1226: "the account's resource limit (MAX_USER_CONNECTIONS, queries per hour)",
+    1205: "lock wait timeout",
+    1213: "deadlock",
+    1290: "running with --read-only (a replica, or a primary during a failover)",
+    1792: "read-only transaction (transaction_read_only after a failover)",
+    1836: "running in read-only mode (InnoDB read-only)",
+    2003: "cannot connect",
+}
 
 
 def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 60, pool_size: int = 5) -> Engine:
@@ -103,14 +128,18 @@ class TakeTurnsPool(StaticPool):
 
 def error_kind(exc: BaseException) -> str | None:
     """'lost' (the outcome is unknown), 'transient' (nothing happened) or None (not worth a retry)."""
+    if isinstance(exc, PoolTimeout):  # every pooled connection busy: nothing was sent
+        return "transient"
     if not isinstance(exc, DBAPIError):
         return None
     if exc.connection_invalidated:
         return "lost"
     orig = exc.orig
     code = orig.args[0] if orig is not None and orig.args else None
-    if isinstance(code, int) and code in TRANSIENT:
-        return "lost" if code in LOST_CONNECTION else "transient"
+    if isinstance(code, int) and code in CUT_OFF:
+        return "lost"
+    if isinstance(code, int) and code in REFUSED:
+        return "transient"
     if "database is locked" in str(orig) or "database table is locked" in str(orig):
         return "transient"
     return None
@@ -132,13 +161,13 @@ class TransientRetry:
             tried += 1
             try:
                 return fn()
-            except DBAPIError as exc:
+            except (DBAPIError, PoolTimeout) as exc:
                 kind = error_kind(exc)
                 if kind is None:
                     raise
                 if kind == "lost" and on_lost is not None:
                     on_lost()
                 if tried >= self.tries:
-                    raise Unavailable(f"database unavailable after {tried} tries: {exc.orig}") from None
+                    raise Unavailable(f"database unavailable after {tried} tries: {getattr(exc, 'orig', exc)}") from None
             delay = min(self.max_delay, self.base_delay * 2 ** (tried - 1))
             self.sleep(delay * (0.5 + random.random() / 2))

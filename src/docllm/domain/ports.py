@@ -6,7 +6,7 @@ in milliseconds; no port takes or returns a worker's wall clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task
@@ -68,11 +68,16 @@ class TaskQueue(Protocol):
     def requeue(self, token: str, front: bool = False) -> bool:
         """Move the leased payload back to ready at once."""
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None) -> bool:
-        """Keep the payload in the dead-letter list with its reason; with a token, only while it holds."""
+    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
+                    unless_lettered: bool = False) -> bool:
+        """Keep the payload in the dead-letter list with its reason; with a token, only while it holds.
 
-    def expired(self, limit: int) -> list[Delivery]:
-        """Leases whose deadline has passed, oldest first, at most ``limit``."""
+        ``unless_lettered`` (without a token, with a task id): not when the list already holds a
+        dead letter of that task. O(dead letters): for the rare fallback of a lost lease only."""
+
+    def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
+        """Leases whose deadline has passed, in deadline order, at most ``limit``: the oldest, or
+        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest."""
 
     def in_flight(self, limit: int) -> list[Delivery]:
         """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""
@@ -81,7 +86,18 @@ class TaskQueue(Protocol):
         """Move delayed payloads that are due into ready; returns how many."""
 
     def referenced_task_ids(self) -> set[int]:
-        """Task ids named by any payload in ready, delayed or processing (for the reconciler)."""
+        """Task ids named by any payload in ready, delayed or processing: O(queue), for tests and
+        operators (the reconciler reads them a page at a time)."""
+
+    def referenced_page(self, cursor: Any, limit: int) -> tuple[set[int], Any]:
+        """Task ids named by about ``limit`` payloads of delayed, then ready, then processing,
+        from ``cursor`` (None starts a lap). Returns them and the next cursor, None once the lap
+        has ended. A payload that stays put during a lap is named in it; one moving along that
+        flow (delayed -> ready -> processing) is named at least once."""
+
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        """Hold (take, or renew) the fleet's lease on ``role`` for ``ttl_ms`` of authority time;
+        False while another holder has it."""
 
     def leftovers(self, limit: int) -> Leftovers:
         """Processing entries no lease holds and processing_ts entries no lease names (what the
@@ -97,8 +113,9 @@ class TaskQueue(Protocol):
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
 
-    def remove_dead_letters(self, task_id: int | None) -> list[DeadLetter]:
-        """Remove and return the dead letters of one task (or all, with None)."""
+    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
+        """Remove and return the dead letters of these tasks (or all, with None), newest first:
+        one pass over the list, however many tasks."""
 
     def stats(self) -> QueueStats: ...
 

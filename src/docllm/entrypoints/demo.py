@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 
 from docllm.domain.model import Task, TaskStatus
+from docllm.domain.payload import task_id_of
 from docllm.entrypoints import views
 
 DEMO_ENV = {  # short lease and fast reaper so the recovery shows within seconds
@@ -133,7 +134,7 @@ def _kill_one(queue, procs: dict[str, subprocess.Popen], story: list[str]) -> tu
         proc = procs.get(delivery.holder)
         if proc is None or queue.now_ms() - delivery.claimed_at_ms < 700:
             continue
-        task_id = _task_id(delivery.raw)
+        task_id = task_id_of(delivery.raw)
         proc.kill()
         story.append(f"[red]SIGKILL[/] {delivery.holder} (pid {proc.pid}) in the middle of task {task_id}")
         return delivery.holder, task_id
@@ -154,12 +155,6 @@ def _follow(rows: list[Task], task_id: int, story: list[str]) -> None:
         if not reached:
             return
         story.append(line)
-
-
-def _task_id(raw: str) -> int:
-    from docllm.domain.payload import parse_payload
-
-    return parse_payload(raw, 1 << 20).task_id
 
 
 def _view(rows: list[Task], story: list[str]) -> Table:

@@ -162,14 +162,14 @@ class TaskProcessor:
             return True
         if outcome.kind is OutcomeKind.release:
             released = self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False)
-            if not self._wrote(attempt, TaskStatus.pending, released):
+            if not self._wrote(attempt, TaskStatus.pending, released, outcome.error or "released"):
                 return self._stale(attempt)
             self.queue.requeue(attempt.token, front=True)
             self.events.emit(ev.RELEASED, reason=outcome.error, **fields)
             return True
         error = outcome.error or "unknown error"
         if outcome.kind is OutcomeKind.retryable and not task.last_attempt(self.retry.max_attempts):
-            if not self._wrote(attempt, TaskStatus.pending, self.repo.retry(task.task_id, n, error)):
+            if not self._wrote(attempt, TaskStatus.pending, self.repo.retry(task.task_id, n, error), error):
                 return self._stale(attempt)
             delay = self.retry.delay_seconds(task.retry_count + 1, outcome.retry_after)
             self.queue.retry_later(attempt.token, int(delay * 1000))
@@ -178,22 +178,26 @@ class TaskProcessor:
         if outcome.kind is OutcomeKind.retryable:
             budget = task.budget(self.retry.max_attempts)
             error = f"attempts exhausted ({task.retry_count + 1}/{budget}): {error}"
-        if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task.task_id, n, error)):
+        if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task.task_id, n, error), error):
             return self._stale(attempt)
         # I5: a failed task's payload is in the dead-letter list, even when Redis lost the lease
-        # (then no reaper will ever see it): record it without the token.
+        # (then no reaper will ever see it): record it without the token, unless a reaper that
+        # found the lease expired after the row write has already recorded it from the row.
         if not self.queue.dead_letter(attempt.token, attempt.delivery.raw, error, task.task_id):
-            self.queue.dead_letter(None, attempt.delivery.raw, error, task.task_id)
+            self.queue.dead_letter(None, attempt.delivery.raw, error, task.task_id, unless_lettered=True)
         self.events.emit(ev.FAILED, error=error, **fields)
         return True
 
-    def _wrote(self, attempt: Attempt, status: TaskStatus, wrote: bool) -> bool:
+    def _wrote(self, attempt: Attempt, status: TaskStatus, wrote: bool, error: str | None = None) -> bool:
         """True when the fenced write landed now, or had landed for this attempt before (a retried
-        ``finish`` whose first answer was lost)."""
+        ``finish`` whose first answer was lost). The same attempt number is not proof enough: a
+        reaper (or the reconciler) may have failed or retried the row for this attempt, with its
+        own reason; only a row that also carries this write's ``error`` was written by it."""
         if wrote:
             return True
         row = self.repo.get(attempt.task_id)
-        return row is not None and row.attempt == attempt.number and row.status is status
+        return (row is not None and row.attempt == attempt.number and row.status is status
+                and (error is None or row.error == error))
 
     def _stale(self, attempt: Attempt) -> bool:
         # Another attempt (or the reaper) moved the row on. The lease, if it still exists, is

@@ -19,27 +19,30 @@ def submit(repo: TaskRepository, queue: TaskQueue, task_name: str, document: str
 
 
 def retry_dead(repo: TaskRepository, queue: TaskQueue, task_id: int | None,
-               events: EventSink | None = None) -> list[int]:
+               events: EventSink | None = None, page: int = 1000) -> list[int]:
     """Operator's retry: reopen failed tasks with a fresh budget and queue them again.
 
-    Dead letters that name no retryable task (malformed, unknown row) stay in the list.
+    Dead letters that name no retryable task (malformed, unknown row) stay in the list. Linear in
+    the dead letters: rows are read a page at a time, and the letters of every reopened task are
+    removed in one pass over the list (one per task made ``--all`` quadratic, issue 13). A crash
+    half way leaves rows pending with their letters kept, which the next retry takes up again.
     """
     sink = events or NullEvents()
     letters = queue.dead_letters(limit=1_000_000)
     lettered = {d.task_id for d in letters if d.task_id is not None}
-    ids = {task_id} if task_id is not None else lettered
-    requeued: list[int] = []
-    for tid in sorted(ids):
-        row = repo.get(tid)
-        if row is None:
-            continue
-        if row.status is TaskStatus.failed:
-            if not repo.reopen(tid):
+    ids = sorted({task_id} if task_id is not None else lettered)
+    reopened: list[Task] = []
+    for start in range(0, len(ids), page):
+        for row in repo.get_many(ids[start : start + page]):
+            if row.status is TaskStatus.failed:
+                if not repo.reopen(row.task_id):
+                    continue
+            elif not (row.status is TaskStatus.pending and row.task_id in lettered):  # reopened, then crashed
                 continue
-        elif not (row.status is TaskStatus.pending and tid in lettered):  # pending: reopened, then crashed
-            continue
-        queue.remove_dead_letters(tid)
-        queue.push(make_payload(tid, row.task_name))
-        sink.emit(ev.REOPENED, task_id=tid)
-        requeued.append(tid)
-    return requeued
+            reopened.append(row)
+    if reopened:
+        queue.remove_dead_letters([row.task_id for row in reopened])
+    for row in reopened:
+        queue.push(make_payload(row.task_id, row.task_name))
+        sink.emit(ev.REOPENED, task_id=row.task_id)
+    return [row.task_id for row in reopened]

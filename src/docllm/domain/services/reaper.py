@@ -7,8 +7,10 @@ may run at once: the fenced row write and the token-checked queue move each happ
 
 from __future__ import annotations
 
+import random
+
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload, Unavailable
+from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Delivery, TaskStatus
 from docllm.domain.payload import parse_payload
@@ -29,22 +31,26 @@ class Reaper:
         events: EventSink | None = None,
         name: str = "reaper",
         staged_grace_ms: int = 30_000,
+        rng: random.Random | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
         self.max_payload_bytes, self.batch, self.name = max_payload_bytes, batch, name
         self.events = events or NullEvents()
         self.staged_grace_ms = staged_grace_ms
+        self.rng = rng or random.Random()
 
     def reap_once(self) -> int:
         """One cycle: move due retries to ready, payloads a dead claimer left staged back to ready
         (D1), then settle up to ``batch`` expired leases."""
         self.queue.promote_due(self.batch)
         self.queue.unstage(self.staged_grace_ms, self.batch)
-        expired = self.queue.expired(self.batch)
+        # From a random point of the backlog: reapers take different batches (issue 13). A backlog
+        # no larger than one batch is taken whole, by every reaper alike.
+        expired = self.queue.expired(self.batch, start=self.rng.random())
         for delivery in expired:
             try:
                 self.settle(delivery)
-            except Unavailable:
+            except TransientError:  # Unavailable: the infrastructure, not the task (I9); back off
                 raise
             except Exception as exc:  # one lease that cannot be settled must not block the rest
                 self._dead_letter(delivery, f"could not be settled: {type(exc).__name__}: {exc}", None)

@@ -36,6 +36,8 @@ class Gate:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._down[self._service]:
                 first = args[0] if args else None
+                if isinstance(first, list):  # a batch (extend_many): name its first lease's task
+                    first = first[0] if first else None
                 task = first if isinstance(first, int) else self._ledger.token_task.get(first)
                 self._ledger.world.log("call", f"{attr} -> {self._error.__name__} ({self._service} is down)", task)
                 raise self._error(f"{self._service} is unavailable (simulated outage)")

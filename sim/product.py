@@ -40,12 +40,12 @@ class TraceEvents:
     def emit(self, event: str, **fields: Any) -> None:
         if event == "lease_renewed":
             return
-        if event == "lease_lost":
-            self.sys.lease_lost(fields["task_id"], fields["attempt"], fields["token"])
-        elif event == "reclaimed":
+        if event == "reclaimed":
             self.sys.reclaimed(fields["task_id"], fields["attempt"])
         elif event == "abandoned":
             self.sys.abandoned[fields["token"]] = self.sys.world.now
+            if fields["reason"] == "lease lost":  # the runtime acts on a lost lease (I8)
+                self.sys.lease_lost(fields["task_id"], fields["attempt"], fields["token"])
         task_id = fields.get("task_id")
         shown = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("task_id", "worker"))
         self.sys.world.log("event", f"{event} {shown}".rstrip(), task_id)

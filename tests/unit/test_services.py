@@ -358,7 +358,7 @@ def _last_attempt_outlived_by_its_lease(w):
     w.queue.push(make_payload(task.task_id, "doc.md"))
     proc = w.worker(reviewer=Reviewer(PermanentError("the document is unreadable")))
     attempt = proc.begin(proc.claim())
-    outcome = proc.review(attempt)
+    outcome = asyncio.run(proc.review(attempt))
     w.expire()  # the worker stalls past its lease before it writes its outcome
     return task, proc, attempt, outcome
 

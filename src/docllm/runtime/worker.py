@@ -40,9 +40,9 @@ class Worker:
         self.outage = Outage("redis/database", logger)
         self.stop_requested = asyncio.Event()
         self.releasing = False  # the shutdown grace is over: whatever runs goes back to ready
-        self.grace_seconds = 0.0
         self.resume_at = 0.0  # event-loop time before which nothing is claimed (the database is down)
         self.last_beat: float | None = None
+        self.drain_deadline: float | None = None  # event-loop time the shutdown grace ends
         self._slot_freed = asyncio.Event()
 
     @property
@@ -52,18 +52,26 @@ class Worker:
     def stop(self, grace_seconds: float) -> None:
         """Stop claiming; attempts still running after ``grace_seconds`` go back to ready."""
         if not self.stop_requested.is_set():
-            self.grace_seconds = grace_seconds
+            self.drain_deadline = asyncio.get_running_loop().time() + grace_seconds
             self.stop_requested.set()
             self._slot_freed.set()
 
     async def run(self) -> None:
         """Claim and run attempts until ``stop``, then drain (D11)."""
         beats = asyncio.create_task(self._heartbeats(), name="heartbeats")
+        dispatcher = asyncio.create_task(self._dispatch(), name="dispatcher")
+        stopped = asyncio.create_task(self.stop_requested.wait(), name="stop-requested")
         try:
-            await self._dispatch()
+            await asyncio.wait([stopped, dispatcher], return_when=asyncio.FIRST_COMPLETED)
+            if not self.stop_requested.is_set():
+                dispatcher.result()  # the dispatcher died: raise what killed it
             await self._drain()
+            # The dispatcher ends within one blocking wait; what it took meanwhile goes back to ready.
+            await dispatcher
+            await _until_done(self.claimed, self.lease.lease_seconds + 5.0)
         finally:
-            beats.cancel()
+            for task in (beats, dispatcher, stopped):
+                task.cancel()
 
     # -- claiming ----------------------------------------------------------------------------
     async def _dispatch(self) -> None:
@@ -196,17 +204,20 @@ class Worker:
             except Unavailable as exc:  # keep going: the fenced commit decides
                 self.log.warning("heartbeat of %d attempts failed: %s", len(runs), exc)
                 continue
+            except Exception:  # a bug must not stop every renewal of the process
+                self.log.exception("heartbeat of %d attempts failed unexpectedly", len(runs))
+                continue
             for run, ok in zip(runs, renewed):
                 if ok:
                     run.renewed = sent
-                else:
+                elif self.running.get(run.attempt.token) is run:  # not one that ended meanwhile
                     self._abandon(run, None)
 
     # -- shutdown (D11) ----------------------------------------------------------------------
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.grace_seconds
-        await _until_done(self.claimed, deadline - loop.time())
+        assert self.drain_deadline is not None
+        await _until_done(self.claimed, self.drain_deadline - loop.time())
         self.releasing = True
         for run in list(self.running.values()):
             self._abandon(run, SHUT_DOWN)

@@ -12,7 +12,7 @@ from docllm.container import Container
 from docllm.domain.services.producer import retry_dead, submit as submit_task
 from docllm.entrypoints import views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
-from docllm.entrypoints.cli import CommandError, console, print_json
+from docllm.entrypoints.output import CommandError, console, print_json
 from docllm.settings import redact_url
 
 

@@ -24,15 +24,6 @@ COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
 NOW = object()  # a value that stands for "the time of this write", as the SQL utcnow()
 
 
-def start_outcome_found(task: Task, token: str) -> StartOutcome:
-    """What a start found on a row that is not pending (shared with the SQL adapter)."""
-    if task.status.terminal:
-        return StartOutcome(StartResult.terminal, task)
-    if task.lease_token == token:  # our own start landed earlier and its answer was lost
-        return StartOutcome(StartResult.started, task)
-    return StartOutcome(StartResult.busy, task)
-
-
 class InMemoryTaskRepository:
     def __init__(self, clock: Clock | None = None, default_max_attempts: int | None = None):
         self._clock = clock
@@ -124,7 +115,7 @@ class InMemoryTaskRepository:
             if task is None:
                 return StartOutcome(StartResult.missing)
             if task.status != PENDING:
-                return start_outcome_found(task, token)
+                return StartOutcome.found(task, token)
         return StartOutcome(StartResult.busy, task)
 
     def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:

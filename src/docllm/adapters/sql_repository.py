@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
-from docllm.adapters.memory_repository import start_outcome_found
 from docllm.adapters.sql_engine import TransientRetry
 from docllm.adapters.sql_schema import task_doc_llm as t
 from docllm.adapters.sql_time import utcnow
@@ -170,7 +169,7 @@ class SqlAlchemyTaskRepository:
                 if task is None:
                     return StartOutcome(StartResult.missing)
                 if task.status != PENDING:
-                    return start_outcome_found(task, token)
+                    return StartOutcome.found(task, token)
             return StartOutcome(StartResult.busy, task)
 
         # Safe to retry after a lost connection: a start that landed is recognised by its token.

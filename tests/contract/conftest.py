@@ -23,15 +23,15 @@ class QueueUnderTest:
     name: str
     queue: TaskQueue
     clock: ManualClock
-    lpush: Callable[[str], None]  # what an existing producer does: a plain LPUSH onto ready
+    lpush: Callable[[str], object]  # what an existing producer does: a plain LPUSH onto ready
 
 
 @pytest.fixture(params=["memory", "fakeredis", pytest.param("redis", marks=pytest.mark.redis_server)])
 def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
     clock = ManualClock()
     if request.param == "memory":
-        queue = InMemoryTaskQueue(clock)
-        yield QueueUnderTest(request.param, queue, clock, queue.push)
+        memory = InMemoryTaskQueue(clock)
+        yield QueueUnderTest(request.param, memory, clock, memory.push)
         return
     if request.param == "fakeredis":
         client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())

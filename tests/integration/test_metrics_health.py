@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from dependency_injector import providers
@@ -37,6 +38,7 @@ from docllm.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-must-never-be-logged-1234"
+T = TypeVar("T")
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -68,7 +70,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
-def eventually(check: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
+def eventually(check: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
     end = time.monotonic() + timeout
     while True:
         result = check()
@@ -108,6 +110,7 @@ def make_service() -> Iterator[Callable[..., Service]]:
 
 
 def _health(service: Service) -> tuple[int, dict]:
+    assert service.endpoints is not None
     status, body = get(service.endpoints.port, "/healthz")
     return status, json.loads(body)
 
@@ -304,7 +307,7 @@ def test_a_running_worker_serves_metrics_health_and_readiness(worker, worker_env
                                                               tmp_path):
     proc, port, log_path = worker
     names, before = scrape(port)
-    assert METRIC_NAMES <= names, sorted(METRIC_NAMES - names)
+    assert names >= METRIC_NAMES, sorted(METRIC_NAMES - names)
     assert value(before, "docllm_tasks_succeeded_total") == 0
     assert get(port, "/healthz")[0] == 200
     status, text = get(port, "/readyz")

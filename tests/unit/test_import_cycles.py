@@ -47,8 +47,10 @@ def runtime_imports(module: str, path: Path) -> set[str]:
                     base = ".".join([*anchor, *([base] if base else [])])
                 names.add(base)
                 names.update(f"{base}.{alias.name}" for alias in node.names)
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                visit([n for n in getattr(node, field, []) if isinstance(n, (ast.stmt, ast.excepthandler))])
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(node, field, []))
+            for handler in getattr(node, "handlers", []):  # try/except: each handler's body
+                visit(handler.body)
 
     visit(ast.parse(path.read_text(), str(path)).body)
     return names

@@ -176,7 +176,8 @@ class InMemoryTaskQueue:
     def expired(self, limit: int) -> list[Delivery]:
         now = self._clock.now_ms()
         with self._changed:
-            late = sorted((lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now)
+            late = sorted((lease.deadline_ms, token) for token, lease in self._leases.items()
+                          if lease.deadline_ms < now)
             return [self._leases[token].delivery(token) for _, token in late[: max(0, limit)]]
 
     def in_flight(self, limit: int) -> list[Delivery]:

@@ -13,14 +13,14 @@ import itertools
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
 from docllm.domain.ports import Clock
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
-COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = object()  # a value that stands for "the time of this write", as the SQL utcnow()
 
 
@@ -35,7 +35,7 @@ class InMemoryTaskRepository:
 
     def _now(self) -> datetime:
         if self._clock is not None:
-            return datetime.fromtimestamp(self._clock.now_ms() / 1000, tz=timezone.utc)
+            return datetime.fromtimestamp(self._clock.now_ms() / 1000, tz=UTC)
         return COUNTER_EPOCH + timedelta(milliseconds=next(self._ticks))
 
     def _update(self, task_id: int, when: Callable[[Task], bool], **values: Any) -> Task | None:

@@ -191,7 +191,7 @@ class RedisTaskQueue:
             deadlines = self._client.zmscore(self._keys.lease_index, oldest) if oldest else []
         return [
             _delivery(token, deadline, leases[token])
-            for token, deadline in zip(oldest, deadlines)
+            for token, deadline in zip(oldest, deadlines, strict=True)
             if deadline is not None  # ended between the two reads
         ]
 

@@ -8,8 +8,7 @@ from datetime import datetime
 from typing import Any
 
 
-
-class TaskStatus(str, enum.Enum):
+class TaskStatus(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a status (logs, messages)
     pending = "pending"
     processing = "processing"
     success = "success"

@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from docllm.container import Container
-from docllm.domain.services.producer import retry_dead, submit as submit_task
+from docllm.domain.services.producer import retry_dead
+from docllm.domain.services.producer import submit as submit_task
 from docllm.entrypoints import views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 from docllm.entrypoints.output import CommandError, console, print_json

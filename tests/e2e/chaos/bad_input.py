@@ -13,6 +13,6 @@ MALFORMED = [  # valid UTF-8 each; see test_bad_input.py for a payload that is n
     '{"task_id": -4, "task_name": "negative"}',
     '{"task_id": 1.5}',
     '{"task_id": true}',
-    '{"task_id": %d, "task_name": "no such row"}' % UNKNOWN_TASK_ID,
+    f'{{"task_id": {UNKNOWN_TASK_ID}, "task_name": "no such row"}}',
     '{"task_id": 1, "padding": "' + "x" * 100_000 + '"}',  # over DOCLLM_MAX_PAYLOAD_BYTES
 ]

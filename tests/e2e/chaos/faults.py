@@ -175,7 +175,8 @@ class Faults:
     def planned(self, what: str) -> bool:
         """A planned fault; False when it found nothing to act on (no busy worker, no task in flight)."""
         if what in ("sigterm", "delete_row", "pause"):
-            done = {"sigterm": self._sigterm, "delete_row": self._delete_in_flight_row, "pause": self._pause_one}[what]()
+            act = {"sigterm": self._sigterm, "delete_row": self._delete_in_flight_row, "pause": self._pause_one}[what]
+            done = act()
             if done:
                 self.say(f"fault: {what}")
             return done

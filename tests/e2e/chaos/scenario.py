@@ -5,9 +5,10 @@ from __future__ import annotations
 import concurrent.futures
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.e2e.chaos.checks import check, settled
 from tests.e2e.chaos.counters import Counters
@@ -53,7 +54,8 @@ class Chaos:
 
     def _setup(self) -> None:
         h = self.harness
-        self.llm, port = start_llm_server(h, latency_ms="%d-%d" % self.s.llm_latency_ms, rate_429=self.s.rate_429,
+        low, high = self.s.llm_latency_ms
+        self.llm, port = start_llm_server(h, latency_ms=f"{low}-{high}", rate_429=self.s.rate_429,
                                           rate_500=self.s.rate_500, seed=self.seed)
         h.env["DOCLLM_LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
         h.init_db()
@@ -128,7 +130,8 @@ class Chaos:
             wait_until(lambda: settled(self.probe), bound, "every task to settle", interval=0.25)
         except AssertionError as exc:
             self.problems.append(f"not settled within the bound of {bound:.0f}s ({backlog} tasks open when the "
-                                 f"faults stopped): {exc}; counts {self.probe.counts()} redis {self.probe.queue_sizes()}")
+                                 f"faults stopped): {exc}; counts {self.probe.counts()} "
+                                 f"redis {self.probe.queue_sizes()}")
         return time.monotonic() - started, bound, backlog
 
     def _stop_all(self) -> None:

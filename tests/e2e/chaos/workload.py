@@ -30,7 +30,7 @@ class Workload:
             return
         paths = [self.workdir / "docs" / name for name in batch]
         env = skewed(self.s.submit_skew, self.harness.env["PYTHONPATH"]) if self.s.submit_skew else None
-        for tries in range(5):
+        for _ in range(5):
             result = self.harness.cli("submit", "--json", *map(str, paths), env=env, check=False)
             self.count.submits += 1
             if result.returncode == 0:

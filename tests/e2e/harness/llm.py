@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from tests.e2e.harness.programs import Harness
 from tests.e2e.harness.process import Proc
+from tests.e2e.harness.programs import Harness
 from tests.e2e.harness.waiting import wait_until
 
 

@@ -11,6 +11,11 @@ import sqlalchemy as sa
 from docllm.adapters.redis_keys import RedisKeys
 
 
+def _text(value: bytes | str) -> str:
+    """A Redis reply as text; a payload that is not UTF-8 survives as surrogate escapes."""
+    return value if isinstance(value, str) else value.decode("utf-8", "surrogateescape")
+
+
 class Probe:
     """Looks at Redis and the database directly (no CLI start-up cost), for waits and checks."""
 
@@ -28,8 +33,8 @@ class Probe:
         """Every lease: token, holder, task_id, claimed_at (ms, Redis clock)."""
         out = []
         for token, data in self.redis.hgetall(self.keys.leases).items():
-            lease = json.loads(data.decode("utf-8", "surrogateescape"))  # a payload may not be UTF-8
-            lease["token"] = token.decode()
+            lease = json.loads(_text(data))  # a payload may not be UTF-8
+            lease["token"] = _text(token)
             out.append(lease)
         return out
 
@@ -48,17 +53,18 @@ class Probe:
     def dead_letters(self) -> list[dict[str, Any]]:
         out = []
         for raw in self.redis.lrange(self.keys.dead, 0, -1):
-            entry = json.loads(raw.decode("utf-8", "surrogateescape"))
+            entry = json.loads(_text(raw))
             out.append(entry)
         return out
 
     def rows(self, with_result: bool = True) -> dict[int, dict[str, Any]]:
-        cols = "task_id, task_name, status, attempt, retry_count, lease_token, error" + (", result" if with_result else "")
+        cols = "task_id, task_name, status, attempt, retry_count, lease_token, error"
+        cols += ", result" if with_result else ""
         with self.engine.connect() as conn:
             found = conn.execute(sa.text(f"SELECT {cols} FROM task_doc_llm")).mappings().all()  # noqa: S608
         rows = {}
-        for row in found:
-            row = dict(row)
+        for found_row in found:
+            row = dict(found_row)
             if with_result and row.get("result") is not None:
                 row["result"] = json.loads(row["result"])
             rows[int(row["task_id"])] = row

@@ -111,4 +111,5 @@ class Harness:
 
     def dump(self) -> str:
         """The end of every process's log, for a failure message."""
-        return "\n".join(f"--- {p.name} (pid {p.pid}, rc {p.returncode}) ---\n{p.tail(15)}" for p in self.procs.values())
+        return "\n".join(f"--- {p.name} (pid {p.pid}, rc {p.returncode}) ---\n{p.tail(15)}"
+                         for p in self.procs.values())

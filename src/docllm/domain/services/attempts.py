@@ -145,7 +145,7 @@ class TaskProcessor:
             return Outcome.retryable(f"{type(exc).__name__}: {exc}", exc.retry_after, reason)
         except PermanentError as exc:
             return Outcome.permanent(str(exc))
-        except Exception as exc:  # a reviewer bug must not kill the worker; it costs an attempt
+        except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker; it costs an attempt
             return Outcome.retryable(f"reviewer raised {type(exc).__name__}: {exc}", reason=Reason.reviewer_bug)
         return Outcome.success(report)
 

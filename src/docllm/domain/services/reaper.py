@@ -47,8 +47,9 @@ class Reaper:
                 self.settle(delivery)
             except Unavailable:
                 raise
-            except Exception as exc:  # one lease that cannot be settled must not block the rest
-                self._dead_letter(delivery, Reason.unsettled, f"could not be settled: {type(exc).__name__}: {exc}", None)
+            except Exception as exc:  # noqa: BLE001 - one lease that cannot be settled must not block the rest
+                error = f"could not be settled: {type(exc).__name__}: {exc}"
+                self._dead_letter(delivery, Reason.unsettled, error, None)
         return len(expired)
 
     def settle(self, delivery: Delivery) -> None:

@@ -38,7 +38,7 @@ def test_another_seed_another_run():
 def test_the_trace_does_not_depend_on_the_hash_seed():
     digests = set()
     for hash_seed in ("1", "2"):
-        env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
         out = subprocess.run([sys.executable, "-c", DIGEST], cwd=ROOT, env=env, capture_output=True, text=True,
                              check=True)
         digests.add(out.stdout.strip())

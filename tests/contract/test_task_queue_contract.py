@@ -197,6 +197,7 @@ def test_unstage_returns_what_a_dead_claimer_left_after_the_grace(subject: Queue
     subject.queue.push(payload(1))
     subject.queue.push(payload(2))
     raw = subject.queue.stage(0)  # ... and the claimer dies here (D1)
+    assert raw is not None
     assert subject.queue.unstage(1_000, 100) == 0  # first seen now
     subject.clock.advance(500)
     assert subject.queue.unstage(1_000, 100) == 0

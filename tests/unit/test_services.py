@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 import itertools
 import random
 from dataclasses import dataclass

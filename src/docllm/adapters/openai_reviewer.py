@@ -22,7 +22,7 @@ from docllm.domain.report import make_report, merge_reports, parse_answer, requi
 try:  # openai 3 moved to httpx2; earlier versions use httpx
     import httpx2 as httpx
 except ImportError:  # pragma: no cover - depends on the openai version installed
-    import httpx  # type: ignore[no-redef]
+    import httpx  # type: ignore[no-redef, import-not-found, unused-ignore]  # which one is installed varies
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionMessageParam

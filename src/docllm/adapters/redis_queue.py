@@ -106,7 +106,7 @@ class RedisTaskQueue:
         tokens = [self._new_token() for _ in range(limit)]
         raws = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
         return [Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
-                for raw, token in zip(raws, tokens)]
+                for raw, token in zip(raws, tokens, strict=False)]  # fewer payloads than tokens: fine
 
     def stage(self, timeout_s: float) -> str | None:
         """``BLMOVE ready staging``: one waiter wakes per pushed payload (a no-op ``ready ready``

@@ -18,7 +18,6 @@ from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
 from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
 
-
 LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
 
 
@@ -100,7 +99,7 @@ class TaskProcessor:
     def heartbeat_many(self, attempts: list[Attempt]) -> list[bool]:
         """Renew every lease in one round trip; False for each one that is lost."""
         renewed = self.queue.extend_many([a.token for a in attempts], self.lease.lease_ms) if attempts else []
-        for attempt, ok in zip(attempts, renewed):
+        for attempt, ok in zip(attempts, renewed, strict=True):
             if ok:
                 self.events.emit(ev.LEASE_RENEWED, task_id=attempt.task_id, attempt=attempt.number)
             else:
@@ -116,8 +115,8 @@ class TaskProcessor:
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
-        self.events.emit(ev.RELEASED, task_id=attempt.task_id, attempt=attempt.number, reason=LEASE_LOST_REASON,
-                         worker=self.holder)
+        self.events.emit(ev.RELEASED, task_id=attempt.task_id, attempt=attempt.number, reason=Reason.lease_lost,
+                         error=LEASE_LOST_REASON, worker=self.holder)
         return True
 
     def overran(self, attempt: Attempt) -> bool:

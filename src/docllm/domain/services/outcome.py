@@ -27,6 +27,7 @@ class Reason(enum.StrEnum):
     timeout = "timeout"  # PROCESSING_TIMEOUT_SECONDS
     attempts_exhausted = "attempts_exhausted"
     shutdown = "shutdown"
+    lease_lost = "lease_lost"  # the worker found its lease gone and handed the row back
     llm_configuration = "llm_configuration"
     malformed_payload = "malformed_payload"
     unknown_task = "unknown_task"

@@ -20,8 +20,9 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NoReturn
+from typing import NoReturn
 
 import pytest
 

@@ -24,7 +24,7 @@ class QueueUnderTest:
     name: str
     queue: TaskQueue
     clock: ManualClock
-    lpush: Callable[[str], None]  # what an existing producer does: a plain LPUSH onto ready
+    lpush: Callable[[str], object]  # what an existing producer does: a plain LPUSH onto ready
     # What the original note's worker does: BRPOPLPUSH ready processing (no lease), then HSET
     # processing_ts task_id stamp when a stamp is given; and that HSET alone.
     original_take: Callable[[str | None], str | None]

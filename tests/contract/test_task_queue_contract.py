@@ -68,7 +68,8 @@ def test_delivery_carries_the_lease(subject: QueueUnderTest) -> None:
     delivery = claim(subject, lease_ms=5_000, holder="worker-a")
     assert (delivery.raw, delivery.holder) == (payload(1), "worker-a")
     assert (delivery.claimed_at_ms, delivery.deadline_ms) == (now, now + 5_000)
-    other = (subject.queue.push(payload(2)), claim(subject))[1]
+    subject.queue.push(payload(2))
+    other = claim(subject)
     assert delivery.token and other.token != delivery.token
     assert subject.queue.now_ms() == now
 
@@ -196,6 +197,7 @@ def test_unstage_returns_what_a_dead_claimer_left_after_the_grace(subject: Queue
     subject.queue.push(payload(1))
     subject.queue.push(payload(2))
     raw = subject.queue.stage(0)  # ... and the claimer dies here (D1)
+    assert raw is not None
     assert subject.queue.unstage(1_000, 100) == 0  # first seen now
     subject.clock.advance(500)
     assert subject.queue.unstage(1_000, 100) == 0
@@ -244,7 +246,7 @@ def test_in_flight_lists_current_leases_oldest_claim_first(subject: QueueUnderTe
     assert subject.queue.in_flight(10) == []
     for task_id in (1, 2, 3, 4):
         subject.queue.push(payload(task_id))
-    deliveries = []
+    deliveries: list[Delivery] = []
     for _ in range(4):
         deliveries.append(claim(subject, lease_ms=10_000 - 1_000 * len(deliveries)))
         subject.clock.advance(100)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from datetime import timezone
+from datetime import UTC
 
 import pytest
 
@@ -45,7 +45,7 @@ def repo(make_repo) -> TaskRepository:
 def started(repo: TaskRepository, token: str = "tok-1", name: str = "doc") -> Task:
     task = repo.create(name, "body")
     outcome = repo.start_attempt(task.task_id, token)
-    assert outcome.result is StartResult.started
+    assert outcome.result is StartResult.started and outcome.task is not None
     return outcome.task
 
 
@@ -58,7 +58,7 @@ def test_create_gives_a_pending_row_with_utc_timestamps(repo):
     assert (task.attempt, task.retry_count, task.max_attempts, task.lease_token) == (0, 0, 3, None)
     assert task.result is None and task.error is None
     assert task.processing_started_at is None and task.finished_at is None
-    assert task.created_at.tzinfo is not None and task.created_at.utcoffset() == timezone.utc.utcoffset(None)
+    assert task.created_at.tzinfo is not None and task.created_at.utcoffset() == UTC.utcoffset(None)
     assert task.updated_at == task.created_at
     assert repo.get(task.task_id) == task
 

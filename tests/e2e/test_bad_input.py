@@ -78,9 +78,7 @@ def test_non_utf8_payload_is_dead_lettered_and_does_not_block_the_reaper(
     harness.reaper("r1")
     wait_until(lambda: probe.rows(False)[task["task_id"]]["retry_count"] == 1, 10,
                "the reaper to reclaim the good task", on_timeout=harness.dump)
-    raw_dead = probe.redis.lrange(probe.keys.dead, 0, -1)
-    assert any(json.loads(entry.decode("utf-8", "surrogateescape"))["payload"].encode("utf-8", "surrogateescape")
-               == bad for entry in raw_dead)
+    assert any(d["payload"].encode("utf-8", "surrogateescape") == bad for d in probe.dead_letters())
 
 
 def test_dead_list_json_is_valid_utf8_whatever_the_payload(harness: Harness, probe: Probe) -> None:

@@ -1,6 +1,6 @@
 """The short chaos run (CI): real servers and processes, faults for a minute, then every invariant.
 
-The scenario and its checks are in ``tests/e2e/chaos.py``; ``scripts/chaos`` runs the same outside
+The scenario and its checks are in ``tests/e2e/chaos/``; ``scripts/chaos`` runs the same outside
 pytest, and ``scripts/chaos --soak`` for 30 minutes. Set ``DOCLLM_CHAOS_SEED`` to replay a run.
 """
 

@@ -15,7 +15,7 @@ STATUS_KEYS = {"task_id", "task_name", "status", "attempt", "retry_count", "resu
                "finished_at"}
 
 
-def _one_line_error(result) -> str:  # type: ignore[no-untyped-def]
+def _one_line_error(result) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, f"expected a one-line message on stderr, got:\n{result.stderr}"
     return lines[0]
@@ -40,7 +40,7 @@ def test_submit_status_stats_json_shapes(harness: Harness, probe: Probe, tmp_pat
     listed = harness.status()  # no ids: the newest tasks
     assert {t["task_id"] for t in listed} == set(ids)
     for task in listed:
-        assert STATUS_KEYS <= set(task)
+        assert set(task) >= STATUS_KEYS
         assert (task["status"], task["attempt"], task["retry_count"], task["result"], task["finished_at"]) == (
             "pending", 0, 0, None, None)
         datetime.fromisoformat(task["created_at"])
@@ -50,7 +50,7 @@ def test_submit_status_stats_json_shapes(harness: Harness, probe: Probe, tmp_pat
     done = harness.status(*ids)
     assert [t["task_id"] for t in done] == ids
     for task in done:
-        assert STATUS_KEYS <= set(task)
+        assert set(task) >= STATUS_KEYS
         assert task["status"] == "success" and task["attempt"] == 1 and task["error"] is None
         assert isinstance(task["result"], dict) and isinstance(task["result"]["findings"], list)
         assert datetime.fromisoformat(task["finished_at"]) >= datetime.fromisoformat(task["created_at"])

@@ -7,6 +7,7 @@ process, and a trigger that counts commits in the database.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from tests.e2e.harness import (
     Harness,
     Probe,
+    Proc,
     commits,
     cpu_seconds,
     install_commit_audit,
@@ -182,6 +184,10 @@ def _two_documents(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / "docs").glob("*.md"))
 
 
+def _logged(proc: Proc, text: str) -> bool:
+    return text in proc.log_text()
+
+
 def _count(llm: FakeLLM, path: str) -> int:
     return sum(1 for r in list(llm.requests) if r["path"] == path)
 
@@ -196,7 +202,7 @@ def test_idle_worker_uses_almost_no_cpu(harness: Harness) -> None:
                                       "DOCLLM_SHUTDOWN_GRACE_SECONDS", "DOCLLM_MAX_ATTEMPTS")}
     workers = {"defaults": harness.worker("idle-defaults", defaults), "fast": harness.worker("idle-fast")}
     for w in workers.values():
-        wait_until(lambda w=w: "starting" in w.log_text(), 30, f"{w.name} to start", on_timeout=w.tail)
+        wait_until(functools.partial(_logged, w, "starting"), 30, f"{w.name} to start", on_timeout=w.tail)
     time.sleep(2.0)  # past start-up (imports, schema check, first reaper and reconciler cycles)
     before = {name: cpu_seconds(w.pid) for name, w in workers.items()}  # type: ignore[arg-type]
     started = time.monotonic()

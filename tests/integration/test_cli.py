@@ -90,8 +90,8 @@ def test_unknown_task_id_is_an_error(cli):
 def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
     import redis
 
-    from docllm.entrypoints.bootstrap import build_container, load_settings
     from docllm.domain.services.attempts import TaskProcessor
+    from docllm.entrypoints.bootstrap import build_container, load_settings
 
     path = write(tmp_path, "a.md", "# A\n")
     cli("submit", path)

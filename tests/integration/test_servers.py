@@ -54,7 +54,7 @@ def test_redis_kill_keeps_acknowledged_writes(redis_url: str, redis_server: Redi
         assert client.get("acknowledged") == b"yes"
 
 
-def test_redis_url_restarts_a_stopped_server(redis_server: RedisServer, request) -> None:  # type: ignore[no-untyped-def]
+def test_redis_url_restarts_a_stopped_server(redis_server: RedisServer, request) -> None:
     redis_server.stop()
     url = request.getfixturevalue("redis_url")
     assert redis.Redis.from_url(url).ping()

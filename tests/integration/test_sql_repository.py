@@ -12,7 +12,7 @@ import multiprocessing
 import sqlite3
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -52,7 +52,7 @@ def raw(mariadb_server, mysql_url):
 
 
 def near_now(moment: datetime) -> bool:
-    return abs(moment - datetime.now(timezone.utc)) < timedelta(minutes=1)
+    return abs(moment - datetime.now(UTC)) < timedelta(minutes=1)
 
 
 # -- time -----------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def test_timestamps_are_utc_although_the_server_is_at_plus_eight(repo, raw):
     repo.commit(task.task_id, attempt.attempt, {"ok": True})
     done = repo.get(task.task_id)
     for moment in (done.created_at, done.updated_at, done.processing_started_at, done.finished_at):
-        assert moment.tzinfo is timezone.utc and near_now(moment)
+        assert moment.tzinfo is UTC and near_now(moment)
 
 
 def test_a_producer_row_with_only_name_status_and_document_is_valid(repo, raw):

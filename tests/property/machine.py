@@ -9,7 +9,6 @@ faults and drives the system to quiescence to check liveness (I2).
 from __future__ import annotations
 
 import asyncio
-
 import itertools
 import random
 from collections import Counter

@@ -177,6 +177,7 @@ class MariaDBServer(procs.ManagedServer):
         if (self.datadir / "mysql").is_dir():
             return
         shutil.rmtree(self.datadir, ignore_errors=True)  # a half-done earlier attempt
+        assert self.install_db is not None  # checked in __init__
         argv = [
             self.install_db,
             "--no-defaults",
@@ -232,7 +233,7 @@ class MariaDBServer(procs.ManagedServer):
             "--max-connections=500",
         ]
 
-    def start(self) -> "MariaDBServer":
+    def start(self) -> MariaDBServer:
         """Start if not running (initialising the datadir the first time) and wait until the
         docllm user can connect over TCP. No-op when already running."""
         if self.is_running:

@@ -17,12 +17,13 @@ import atexit
 import ctypes
 import ctypes.util
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 _PR_SET_PDEATHSIG = 1
 

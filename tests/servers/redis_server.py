@@ -114,7 +114,7 @@ class RedisServer(procs.ManagedServer):
             argv += ["--enable-debug-command", "local"]
         return argv
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         """Start if not running and wait until it answers PING. No-op when already running."""
         if self.is_running:
             return self

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sim.crash_scenarios import main, plan, parse_args
+from sim.crash_scenarios import main, parse_args, plan
 from sim.scenarios import names
 
 

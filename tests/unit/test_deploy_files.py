@@ -63,7 +63,7 @@ def test_compose_has_the_documented_services(compose):
 
 def test_compose_redis_keeps_its_data(compose):
     command = compose["services"]["redis"]["command"]
-    flags = dict(zip(command[1::2], command[2::2]))
+    flags = dict(zip(command[1::2], command[2::2], strict=True))
     assert flags["--appendonly"] == "yes"
     assert flags["--maxmemory-policy"] == "noeviction"
     assert compose["services"]["redis"]["volumes"]

@@ -20,9 +20,8 @@ from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.adapters.metrics import AttemptTimer
 from docllm.domain import events as ev
 from docllm.domain.events import RecordingEvents
-from docllm.entrypoints.bootstrap import build_container
+from docllm.entrypoints.bootstrap import build_container, build_service
 from docllm.logs import setup_logging
-from docllm.entrypoints.bootstrap import build_service
 from docllm.settings import Settings
 
 SECRET = "sk-live-0123456789abcdef-secret"

@@ -6,12 +6,19 @@ import pytest
 
 from docllm.domain.errors import PermanentError
 from docllm.domain.report import (
-    finding, make_report, merge_reports, parse_answer, require_reviewable, validate_answer, validate_report,
+    finding,
+    make_report,
+    merge_reports,
+    parse_answer,
+    require_reviewable,
+    validate_answer,
+    validate_report,
 )
 
 
 def report(*findings, chunks=1, usage=(3, 2), summary="ok"):
-    return make_report(list(findings), summary, "openai", "m", chunks, dict(zip(("prompt_tokens", "completion_tokens"), usage)))
+    usage_counts = dict(zip(("prompt_tokens", "completion_tokens"), usage, strict=True))
+    return make_report(list(findings), summary, "openai", "m", chunks, usage_counts)
 
 
 def test_a_built_report_is_valid_and_complete():

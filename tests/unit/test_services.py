@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 import itertools
 import random
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from docllm.domain.model import TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import Limits, TaskProcessor
-from docllm.domain.services.outcome import Outcome
+from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.services.producer import retry_dead, submit
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
@@ -96,13 +95,15 @@ def test_happy_path_commits_once_and_empties_the_queue(w):
     assert (s.ready, s.processing, s.delayed, s.dead) == (0, 0, 0, 0)
 
 
-@pytest.mark.parametrize("raw, reason", [("garbage", "malformed payload"), ('{"task_id": 424242}', "unknown task")])
-def test_bad_payloads_are_dead_lettered_with_a_reason_never_dropped(w, raw, reason):  # D7, I7
+@pytest.mark.parametrize("raw, text, reason", [("garbage", "malformed payload", Reason.malformed_payload),
+                                               ('{"task_id": 424242}', "unknown task", Reason.unknown_task)])
+def test_bad_payloads_are_dead_lettered_with_a_reason_never_dropped(w, raw, text, reason):  # D7, I7
     w.queue.push(raw)
     proc = w.worker()
     assert proc.begin(proc.claim()) is None
     [letter] = w.queue.dead_letters()
-    assert letter.raw == raw and reason in letter.reason
+    assert letter.raw == raw and text in letter.reason
+    assert [f["reason"] for n, f in w.events.events if n == ev.DEAD_LETTERED] == [reason]
     assert w.queue.stats().processing == 0
 
 
@@ -161,6 +162,8 @@ def test_a_poison_task_ends_failed_with_its_payload_dead_lettered(w):  # D6, I5
     assert reviewer.calls == 3
     [letter] = w.queue.dead_letters()
     assert letter.task_id == task.task_id and letter.raw == make_payload(task.task_id, "doc.md")
+    reasons = [f["reason"] for n, f in w.events.events if n in (ev.RETRIED, ev.FAILED)]
+    assert reasons == [Reason.transient_error, Reason.transient_error, Reason.attempts_exhausted]
 
 
 def test_a_poison_task_that_always_times_out_is_failed_by_the_reaper(w):  # D6 via lease expiry
@@ -173,6 +176,8 @@ def test_a_poison_task_that_always_times_out_is_failed_by_the_reaper(w):  # D6 v
         w.reaper().reap_once()
     assert w.status(task.task_id) is TaskStatus.failed
     assert w.queue.dead_letters()[0].task_id == task.task_id
+    reasons = [f["reason"] for n, f in w.events.events if n in (ev.RECLAIMED, ev.DEAD_LETTERED)]
+    assert reasons == [Reason.lease_expired, Reason.lease_expired, Reason.attempts_exhausted]
 
 
 def test_heartbeats_keep_a_long_attempt_and_a_dead_one_is_reclaimed_after_one_lease(w):  # D9, I8
@@ -227,7 +232,8 @@ def test_release_on_shutdown_goes_back_first_without_costing_an_attempt(w):  # D
     first, _ = w.submit(), w.submit()
     proc = w.worker()
     attempt = proc.begin(proc.claim())
-    assert proc.finish(attempt, Outcome.release("shutdown"))
+    assert proc.finish(attempt, Outcome.shut_down())
+    assert [f["reason"] for n, f in w.events.events if n == ev.RELEASED] == [Reason.shutdown]
     row = w.repo.get(first.task_id)
     assert row.status is TaskStatus.pending and row.retry_count == 0
     assert w.worker("w2").claim().raw == make_payload(first.task_id, "doc.md")  # next in line
@@ -255,6 +261,8 @@ def test_permanent_errors_and_oversized_documents_fail_at_once(w):
     assert "over the limit" in w.repo.get(b.task_id).error
     assert {w.status(a.task_id), w.status(b.task_id)} == {TaskStatus.failed}
     assert len(w.queue.dead_letters()) == 2
+    reasons = [f["reason"] for n, f in w.events.events if n == ev.FAILED]
+    assert reasons == [Reason.permanent_error, Reason.invalid_document]
 
 
 def test_retry_after_is_honoured(w):

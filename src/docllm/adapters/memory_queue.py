@@ -135,10 +135,11 @@ class InMemoryTaskQueue:
             out = []
             for token in tokens:
                 lease = self._leases.get(token)
-                alive = lease is not None and lease.deadline_ms >= now
-                if alive:
+                if lease is not None and lease.deadline_ms >= now:
                     lease.deadline_ms = now + lease_ms
-                out.append(alive)
+                    out.append(True)
+                else:
+                    out.append(False)
             return out
 
     def lease_exists(self, token: str) -> bool:

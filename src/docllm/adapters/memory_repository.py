@@ -13,24 +13,15 @@ import itertools
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
 from docllm.domain.ports import Clock
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
-COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = object()  # a value that stands for "the time of this write", as the SQL utcnow()
-
-
-def start_outcome_found(task: Task, token: str) -> StartOutcome:
-    """What a start found on a row that is not pending (shared with the SQL adapter)."""
-    if task.status.terminal:
-        return StartOutcome(StartResult.terminal, task)
-    if task.lease_token == token:  # our own start landed earlier and its answer was lost
-        return StartOutcome(StartResult.started, task)
-    return StartOutcome(StartResult.busy, task)
 
 
 class InMemoryTaskRepository:
@@ -44,7 +35,7 @@ class InMemoryTaskRepository:
 
     def _now(self) -> datetime:
         if self._clock is not None:
-            return datetime.fromtimestamp(self._clock.now_ms() / 1000, tz=timezone.utc)
+            return datetime.fromtimestamp(self._clock.now_ms() / 1000, tz=UTC)
         return COUNTER_EPOCH + timedelta(milliseconds=next(self._ticks))
 
     def _update(self, task_id: int, when: Callable[[Task], bool], **values: Any) -> Task | None:
@@ -124,7 +115,7 @@ class InMemoryTaskRepository:
             if task is None:
                 return StartOutcome(StartResult.missing)
             if task.status != PENDING:
-                return start_outcome_found(task, token)
+                return StartOutcome.found(task, token)
         return StartOutcome(StartResult.busy, task)
 
     def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:

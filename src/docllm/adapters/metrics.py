@@ -8,7 +8,6 @@ oldest lease and the attempts in flight are read when Prometheus scrapes (``Queu
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from docllm.domain import events as ev
 from docllm.domain.errors import Unavailable
 from docllm.domain.ports import DocumentReviewer, EventSink, TaskQueue
+from docllm.domain.services.outcome import Reason
 
 log = logging.getLogger("docllm.metrics")
 
@@ -66,16 +66,15 @@ class Metrics:
 
 
 class PrometheusEvents:
-    """The EventSink that counts: every event by name, the task outcomes also by reason."""
+    """The EventSink that counts: every event by name, the task outcomes also by ``Reason``."""
 
     def __init__(self, metrics: Metrics):
         m = self.m = metrics
         self._plain = {ev.CLAIMED: m.claimed, ev.STARTED: m.started, ev.SUCCEEDED: m.succeeded,
                        ev.LEASE_RENEWED: m.renewals, ev.LEASE_LOST: m.leases_lost}
-        self._by_reason = {ev.FAILED: (m.failed, "error", "permanent_error"),
-                           ev.RETRIED: (m.retried, "error", "other"),
-                           ev.RELEASED: (m.released, "reason", "other"),
-                           ev.DEAD_LETTERED: (m.dead_lettered, "reason", "other")}
+        self._by_reason = {ev.FAILED: m.failed, ev.RETRIED: m.retried, ev.RELEASED: m.released,
+                           ev.DEAD_LETTERED: m.dead_lettered, ev.RECLAIMED: m.reclaimed,
+                           ev.REQUEUED: m.reclaimed}  # REQUEUED: claimed, never started, lease expired
 
     def emit(self, event: str, **fields: Any) -> None:
         m = self.m
@@ -83,43 +82,14 @@ class PrometheusEvents:
         if event in self._plain:
             self._plain[event].inc()
         elif event in self._by_reason:
-            counter, field, default = self._by_reason[event]
-            counter.labels(reason_class(fields.get(field), default)).inc()
-        elif event == ev.RECLAIMED:
-            m.reclaimed.labels("lease_expired").inc()
-        elif event == ev.REQUEUED:  # claimed, never started, lease expired
-            m.reclaimed.labels("never_started").inc()
+            self._by_reason[event].labels(reason_label(fields.get("reason"))).inc()
         if "duration" in fields:
             m.attempt_seconds.labels(event).observe(fields["duration"])
 
 
-_REASONS = (  # the first match wins: "attempts exhausted (5/5): TransientError: ..." is exhausted
-    ("attempts exhausted", "attempts_exhausted"),
-    ("malformed payload", "malformed_payload"),
-    ("unknown task", "unknown_task"),
-    ("row deleted", "row_deleted"),
-    ("PROCESSING_TIMEOUT_SECONDS", "timeout"),
-    ("lease expired", "lease_expired"),
-    ("shut down", "shutdown"),
-    ("LLM configuration error", "llm_configuration"),
-    ("document is empty", "invalid_document"),
-    ("is over the limit", "invalid_document"),
-    ("reviewer raised", "reviewer_bug"),
-)
-_ERROR_CLASS = re.compile(r"^([A-Z][A-Za-z0-9]{2,40}): ")
-
-
-def reason_class(text: str | None, default: str = "other") -> str:
-    """A reason text as one of a few label values (a label must not carry task ids or messages)."""
-    if not text:
-        return default
-    for needle, reason in _REASONS:
-        if needle in text:
-            return reason
-    match = _ERROR_CLASS.match(text)  # "TransientError: the LLM answered 503" -> transient_error
-    if match:
-        return re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
-    return default
+def reason_label(reason: object) -> str:
+    """The label value: the event's ``Reason``; never a free text (it would carry ids and messages)."""
+    return reason.value if isinstance(reason, Reason) else Reason.other.value
 
 
 class AttemptTimer:

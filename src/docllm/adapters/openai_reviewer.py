@@ -10,7 +10,7 @@ import email.utils
 import logging
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import openai
 
@@ -22,7 +22,10 @@ from docllm.domain.report import make_report, merge_reports, parse_answer, requi
 try:  # openai 3 moved to httpx2; earlier versions use httpx
     import httpx2 as httpx
 except ImportError:  # pragma: no cover - depends on the openai version installed
-    import httpx  # type: ignore[no-redef]
+    import httpx  # type: ignore[no-redef, import-not-found, unused-ignore]  # which one is installed varies
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +88,7 @@ class OpenAIReviewer:
         findings = [place_finding(f, chunk) for f in parsed["findings"]]
         return make_report(findings, parsed["summary"], self.name, self.model, chunks=1, usage=usage)
 
-    async def _complete(self, messages: list[dict], usage: dict[str, int]) -> str:
+    async def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
         try:
             try:
                 response = await self._create(messages)
@@ -102,9 +105,12 @@ class OpenAIReviewer:
             usage["completion_tokens"] += response.usage.completion_tokens or 0
         return (response.choices[0].message.content or "") if response.choices else ""
 
-    async def _create(self, messages: list[dict]) -> Any:
-        extra = {"response_format": {"type": "json_object"}} if self._json_mode else {}
-        return await self._client.chat.completions.create(model=self.model, messages=messages, **extra)
+    async def _create(self, messages: list[dict[str, str]]) -> ChatCompletion:
+        sent = cast("list[ChatCompletionMessageParam]", messages)  # the domain's plain role/content dicts
+        if self._json_mode:
+            return await self._client.chat.completions.create(model=self.model, messages=sent,
+                                                              response_format={"type": "json_object"})
+        return await self._client.chat.completions.create(model=self.model, messages=sent)
 
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
         if isinstance(e, openai.APITimeoutError):

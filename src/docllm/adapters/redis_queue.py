@@ -109,7 +109,7 @@ class RedisTaskQueue:
         tokens = [self._new_token() for _ in range(limit)]
         raws = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
         return [Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
-                for raw, token in zip(raws, tokens)]
+                for raw, token in zip(raws, tokens, strict=False)]  # fewer payloads than tokens: fine
 
     def stage(self, timeout_s: float) -> str | None:
         """``BLMOVE ready staging``: one waiter wakes per pushed payload (a no-op ``ready ready``
@@ -196,7 +196,7 @@ class RedisTaskQueue:
             deadlines = self._client.zmscore(self._keys.lease_index, oldest) if oldest else []
         return [
             _delivery(token, deadline, leases[token])
-            for token, deadline in zip(oldest, deadlines)
+            for token, deadline in zip(oldest, deadlines, strict=True)
             if deadline is not None  # ended between the two reads
         ]
 

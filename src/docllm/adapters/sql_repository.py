@@ -10,12 +10,12 @@ Listing methods (``get_many``, ``recent``, ``non_terminal_after``) leave ``docum
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
-from docllm.adapters.memory_repository import start_outcome_found
 from docllm.adapters.sql_engine import TransientRetry
 from docllm.adapters.sql_schema import task_doc_llm as t
 from docllm.adapters.sql_time import utcnow
@@ -56,6 +56,10 @@ def _task(row) -> Task:
     values = row._asdict()
     values["status"] = TaskStatus(values["status"])
     return Task(**values)
+
+
+def _tasks(stmt: Any, conn: Connection) -> list[Task]:
+    return [_task(r) for r in conn.execute(stmt)]
 
 
 class SqlAlchemyTaskRepository:
@@ -120,7 +124,7 @@ class SqlAlchemyTaskRepository:
         tasks: list[Task] = []
         for i in range(0, len(ids), IN_CHUNK):
             stmt = select(*LISTED_ROW).where(t.c.task_id.in_(ids[i : i + IN_CHUNK])).order_by(t.c.task_id)
-            tasks += self._run(lambda conn, s=stmt: [_task(r) for r in conn.execute(s)])
+            tasks += self._run(partial(_tasks, stmt))
         return tasks
 
     def recent(self, limit: int = 50) -> list[Task]:
@@ -170,7 +174,7 @@ class SqlAlchemyTaskRepository:
                 if task is None:
                     return StartOutcome(StartResult.missing)
                 if task.status != PENDING:
-                    return start_outcome_found(task, token)
+                    return StartOutcome.found(task, token)
             return StartOutcome(StartResult.busy, task)
 
         # Safe to retry after a lost connection: a start that landed is recognised by its token.

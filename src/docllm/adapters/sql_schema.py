@@ -7,6 +7,7 @@ server defaults below make such a row valid, its timestamps in the database's UT
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text, text
 from sqlalchemy.dialects.mysql import LONGTEXT
@@ -51,7 +52,7 @@ def timestamp(name: str, *, defaulted: bool = False) -> Column:
 
 TABLE_NAME = "task_doc_llm"
 STATUS_INDEX = "ix_task_doc_llm_status_updated_at"
-MYSQL_TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
+MYSQL_TABLE_OPTIONS: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 
 metadata = MetaData()
 task_doc_llm = Table(

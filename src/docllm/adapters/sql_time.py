@@ -7,7 +7,7 @@ Every timestamp the repository writes comes from the database, never from the wo
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 
 from sqlalchemy.dialects.mysql import DATETIME
 from sqlalchemy.exc import CompileError
@@ -33,11 +33,11 @@ class UtcDateTime(TypeDecorator):
 
     def process_bind_param(self, value, dialect):
         if value is not None and value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return value
 
     def process_result_value(self, value, dialect):
-        return None if value is None else value.replace(tzinfo=timezone.utc)
+        return None if value is None else value.replace(tzinfo=UTC)
 
 
 class utcnow(FunctionElement):  # noqa: N801 - reads like the SQL function it stands for

@@ -7,20 +7,8 @@ class DocllmError(Exception):
     """Base of every error docllm raises on purpose."""
 
 
-class IllegalTransition(DocllmError):
-    """A status move that DESIGN section 3 does not allow."""
-
-
 class BadPayload(DocllmError):
     """A queue payload that cannot be turned into a task reference."""
-
-
-class LeaseLost(DocllmError):
-    """The lease no longer carries this token: the attempt must stop and commit nothing."""
-
-
-class StaleAttempt(DocllmError):
-    """A fenced write found the row held by another attempt (or gone)."""
 
 
 class TransientError(DocllmError):

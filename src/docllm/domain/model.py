@@ -7,10 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from docllm.domain.errors import IllegalTransition
 
-
-class TaskStatus(str, enum.Enum):
+class TaskStatus(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a status (logs, messages)
     pending = "pending"
     processing = "processing"
     success = "success"
@@ -21,22 +19,10 @@ class TaskStatus(str, enum.Enum):
         return self in (TaskStatus.success, TaskStatus.failed)
 
 
-# DESIGN section 3. failed -> pending is the operator's explicit retry, nothing else.
-ALLOWED_MOVES: frozenset[tuple[TaskStatus, TaskStatus]] = frozenset(
-    {
-        (TaskStatus.pending, TaskStatus.processing),
-        (TaskStatus.processing, TaskStatus.success),
-        (TaskStatus.processing, TaskStatus.pending),
-        (TaskStatus.processing, TaskStatus.failed),
-        (TaskStatus.failed, TaskStatus.pending),
-    }
-)
-
-
-def check_move(current: TaskStatus, new: TaskStatus) -> None:
-    """Raise IllegalTransition unless ``current -> new`` is an allowed move."""
-    if (TaskStatus(current), TaskStatus(new)) not in ALLOWED_MOVES:
-        raise IllegalTransition(f"{TaskStatus(current).value} -> {TaskStatus(new).value} is not allowed")
+# The moves (DESIGN section 3): pending -> processing (start_attempt), processing -> success |
+# pending | failed (commit, retry, fail), failed -> pending (the operator's retry, nothing else).
+# Each is one conditional write of the repository, fenced on the attempt; the contract tests
+# (tests/contract/test_task_repository_contract.py) hold both adapters to them.
 
 
 @dataclass(frozen=True)
@@ -139,6 +125,15 @@ class StartResult(enum.Enum):
 class StartOutcome:
     result: StartResult
     task: Task | None = None
+
+    @classmethod
+    def found(cls, task: Task, token: str) -> StartOutcome:
+        """What a start found on a row that is not pending (every repository decides alike)."""
+        if task.status.terminal:
+            return cls(StartResult.terminal, task)
+        if task.lease_token == token:  # our own start landed earlier and its answer was lost
+            return cls(StartResult.started, task)
+        return cls(StartResult.busy, task)
 
 
 @dataclass

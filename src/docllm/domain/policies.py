@@ -18,7 +18,7 @@ class RetryPolicy:
 
     def delay_seconds(self, failed_attempts: int, retry_after: float | None = None) -> float:
         """Delay before the next attempt after ``failed_attempts`` failures (1 for the first)."""
-        exp = min(self.cap_seconds, self.base_seconds * (2 ** max(0, failed_attempts - 1)))
+        exp = min(self.cap_seconds, self.base_seconds * (2.0 ** max(0, failed_attempts - 1)))
         delay = exp * (1.0 - self.jitter * self.rng.random())
         if retry_after is not None:
             delay = max(delay, min(float(retry_after), self.cap_seconds))
@@ -27,7 +27,7 @@ class RetryPolicy:
     def max_total_backoff(self) -> float:
         """Upper bound of all delays one task can accumulate (used by liveness bounds, I2)."""
         return sum(
-            min(self.cap_seconds, self.base_seconds * 2 ** (n - 1)) for n in range(1, self.max_attempts + 1)
+            min(self.cap_seconds, self.base_seconds * 2.0 ** (n - 1)) for n in range(1, self.max_attempts + 1)
         )
 
 

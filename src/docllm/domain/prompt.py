@@ -59,14 +59,15 @@ def document_message(task_name: str, text: str, heading: str = "", part: int = 1
     )
 
 
-def build_messages(task_name: str, text: str, heading: str = "", part: int = 1, parts: int = 1) -> list[dict]:
+def build_messages(task_name: str, text: str, heading: str = "", part: int = 1,
+                   parts: int = 1) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": document_message(task_name, text, heading, part, parts)},
     ]
 
 
-def repair_messages(messages: list[dict], answer: str, problem: str) -> list[dict]:
+def repair_messages(messages: list[dict[str, str]], answer: str, problem: str) -> list[dict[str, str]]:
     """The conversation again, with the invalid answer and a request to fix it."""
     return messages + [
         {"role": "assistant", "content": answer[:4000]},  # enough to show what was wrong

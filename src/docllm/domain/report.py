@@ -153,9 +153,13 @@ def validate_report(obj: Any) -> dict[str, Any]:
     return report
 
 
-def _key(f: dict[str, Any]) -> tuple:
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _key(f: dict[str, Any]) -> tuple[Any, ...]:
     loc = f["location"]
-    norm = lambda s: " ".join(s.lower().split())  # noqa: E731
+    norm = _norm
     return (f["category"], norm(f["message"]), norm(f["quote"]), loc["line_start"], loc["line_end"])
 
 
@@ -166,7 +170,7 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
     """
     if not reports:
         raise ValueError("nothing to merge")
-    merged: dict[tuple, dict[str, Any]] = {}
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
     for report in reports:
         for f in report["findings"]:
             kept = merged.setdefault(_key(f), f)

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 
-from rich.console import Console
-
 from docllm.domain.errors import DocllmError
+from docllm.entrypoints.output import CommandError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
-
-class CommandError(Exception):
-    """A failure the user can act on: printed as one line on stderr, exit 1."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,19 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
-    from docllm.entrypoints import commands
+    from docllm.entrypoints import commands  # here: `docllm --help` need not import the container
 
     if args.command == "dead":
         return commands.dead_list if args.dead_command == "list" else commands.dead_retry
     return getattr(commands, args.command.replace("-", "_"))
-
-
-def print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=None) + "\n")
-
-
-def console() -> Console:
-    return Console()
 
 
 if __name__ == "__main__":

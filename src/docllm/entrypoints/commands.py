@@ -9,10 +9,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from docllm.container import Container
-from docllm.domain.services.producer import retry_dead, submit as submit_task
+from docllm.domain.services.producer import retry_dead
+from docllm.domain.services.producer import submit as submit_task
 from docllm.entrypoints import views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
-from docllm.entrypoints.cli import CommandError, console, print_json
+from docllm.entrypoints.output import CommandError, console, print_json
 from docllm.settings import redact_url
 
 

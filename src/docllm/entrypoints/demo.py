@@ -51,8 +51,8 @@ def run_demo(workers: int = 3) -> int:
     os.environ.update({k: env[k] for k in DEMO_ENV} | {"DOCLLM_HOME": str(home)})
     os.environ.pop("DOCLLM_DATABASE_URL", None)
 
-    from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
     from docllm.domain.services.producer import submit
+    from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 
     home.mkdir(parents=True, exist_ok=True)
     settings = load_settings()
@@ -123,9 +123,9 @@ def _reset(container, home: Path) -> None:
 
 
 def _start_worker(worker_id: str, env: dict, logs: Path) -> subprocess.Popen:
-    out = open(logs / f"{worker_id}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "docllm.entrypoints.worker"],
-                            env={**env, "DOCLLM_WORKER_ID": worker_id}, stdout=out, stderr=subprocess.STDOUT)
+    with open(logs / f"{worker_id}.log", "w") as out:  # the child has its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-m", "docllm.entrypoints.worker"],
+                                env={**env, "DOCLLM_WORKER_ID": worker_id}, stdout=out, stderr=subprocess.STDOUT)
 
 
 def _kill_one(queue, procs: dict[str, subprocess.Popen], story: list[str]) -> tuple[str, int] | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from docllm.domain.model import Attempt
 from docllm.domain.services.outcome import Outcome
 
-SHUT_DOWN = Outcome.release("worker shut down before the attempt finished")
+SHUT_DOWN = Outcome.shut_down()
 
 
 @dataclass(eq=False)

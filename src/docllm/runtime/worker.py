@@ -150,7 +150,7 @@ class Worker:
             return SHUT_DOWN
         limit = self.lease.max_runtime_seconds
         timer = asyncio.get_running_loop().call_later(
-            limit, self._abandon, run, Outcome.retryable(f"attempt exceeded PROCESSING_TIMEOUT_SECONDS={limit:g}"))
+            limit, self._abandon, run, Outcome.timed_out(limit))
         run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
         try:
             outcome = await run.review
@@ -161,7 +161,7 @@ class Worker:
             outcome = None
         except ConfigurationError as exc:
             self.gate.trip(exc)
-            outcome = Outcome.release(f"LLM configuration error: {exc}")
+            outcome = Outcome.misconfigured(exc)
         finally:
             timer.cancel()
         return run.verdict if run.abandoned else outcome

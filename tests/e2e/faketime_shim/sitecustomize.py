@@ -20,4 +20,4 @@ def _sleep(seconds: float) -> None:
         select.select([], [], [], left)
 
 
-time.sleep = _sleep
+time.sleep = _sleep  # type: ignore[assignment]  # replaced on purpose; callers pass seconds

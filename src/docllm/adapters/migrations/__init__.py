@@ -32,7 +32,7 @@ def require_schema(engine: Engine) -> None:
 
     try:
         present = inspect(engine).has_table("task_doc_llm")
-    except Exception as exc:  # unreachable database: say so in one line
+    except Exception as exc:  # noqa: BLE001 - unreachable database: say so in one line
         raise Unavailable(f"database: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     if not present:
         raise ConfigurationError("the database has no task_doc_llm table: run `docllm init-db` first")
@@ -68,13 +68,12 @@ def upgrade_schema(url_or_engine: str | URL | Engine, revision: str = "head") ->
     disposed of (and the database with it) on return.
     """
     owned = not isinstance(url_or_engine, Engine)
-    engine = make_engine(url_or_engine) if owned else url_or_engine
+    engine = url_or_engine if isinstance(url_or_engine, Engine) else make_engine(url_or_engine)
     config = alembic_config()
     try:
-        with _IN_PROCESS, engine.begin() as conn:
-            with _migration_lock(conn):
-                config.attributes["connection"] = conn
-                command.upgrade(config, revision)
+        with _IN_PROCESS, engine.begin() as conn, _migration_lock(conn):
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
     finally:
         if owned:
             engine.dispose()

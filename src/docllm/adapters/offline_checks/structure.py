@@ -22,7 +22,7 @@ def empty_sections(doc: Doc) -> Iterator[dict[str, Any]]:
 
 def heading_levels(doc: Doc) -> Iterator[dict[str, Any]]:
     headings = doc.outline.headings
-    for prev, h in zip(headings, headings[1:]):
+    for prev, h in zip(headings, headings[1:], strict=False):
         if h.level > prev.level + 1:
             yield doc.finding("formatting", "low", f"Heading level jumps from H{prev.level} to H{h.level}.",
                               h.line, suggestion=f"Use H{prev.level + 1} here, or add the missing level.")

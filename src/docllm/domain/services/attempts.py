@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload, ConfigurationError, PermanentError, TransientError
+from docllm.domain.errors import BadPayload, ConfigurationError, PermanentError, TransientError, Unavailable
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Attempt, Delivery, StartResult, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
-from docllm.domain.services.outcome import Outcome, OutcomeKind
-
+from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
 
 LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
 
@@ -73,11 +72,12 @@ class TaskProcessor:
         try:
             ref = parse_payload(delivery.raw, self.limits.max_payload_bytes)
         except BadPayload as exc:
-            self._dead_letter(delivery, f"malformed payload: {exc}", None)
+            self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
             return None
         started = self.repo.start_attempt(ref.task_id, delivery.token)
         if started.result is StartResult.missing:
-            self._dead_letter(delivery, f"unknown task: no row with task_id {ref.task_id}", ref.task_id)
+            self._dead_letter(delivery, Reason.unknown_task, f"unknown task: no row with task_id {ref.task_id}",
+                              ref.task_id)
             return None
         if started.result in (StartResult.terminal, StartResult.busy):
             # A duplicate delivery: the row is finished, or another live attempt holds it.
@@ -99,7 +99,7 @@ class TaskProcessor:
     def heartbeat_many(self, attempts: list[Attempt]) -> list[bool]:
         """Renew every lease in one round trip; False for each one that is lost."""
         renewed = self.queue.extend_many([a.token for a in attempts], self.lease.lease_ms) if attempts else []
-        for attempt, ok in zip(attempts, renewed):
+        for attempt, ok in zip(attempts, renewed, strict=True):
             if ok:
                 self.events.emit(ev.LEASE_RENEWED, task_id=attempt.task_id, attempt=attempt.number)
             else:
@@ -115,8 +115,8 @@ class TaskProcessor:
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
-        self.events.emit(ev.RELEASED, task_id=attempt.task_id, attempt=attempt.number, reason=LEASE_LOST_REASON,
-                         worker=self.holder)
+        self.events.emit(ev.RELEASED, task_id=attempt.task_id, attempt=attempt.number, reason=Reason.lease_lost,
+                         error=LEASE_LOST_REASON, worker=self.holder)
         return True
 
     def overran(self, attempt: Attempt) -> bool:
@@ -128,22 +128,24 @@ class TaskProcessor:
         cancellation, which stops the LLM call in flight (I11)."""
         document = attempt.task.document
         if document is None or not document.strip():
-            return Outcome.permanent("document is empty: nothing to review")
+            return Outcome.permanent("document is empty: nothing to review", Reason.invalid_document)
         size = len(document.encode("utf-8"))
         if size > self.limits.max_document_bytes:
             return Outcome.permanent(
-                f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}"
+                f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}",
+                Reason.invalid_document,
             )
         try:
             report = await self.reviewer.review(attempt.task.task_name or "", document)
         except ConfigurationError:
             raise
         except TransientError as exc:
-            return Outcome.retryable(f"{type(exc).__name__}: {exc}", exc.retry_after)
+            reason = Reason.unavailable if isinstance(exc, Unavailable) else Reason.transient_error
+            return Outcome.retryable(f"{type(exc).__name__}: {exc}", exc.retry_after, reason)
         except PermanentError as exc:
             return Outcome.permanent(str(exc))
-        except Exception as exc:  # a reviewer bug must not kill the worker; it costs an attempt
-            return Outcome.retryable(f"reviewer raised {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker; it costs an attempt
+            return Outcome.retryable(f"reviewer raised {type(exc).__name__}: {exc}", reason=Reason.reviewer_bug)
         return Outcome.success(report)
 
     # -- finish ------------------------------------------------------------------------------
@@ -165,19 +167,20 @@ class TaskProcessor:
             if not self._wrote(attempt, TaskStatus.pending, released, outcome.error or "released"):
                 return self._stale(attempt)
             self.queue.requeue(attempt.token, front=True)
-            self.events.emit(ev.RELEASED, reason=outcome.error, **fields)
+            self.events.emit(ev.RELEASED, reason=outcome.reason or Reason.other, error=outcome.error, **fields)
             return True
-        error = outcome.error or "unknown error"
+        error, reason = outcome.error or "unknown error", outcome.reason or Reason.other
         if outcome.kind is OutcomeKind.retryable and not task.last_attempt(self.retry.max_attempts):
             if not self._wrote(attempt, TaskStatus.pending, self.repo.retry(task.task_id, n, error), error):
                 return self._stale(attempt)
             delay = self.retry.delay_seconds(task.retry_count + 1, outcome.retry_after)
             self.queue.retry_later(attempt.token, int(delay * 1000))
-            self.events.emit(ev.RETRIED, error=error, delay_s=round(delay, 3), **fields)
+            self.events.emit(ev.RETRIED, reason=reason, error=error, delay_s=round(delay, 3), **fields)
             return True
         if outcome.kind is OutcomeKind.retryable:
             budget = task.budget(self.retry.max_attempts)
             error = f"attempts exhausted ({task.retry_count + 1}/{budget}): {error}"
+            reason = Reason.attempts_exhausted
         if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task.task_id, n, error), error):
             return self._stale(attempt)
         # I5: a failed task's payload is in the dead-letter list, even when Redis lost the lease
@@ -185,7 +188,7 @@ class TaskProcessor:
         # found the lease expired after the row write has already recorded it from the row.
         if not self.queue.dead_letter(attempt.token, attempt.delivery.raw, error, task.task_id):
             self.queue.dead_letter(None, attempt.delivery.raw, error, task.task_id, unless_lettered=True)
-        self.events.emit(ev.FAILED, error=error, **fields)
+        self.events.emit(ev.FAILED, reason=reason, error=error, **fields)
         return True
 
     def _wrote(self, attempt: Attempt, status: TaskStatus, wrote: bool, error: str | None = None) -> bool:
@@ -204,13 +207,13 @@ class TaskProcessor:
         # left to expire: the reaper then settles it from the row, which is always safe.
         row = self.repo.get(attempt.task_id)
         if row is None:
-            self._dead_letter(attempt.delivery, "task row deleted while in flight", attempt.task_id)
+            self._dead_letter(attempt.delivery, Reason.row_deleted, "task row deleted while in flight", attempt.task_id)
         status = row.status.value if row else "deleted"
         self.events.emit(ev.STALE, task_id=attempt.task_id, attempt=attempt.number, row_status=status,
                          worker=self.holder)
         return False
 
-    def _dead_letter(self, delivery: Delivery, reason: str, task_id: int | None) -> None:
-        self.queue.dead_letter(delivery.token, delivery.raw, reason, task_id)
-        self.events.emit(ev.DEAD_LETTERED, reason=reason, task_id=task_id, worker=self.holder)
+    def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
+        self.queue.dead_letter(delivery.token, delivery.raw, error, task_id)
+        self.events.emit(ev.DEAD_LETTERED, reason=reason, error=error, task_id=task_id, worker=self.holder)
 

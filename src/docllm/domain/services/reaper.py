@@ -16,6 +16,7 @@ from docllm.domain.model import Delivery, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
+from docllm.domain.services.outcome import Reason
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
 
@@ -52,15 +53,16 @@ class Reaper:
                 self.settle(delivery)
             except TransientError:  # Unavailable: the infrastructure, not the task (I9); back off
                 raise
-            except Exception as exc:  # one lease that cannot be settled must not block the rest
-                self._dead_letter(delivery, f"could not be settled: {type(exc).__name__}: {exc}", None)
+            except Exception as exc:  # noqa: BLE001 - one lease that cannot be settled must not block the rest
+                error = f"could not be settled: {type(exc).__name__}: {exc}"
+                self._dead_letter(delivery, Reason.unsettled, error, None)
         return len(expired)
 
     def settle(self, delivery: Delivery) -> None:
         try:
             ref = parse_payload(delivery.raw, self.max_payload_bytes)
         except BadPayload as exc:
-            self._dead_letter(delivery, f"malformed payload: {exc}", None)
+            self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
             return
         # A fenced write that finds the row changed is not a reason to skip (D2): look again.
         for _ in range(3):
@@ -70,18 +72,18 @@ class Reaper:
     def _settle_once(self, delivery: Delivery, task_id: int) -> bool:
         row = self.repo.get(task_id)
         if row is None:
-            self._dead_letter(delivery, f"unknown task: no row with task_id {task_id}", task_id)
+            self._dead_letter(delivery, Reason.unknown_task, f"unknown task: no row with task_id {task_id}", task_id)
             return True
         if row.status is TaskStatus.success:
             self.queue.ack(delivery.token)  # committed, then crashed before its ack
             return True
         if row.status is TaskStatus.failed:
-            self._dead_letter(delivery, row.error or "failed", task_id)  # failed, then crashed
+            self._dead_letter(delivery, Reason.task_failed, row.error or "failed", task_id)  # failed, then crashed
             return True
         if row.status is TaskStatus.pending:
             # Claimed but never started (D2), or a reaper died between its row write and this move.
             if self.queue.requeue(delivery.token):
-                self.events.emit(ev.REQUEUED, task_id=task_id, reason="lease expired before start",
+                self.events.emit(ev.REQUEUED, task_id=task_id, reason=Reason.never_started,
                                  worker=self.name)
             return True
         if row.lease_token != delivery.token:
@@ -93,7 +95,7 @@ class Reaper:
             error = f"attempts exhausted ({row.retry_count + 1}/{row.budget(self.retry.max_attempts)}): {LEASE_EXPIRED}"
             if not self.repo.fail(task_id, row.attempt, error):
                 return False
-            self._dead_letter(delivery, error, task_id)
+            self._dead_letter(delivery, Reason.attempts_exhausted, error, task_id)
             return True
         if not self.repo.retry(task_id, row.attempt, LEASE_EXPIRED):
             return False
@@ -101,9 +103,10 @@ class Reaper:
         # crashed worker's task runs again within lease + reaper interval (a waiting slot's BLMOVE
         # wakes at once). The attempt budget still ends a task that keeps killing its workers.
         self.queue.requeue(delivery.token, front=True)
-        self.events.emit(ev.RECLAIMED, task_id=task_id, attempt=row.attempt, delay_s=0.0, worker=self.name)
+        self.events.emit(ev.RECLAIMED, task_id=task_id, attempt=row.attempt, reason=Reason.lease_expired, delay_s=0.0,
+                         worker=self.name)
         return True
 
-    def _dead_letter(self, delivery: Delivery, reason: str, task_id: int | None) -> None:
-        if self.queue.dead_letter(delivery.token, delivery.raw, reason, task_id):
-            self.events.emit(ev.DEAD_LETTERED, task_id=task_id, reason=reason, worker=self.name)
+    def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
+        if self.queue.dead_letter(delivery.token, delivery.raw, error, task_id):
+            self.events.emit(ev.DEAD_LETTERED, task_id=task_id, reason=reason, error=error, worker=self.name)

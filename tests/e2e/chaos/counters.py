@@ -1,0 +1,28 @@
+"""What a chaos run did: the faults and submits, counted for the summary and the test's asserts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Counters:
+    worker_kills: int = 0
+    reaper_kills: int = 0
+    worker_sigterms: int = 0
+    worker_pauses: int = 0
+    worker_restarts: int = 0
+    reaper_restarts: int = 0
+    redis_restarts: int = 0
+    redis_crashes: int = 0
+    redis_flushes: int = 0
+    mariadb_restarts: int = 0
+    mariadb_crashes: int = 0
+    rows_deleted: int = 0
+    malformed_pushed: int = 0
+    submits: int = 0
+    submit_failures: int = 0
+
+    @property
+    def kills(self) -> int:
+        return self.worker_kills + self.reaper_kills

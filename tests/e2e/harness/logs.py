@@ -1,0 +1,28 @@
+"""Reading the processes' JSON log lines back: the product's events, as an operator's tools would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def read_log_lines(logs: Path) -> list[dict[str, Any]]:
+    """Every JSON log line of every ``*.log`` in ``logs``, each with ``_proc`` (the process name)."""
+    lines: list[dict[str, Any]] = []
+    for path in sorted(logs.glob("*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by SIGKILL
+            record["_proc"] = path.stem
+            lines.append(record)
+    return lines
+
+
+def events(lines: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:
+    """The lines that are domain events (all, or those named)."""
+    return [r for r in lines if "event" in r and (not names or r["event"] in names)]

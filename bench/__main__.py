@@ -36,10 +36,15 @@ def docllm_source() -> str:
 
     path = Path(docllm.__file__).resolve().parent
     try:
-        head = subprocess.run(["git", "-C", str(common.ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(common.ROOT), "status", "--porcelain", "--", "src"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(common.ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(common.ROOT), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         head, dirty = "?", ""
     in_checkout = str(path).startswith(str(common.ROOT / "src"))
@@ -48,16 +53,28 @@ def docllm_source() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("groups", nargs="*", choices=[*GROUPS, []], metavar="GROUP",
-                        help=f"what to run: {', '.join(GROUPS)} (default: all)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "groups",
+        nargs="*",
+        choices=[*GROUPS, []],
+        metavar="GROUP",
+        help=f"what to run: {', '.join(GROUPS)} (default: all)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny N: for the smoke test")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these measurements")
-    parser.add_argument("--llm-concurrency", nargs="+", type=int, metavar="C",
-                        help="the LLM-bound table's concurrencies (default 16 64 256 1024; --quick: 4)")
-    parser.add_argument("--llm-latency", type=float, metavar="SECONDS",
-                        help="the mock LLM's latency (default 1.0; --quick: 0.2)")
+    parser.add_argument(
+        "--llm-concurrency",
+        nargs="+",
+        type=int,
+        metavar="C",
+        help="the LLM-bound table's concurrencies (default 16 64 256 1024; --quick: 4)",
+    )
+    parser.add_argument(
+        "--llm-latency", type=float, metavar="SECONDS", help="the mock LLM's latency (default 1.0; --quick: 0.2)"
+    )
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
     parser.add_argument("--json", type=Path, help="write every figure as JSON here")
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a new temporary one)")
@@ -67,12 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     info = common.machine()
     started = time.time()
-    header = [f"command: {command.strip()}",
-              f"machine: nproc={info['nproc']}, memory {info['memory']}, {info['cpu']}, Linux {info['kernel']}, "
-              f"Python {info['python']}",
-              f"docllm: {docllm_source()}",
-              f"redis: {common.REDIS_CONFIG}",
-              f"mariadb: {common.MARIADB_CONFIG}"]
+    header = [
+        f"command: {command.strip()}",
+        f"machine: nproc={info['nproc']}, memory {info['memory']}, {info['cpu']}, Linux {info['kernel']}, "
+        f"Python {info['python']}",
+        f"docllm: {docllm_source()}",
+        f"redis: {common.REDIS_CONFIG}",
+        f"mariadb: {common.MARIADB_CONFIG}",
+    ]
     for line in header:
         print(line, flush=True)
     tables: list[common.Table] = []
@@ -80,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[str] = []
     options = {"llm_concurrency": args.llm_concurrency, "llm_latency": args.llm_latency}
     with common.Env(quick=args.quick, workdir=args.workdir, options=options) as env:
-        print(f"redis-server {env.redis.url} pid {env.redis.pid}; "
-              f"mariadb {'pid ' + str(env.mariadb.pid) if env.mariadb else 'not installed'}; scratch {env.dir}",
-              flush=True)
+        print(
+            f"redis-server {env.redis.url} pid {env.redis.pid}; "
+            f"mariadb {'pid ' + str(env.mariadb.pid) if env.mariadb else 'not installed'}; scratch {env.dir}",
+            flush=True,
+        )
         for name in SECTIONS:
             if name not in wanted:
                 continue
@@ -91,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"-- {name} ...", flush=True)
             try:
                 new = module.run(env, results)
-            except Exception:  # one broken measurement must not hide the others
+            except Exception:  # noqa: BLE001 - one broken measurement must not hide the others
                 traceback.print_exc()
                 failed.append(name)
                 continue

@@ -53,15 +53,19 @@ class Table:
     def text(self) -> str:
         cells = self._cells()
         widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(self.columns)]
-        line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+        line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
         out = [f"== {self.title}", line(self.columns), line(["-" * w for w in widths])]
         out += [line(r) for r in cells]
         out += [f"   note: {n}" for n in self.notes]
         return "\n".join(out)
 
     def markdown(self) -> str:
-        out = [f"#### {self.title}", "", "| " + " | ".join(self.columns) + " |",
-               "|" + "|".join("---" for _ in self.columns) + "|"]
+        out = [
+            f"#### {self.title}",
+            "",
+            "| " + " | ".join(self.columns) + " |",
+            "|" + "|".join("---" for _ in self.columns) + "|",
+        ]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in self._cells()]
         if self.notes:
             out.append("")
@@ -69,8 +73,7 @@ class Table:
         return "\n".join(out) + "\n"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "columns": self.columns, "rows": self.rows,
-                "notes": self.notes}
+        return {"key": self.key, "title": self.title, "columns": self.columns, "rows": self.rows, "notes": self.notes}
 
 
 def fmt(value: Any) -> str:
@@ -211,8 +214,15 @@ class Sampler:
 def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """A child in a session of its own (so a SIGKILL can take its whole group), output to ``log``."""
     with open(log, "ab") as out:
-        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=str(ROOT), start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=str(ROOT),
+            start_new_session=True,
+        )
 
 
 def stop(proc: subprocess.Popen | None, timeout: float = 15.0) -> None:
@@ -390,7 +400,8 @@ def BenchMariaDBServer(directory: Path):  # noqa: N802 - a class built lazily
     class _BenchMariaDBServer(MariaDBServer):
         def _argv(self) -> list[str]:
             return [a for a in super()._argv() if not a.startswith("--max-connections=")] + [
-                f"--max-connections={MARIADB_MAX_CONNECTIONS}"]
+                f"--max-connections={MARIADB_MAX_CONNECTIONS}"
+            ]
 
     return _BenchMariaDBServer(directory)
 

@@ -35,12 +35,24 @@ def main() -> int:
             if src:
                 env = dict(env, PYTHONPATH=os.pathsep.join([os.path.abspath(src), env.get("PYTHONPATH", "")]))
             return original_spawn(argv, env, log)
+
         return spawn
 
-    table = Table("compare", f"Whole worker, base vs {args.other} (N={args.n}, median of {args.repeats})",
-                  ["database", "DOCLLM_CONCURRENCY", "base tasks/s", "other tasks/s", "other / base",
-                   "base worker CPU s/1000", "other worker CPU s/1000", "base DB statements/task",
-                   "other DB statements/task"])
+    table = Table(
+        "compare",
+        f"Whole worker, base vs {args.other} (N={args.n}, median of {args.repeats})",
+        [
+            "database",
+            "DOCLLM_CONCURRENCY",
+            "base tasks/s",
+            "other tasks/s",
+            "other / base",
+            "base worker CPU s/1000",
+            "other worker CPU s/1000",
+            "base DB statements/task",
+            "other DB statements/task",
+        ],
+    )
     with Env(quick=False) as env:
         for backend in args.backends or worker.backends(env):
             for c in args.concurrency or worker.CONCURRENCIES:
@@ -52,8 +64,17 @@ def main() -> int:
                 med = {k: statistics.median(r["tasks_per_s"] for r in v) for k, v in runs.items()}
                 cpu = {k: statistics.median(r["cpu_s_per_1000"]["worker"] for r in v) for k, v in runs.items()}
                 stm = {k: v[-1]["per_task"].get("db_statements") for k, v in runs.items()}
-                table.add(backend, c, med["base"], med["other"], f"{med['other'] / med['base']:.2f} x",
-                          cpu["base"], cpu["other"], stm["base"], stm["other"])
+                table.add(
+                    backend,
+                    c,
+                    med["base"],
+                    med["other"],
+                    f"{med['other'] / med['base']:.2f} x",
+                    cpu["base"],
+                    cpu["other"],
+                    stm["base"],
+                    stm["other"],
+                )
                 print(table.text(), flush=True)
     worker.spawn = original_spawn
     print(f"machine: {common.machine()}")

@@ -90,9 +90,14 @@ def main() -> int:
         container.reviewer.override(providers.Object(NoopReviewer(mark_url, mark_key)))
     latency_file = os.environ.get("BENCH_LATENCY_FILE")
     if latency_file:
-        container.queue.override(providers.Singleton(
-            lambda client, s, clock: TimedQueue(client, s.queue_prefix, clock=clock),
-            container.redis_client, container.settings, container.clock))
+        container.queue.override(
+            providers.Singleton(
+                lambda client, s, clock: TimedQueue(client, s.queue_prefix, clock=clock),
+                container.redis_client,
+                container.settings,
+                container.clock,
+            )
+        )
     prepare_schema(container)
     build_service(container).run_forever()
     if latency_file:

@@ -85,7 +85,7 @@ def loop_original(client, n: int) -> float:
     done = 0
     while done < n:
         raw = client.brpoplpush(READY, PROCESSING, timeout=10)
-        task_id = raw[raw.index(b":") + 1: raw.index(b",")].strip()  # json.loads stand-in, cheap
+        task_id = raw[raw.index(b":") + 1 : raw.index(b",")].strip()  # json.loads stand-in, cheap
         client.hset(TS, task_id, int(time.time()))
         client.lrem(PROCESSING, 1, raw)
         client.hdel(TS, task_id)
@@ -121,7 +121,7 @@ def loop_two_scripts_pipelined(client, n: int) -> float:
         tokens = [str(done + i) for i in range(BATCH)]
         for token in tokens:
             claim(keys=keys, args=[int(time.time() * 1000) + 30000, token], client=pipe)
-        got = [(raw, tok) for raw, tok in zip(pipe.execute(), tokens) if raw is not None]
+        got = [(raw, tok) for raw, tok in zip(pipe.execute(), tokens, strict=True) if raw is not None]
         if not got:
             break
         pipe = client.pipeline(transaction=False)
@@ -167,19 +167,42 @@ def measure(env: Env) -> dict[str, float]:
 def run(env: Env, results: dict) -> list[Table]:
     f = measure(env)
     results["floor"] = f
-    table = Table("floor", "1. Floor: redis-py loops on one connection (no docllm code)",
-                  ["loop", "round trips per task", "ops/s", "tasks/s", "redis-server CPU us/op", "reference"])
+    table = Table(
+        "floor",
+        "1. Floor: redis-py loops on one connection (no docllm code)",
+        ["loop", "round trips per task", "ops/s", "tasks/s", "redis-server CPU us/op", "reference"],
+    )
     us = lambda k: f.get(f"{k}_server_us")  # noqa: E731
     table.add("PING (one round trip)", 1, f["round_trips"], None, us("round_trips"), "~8,800 round trips/s")
     table.add("LMOVE + LREM (fewest commands)", 2, None, f["two_commands"], us("two_commands"), "-")
-    table.add(f"LMOVE + LREM, pipelined {BATCH} at a time", 2 / BATCH, None, f["two_commands_pipelined"],
-              us("two_commands_pipelined"), "-")
-    table.add("original note: BRPOPLPUSH, HSET, LREM, HDEL", 4, None, f["original_four"], us("original_four"),
-              "~2,000 tasks/s")
+    table.add(
+        f"LMOVE + LREM, pipelined {BATCH} at a time",
+        2 / BATCH,
+        None,
+        f["two_commands_pipelined"],
+        us("two_commands_pipelined"),
+        "-",
+    )
+    table.add(
+        "original note: BRPOPLPUSH, HSET, LREM, HDEL",
+        4,
+        None,
+        f["original_four"],
+        us("original_four"),
+        "~2,000 tasks/s",
+    )
     table.add("2 scripts: claim (move + lease), ack", 2, None, f["two_scripts"], us("two_scripts"), "~3,600 tasks/s")
-    table.add(f"2 scripts, pipelined {BATCH} at a time", 2 / BATCH, None, f["two_scripts_pipelined"],
-              us("two_scripts_pipelined"), "-")
+    table.add(
+        f"2 scripts, pipelined {BATCH} at a time",
+        2 / BATCH,
+        None,
+        f["two_scripts_pipelined"],
+        us("two_scripts_pipelined"),
+        "-",
+    )
     table.note("redis-server CPU: utime+stime of the server process over the loop, per task (per PING).")
-    table.note("Each loop runs the same N tasks from a pre-filled list on one connection; "
-               "'2 scripts' is the floor that goal 2 is measured against.")
+    table.note(
+        "Each loop runs the same N tasks from a pre-filled list on one connection; "
+        "'2 scripts' is the floor that goal 2 is measured against."
+    )
     return [table]

@@ -29,8 +29,13 @@ def cpu_seconds(pid: int) -> float:
 def measure(seconds: float, concurrency: int) -> float:
     """Percent of one core the idle worker used over ``seconds``."""
     with tempfile.TemporaryDirectory() as tmp, RedisServer() as redis:
-        env = {**os.environ, "DOCLLM_REDIS_URL": redis.url, "DOCLLM_DATABASE_URL": f"sqlite:///{tmp}/d.db",
-               "DOCLLM_LOG_LEVEL": "WARNING", "DOCLLM_CONCURRENCY": str(concurrency)}
+        env = {
+            **os.environ,
+            "DOCLLM_REDIS_URL": redis.url,
+            "DOCLLM_DATABASE_URL": f"sqlite:///{tmp}/d.db",
+            "DOCLLM_LOG_LEVEL": "WARNING",
+            "DOCLLM_CONCURRENCY": str(concurrency),
+        }
         worker = subprocess.Popen([sys.executable, "-m", "docllm.entrypoints.worker"], env=env)
         try:
             time.sleep(5)
@@ -48,8 +53,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
     share = measure(args.seconds, args.concurrency)
-    print(f"idle worker, DOCLLM_CONCURRENCY={args.concurrency}: {share:.2f}% of one core over {args.seconds:g} s "
-          f"(goal < 2%: {'MET' if share < 2 else 'NOT MET'})")
+    print(
+        f"idle worker, DOCLLM_CONCURRENCY={args.concurrency}: {share:.2f}% of one core over {args.seconds:g} s "
+        f"(goal < 2%: {'MET' if share < 2 else 'NOT MET'})"
+    )
 
 
 if __name__ == "__main__":

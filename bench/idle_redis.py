@@ -22,15 +22,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.common import (PYTHON, Env, Table, child_env, cpu_seconds, payload, spawn, stop, tail, wait_for)
-from bench.peers import DB, celery_argv, installed
+from bench.common import PYTHON, Env, Table, child_env, cpu_seconds, payload, spawn, stop, tail, wait_for
+from bench.peers import celery_argv, installed
 
 CONCURRENCIES = (1, 32, 256)
 PEER_CONCURRENCY = 256
 PREFIX = "benchidle"
 WAKE_WORKERS, WAKE_CONCURRENCY, WAKE_WINDOW = 3, 8, 0.05
-BLOCKING = {"BLMOVE", "BRPOPLPUSH", "BLPOP", "BRPOP", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP", "XREAD",
-            "XREADGROUP"}
+BLOCKING = {"BLMOVE", "BRPOPLPUSH", "BLPOP", "BRPOP", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP", "XREAD", "XREADGROUP"}
 
 
 def docllm_argv() -> list[str]:
@@ -55,8 +54,9 @@ def commandstats(client) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in client.info("commandstats").items()}
 
 
-def idle_load(env: Env, name: str, label: str, c: int, argv: list[str], run_env: dict[str, str], settle: float,
-              seconds: float) -> dict[str, Any]:
+def idle_load(
+    env: Env, name: str, label: str, c: int, argv: list[str], run_env: dict[str, str], settle: float, seconds: float
+) -> dict[str, Any]:
     env.flush()
     log = env.dir / f"idle-{name}-c{c}.log"
     proc = spawn(argv, run_env, log)
@@ -79,20 +79,28 @@ def idle_load(env: Env, name: str, label: str, c: int, argv: list[str], run_env:
     for own in ("info",):  # the measurement's own calls
         per_command[own] -= 3
     top = ", ".join(f"{k} {v / window:.1f}" for k, v in per_command.most_common(4) if v > 0)
-    return {"label": label, "concurrency": c, "window_s": window,
-            "commands_per_s": (cmds1 - cmds0 - 1) / window,  # less the first INFO stats (a reply excludes itself)
-            "cpu_share": None if None in (cpu0, cpu1) else (cpu1 - cpu0) / window, "top": top}
+    return {
+        "label": label,
+        "concurrency": c,
+        "window_s": window,
+        "commands_per_s": (cmds1 - cmds0 - 1) / window,  # less the first INFO stats (a reply excludes itself)
+        "cpu_share": None if None in (cpu0, cpu1) else (cpu1 - cpu0) / window,
+        "top": top,
+    }
 
 
 def _total(client) -> int:
     return int(client.info("stats")["total_commands_processed"])
 
 
-def idle_runs(env: Env, settle: float, seconds: float, concurrencies: tuple[int, ...],
-              peers: bool) -> list[dict[str, Any]]:
+def idle_runs(
+    env: Env, settle: float, seconds: float, concurrencies: tuple[int, ...], peers: bool
+) -> list[dict[str, Any]]:
     runs = []
     for c in concurrencies:
-        r = idle_load(env, "docllm", "docllm worker", c, docllm_argv(), docllm_env(env, database(env), c), settle, seconds)
+        r = idle_load(
+            env, "docllm", "docllm worker", c, docllm_argv(), docllm_env(env, database(env), c), settle, seconds
+        )
         print(f"   idle docllm c={c}: {r['commands_per_s']:.1f} Redis commands/s", flush=True)
         runs.append(r)
     if not peers:
@@ -100,17 +108,26 @@ def idle_runs(env: Env, settle: float, seconds: float, concurrencies: tuple[int,
     c = PEER_CONCURRENCY
     candidates = [
         ("celery", "Celery, threads pool", celery_argv("threads", c), {"BENCH_CELERY_URL": env.redis_url(0)}),
-        ("dramatiq", "Dramatiq, C threads", [PYTHON, "-m", "bench.peer_dramatiq"],
-         {"BENCH_DRAMATIQ_URL": env.redis_url(0), "BENCH_DRAMATIQ_THREADS": str(c)}),
-        ("arq", "arq, max_jobs C", [PYTHON, "-m", "bench.peer_arq"],
-         {"BENCH_ARQ_URL": env.redis_url(0), "BENCH_ARQ_MAX_JOBS": str(c)}),
+        (
+            "dramatiq",
+            "Dramatiq, C threads",
+            [PYTHON, "-m", "bench.peer_dramatiq"],
+            {"BENCH_DRAMATIQ_URL": env.redis_url(0), "BENCH_DRAMATIQ_THREADS": str(c)},
+        ),
+        (
+            "arq",
+            "arq, max_jobs C",
+            [PYTHON, "-m", "bench.peer_arq"],
+            {"BENCH_ARQ_URL": env.redis_url(0), "BENCH_ARQ_MAX_JOBS": str(c)},
+        ),
     ]
     for module, label, argv, extra in candidates:
         if not installed(module):
             env.skip(f"idle Redis load of {label}: {module} is not installed")
             continue
-        r = idle_load(env, module, label, c, argv, child_env(BENCH_LLM_URL="http://127.0.0.1:9/v1", **extra), settle,
-                      seconds)
+        r = idle_load(
+            env, module, label, c, argv, child_env(BENCH_LLM_URL="http://127.0.0.1:9/v1", **extra), settle, seconds
+        )
         print(f"   idle {label} c={c}: {r['commands_per_s']:.1f} Redis commands/s", flush=True)
         runs.append(r)
     return runs
@@ -210,8 +227,7 @@ def wake_run(env: Env, workers: int, concurrency: int, baseline: float) -> dict[
 
     env.flush()
     url = database(env)
-    procs = [spawn(docllm_argv(), docllm_env(env, url, concurrency), env.dir / f"wake-{i}.log")
-             for i in range(workers)]
+    procs = [spawn(docllm_argv(), docllm_env(env, url, concurrency), env.dir / f"wake-{i}.log") for i in range(workers)]
     client = env.client(0)
     names = script_names()
     try:
@@ -242,10 +258,15 @@ def wake_run(env: Env, workers: int, concurrency: int, baseline: float) -> dict[
     procs_after = {owner.get(int(e["client_port"]), "?") for e in after if e.get("client_port")}
     procs_claiming = {owner.get(int(e["client_port"]), "?") for e in claims_after if e.get("client_port")}
     return {
-        "workers": workers, "concurrency": concurrency, "window_s": WAKE_WINDOW,
-        "claims_after": len(claims_after), "claims_expected_idle": len(claims_before) * WAKE_WINDOW / baseline,
-        "commands_after": len(after), "commands_expected_idle": len(before) * WAKE_WINDOW / baseline,
-        "processes_after": len(procs_after - {"?"}), "processes_claiming": len(procs_claiming - {"?"}),
+        "workers": workers,
+        "concurrency": concurrency,
+        "window_s": WAKE_WINDOW,
+        "claims_after": len(claims_after),
+        "claims_expected_idle": len(claims_before) * WAKE_WINDOW / baseline,
+        "commands_after": len(after),
+        "commands_expected_idle": len(before) * WAKE_WINDOW / baseline,
+        "processes_after": len(procs_after - {"?"}),
+        "processes_claiming": len(procs_claiming - {"?"}),
         "unmatched_connections": "?" in procs_after,
         "clients_claiming": len({e.get("client_port") for e in claims_after}),
         "kinds_after": ", ".join(f"{k} {v}" for k, v in kinds_after.most_common(6)),
@@ -257,29 +278,56 @@ def run(env: Env, results: dict) -> list[Table]:
     settle, seconds = (2.0, 2.0) if quick else (5.0, 10.0)
     runs = idle_runs(env, settle, seconds, (1, 4) if quick else CONCURRENCIES, peers=not quick)
     wake = wake_run(env, 2 if quick else WAKE_WORKERS, 2 if quick else WAKE_CONCURRENCY, 1.0 if quick else 2.0)
-    print(f"   one LPUSH, {wake['workers']} workers x {wake['concurrency']}: {wake['claims_after']} claim attempts "
-          f"from {wake['processes_claiming']} processes within {WAKE_WINDOW * 1000:.0f} ms", flush=True)
+    print(
+        f"   one LPUSH, {wake['workers']} workers x {wake['concurrency']}: {wake['claims_after']} claim attempts "
+        f"from {wake['processes_claiming']} processes within {WAKE_WINDOW * 1000:.0f} ms",
+        flush=True,
+    )
     results["idle_redis"] = {"idle": runs, "wake": wake}
-    idle = Table("idle_redis", "9a. Idle Redis load: one worker process, empty queue",
-                 ["worker", "concurrency", "Redis commands/s", "worker CPU (% of a core)",
-                  "commandstats calls/s (inside scripts too)"])
+    idle = Table(
+        "idle_redis",
+        "9a. Idle Redis load: one worker process, empty queue",
+        [
+            "worker",
+            "concurrency",
+            "Redis commands/s",
+            "worker CPU (% of a core)",
+            "commandstats calls/s (inside scripts too)",
+        ],
+    )
     for r in runs:
-        idle.add(r["label"], r["concurrency"], r["commands_per_s"],
-                 None if r["cpu_share"] is None else r["cpu_share"] * 100, r["top"] or "-")
-    idle.note(f"total_commands_processed over {seconds:g} s after {settle:g} s to settle (on redis 7 it counts "
-              "the commands run inside scripts too); nothing else uses the server then. The peers run the "
-              "LLM-bound jobs' modules with nothing queued.")
-    w = Table("wake", f"9b. One LPUSH: {wake['workers']} idle docllm worker processes x concurrency "
-                      f"{wake['concurrency']}, commands in the {WAKE_WINDOW * 1000:.0f} ms after it",
-              ["figure", "after the LPUSH", "idle rate x the same window", "goal"])
-    w.add("claim attempts (claim script calls and blocking pops)", wake["claims_after"],
-          wake["claims_expected_idle"], f"<= 1 claimer woken: {'MET' if wake['processes_claiming'] <= 1 else 'NOT MET'}")
+        idle.add(
+            r["label"],
+            r["concurrency"],
+            r["commands_per_s"],
+            None if r["cpu_share"] is None else r["cpu_share"] * 100,
+            r["top"] or "-",
+        )
+    idle.note(
+        f"total_commands_processed over {seconds:g} s after {settle:g} s to settle (on redis 7 it counts "
+        "the commands run inside scripts too); nothing else uses the server then. The peers run the "
+        "LLM-bound jobs' modules with nothing queued."
+    )
+    w = Table(
+        "wake",
+        f"9b. One LPUSH: {wake['workers']} idle docllm worker processes x concurrency "
+        f"{wake['concurrency']}, commands in the {WAKE_WINDOW * 1000:.0f} ms after it",
+        ["figure", "after the LPUSH", "idle rate x the same window", "goal"],
+    )
+    w.add(
+        "claim attempts (claim script calls and blocking pops)",
+        wake["claims_after"],
+        wake["claims_expected_idle"],
+        f"<= 1 claimer woken: {'MET' if wake['processes_claiming'] <= 1 else 'NOT MET'}",
+    )
     w.add("worker processes that attempted a claim", wake["processes_claiming"], None, "<= 1")
     w.add("connections that attempted a claim", wake["clients_claiming"], None, "-")
     w.add("all commands", wake["commands_after"], wake["commands_expected_idle"], "-")
     w.add("worker processes that sent any command", wake["processes_after"], None, "-")
-    w.note(f"Commands after the LPUSH: {wake['kinds_after'] or 'none'} (MONITOR, top-level commands only; "
-           "scripts named from docllm's lua/ files by SHA1).")
+    w.note(
+        f"Commands after the LPUSH: {wake['kinds_after'] or 'none'} (MONITOR, top-level commands only; "
+        "scripts named from docllm's lua/ files by SHA1)."
+    )
     if wake["unmatched_connections"]:
         w.note("Some connections could not be matched to a worker process (closed before the end).")
     return [idle, w]

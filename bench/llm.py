@@ -24,8 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import (PYTHON, Env, Sampler, Table, cpu_seconds, child_env, payload, spawn, stop, tail,
-                          wait_for)
+from bench.common import PYTHON, Env, Sampler, Table, child_env, cpu_seconds, payload, spawn, stop, tail, wait_for
 from bench.llm_mock_client import MockLLM, load_check
 from bench.llm_task import DOCUMENT, MODEL
 from bench.peers import DB, celery_argv, celery_drained, dramatiq_drained, installed, set_urls
@@ -50,19 +49,27 @@ def docllm_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str,
     def enqueue() -> None:
         with env.client(0) as client:
             for start in range(0, n, 1000):
-                client.lpush(keys.ready, *(payload(i) for i in ids[start:start + 1000]))
+                client.lpush(keys.ready, *(payload(i) for i in ids[start : start + 1000]))
 
     left: dict[str, int] = {}
 
     def drained(client) -> bool:
         pipe = client.pipeline(transaction=False)
         pipe.llen(keys.ready).zcard(keys.lease_index).zcard(keys.delayed)
-        left.update(zip(("ready", "leases", "delayed"), pipe.execute()))
+        left.update(zip(("ready", "leases", "delayed"), pipe.execute(), strict=True))
         return not any(left.values())
 
     argv = [PYTHON, "-m", "docllm.entrypoints.cli", "worker"]
-    run_env = worker_env(env, url, c, PREFIX, DOCLLM_LLM_PROVIDER="openai", DOCLLM_LLM_BASE_URL=mock.base_url,
-                         DOCLLM_LLM_API_KEY="bench", DOCLLM_LLM_MODEL=MODEL)
+    run_env = worker_env(
+        env,
+        url,
+        c,
+        PREFIX,
+        DOCLLM_LLM_PROVIDER="openai",
+        DOCLLM_LLM_BASE_URL=mock.base_url,
+        DOCLLM_LLM_API_KEY="bench",
+        DOCLLM_LLM_MODEL=MODEL,
+    )
     r = measure(env, mock, "docllm", c, n, 0, enqueue, argv, run_env, drained, cap)
     rows = row_summary(url)
     r["rows"] = rows
@@ -84,8 +91,19 @@ def celery_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str,
         for i in range(n):
             peer_celery.llm.apply_async((i,))
 
-    r = measure(env, mock, "celery", c, n, DB["celery"], enqueue, celery_argv("threads", c),
-                _peer_env(env, mock, c, BENCH_CELERY_URL=env.redis_url(DB["celery"])), celery_drained, cap)
+    r = measure(
+        env,
+        mock,
+        "celery",
+        c,
+        n,
+        DB["celery"],
+        enqueue,
+        celery_argv("threads", c),
+        _peer_env(env, mock, c, BENCH_CELERY_URL=env.redis_url(DB["celery"])),
+        celery_drained,
+        cap,
+    )
     r["label"] = "Celery, threads pool, acks_late"
     return r
 
@@ -98,9 +116,19 @@ def dramatiq_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[st
         for i in range(n):
             peer_dramatiq.llm.send(i)
 
-    r = measure(env, mock, "dramatiq", c, n, DB["dramatiq"], enqueue, [PYTHON, "-m", "bench.peer_dramatiq"],
-                _peer_env(env, mock, c, BENCH_DRAMATIQ_URL=env.redis_url(DB["dramatiq"]),
-                          BENCH_DRAMATIQ_THREADS=str(c)), dramatiq_drained, cap)
+    r = measure(
+        env,
+        mock,
+        "dramatiq",
+        c,
+        n,
+        DB["dramatiq"],
+        enqueue,
+        [PYTHON, "-m", "bench.peer_dramatiq"],
+        _peer_env(env, mock, c, BENCH_DRAMATIQ_URL=env.redis_url(DB["dramatiq"]), BENCH_DRAMATIQ_THREADS=str(c)),
+        dramatiq_drained,
+        cap,
+    )
     r["label"] = "Dramatiq, one process, C threads"
     return r
 
@@ -109,21 +137,42 @@ def arq_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str, An
     from bench import peer_arq
 
     url = env.redis_url(ARQ_DB)
-    r = measure(env, mock, "arq", c, n, ARQ_DB, lambda: peer_arq.enqueue(url, n),
-                [PYTHON, "-m", "bench.peer_arq"],
-                _peer_env(env, mock, c, BENCH_ARQ_URL=url, BENCH_ARQ_MAX_JOBS=str(c)),
-                lambda client: client.zcard(peer_arq.QUEUE) == 0, cap)
+    r = measure(
+        env,
+        mock,
+        "arq",
+        c,
+        n,
+        ARQ_DB,
+        lambda: peer_arq.enqueue(url, n),
+        [PYTHON, "-m", "bench.peer_arq"],
+        _peer_env(env, mock, c, BENCH_ARQ_URL=url, BENCH_ARQ_MAX_JOBS=str(c)),
+        lambda client: client.zcard(peer_arq.QUEUE) == 0,
+        cap,
+    )
     r["label"] = "arq, max_jobs C (AsyncOpenAI)"
     return r
 
 
 def _peer_env(env: Env, mock: MockLLM, c: int, **extra: str) -> dict[str, str]:
-    return child_env(BENCH_LLM_URL=mock.base_url, BENCH_LLM_CONCURRENCY=str(c),
-                     BENCH_MARK_URL=env.redis_url(0), **extra)
+    return child_env(
+        BENCH_LLM_URL=mock.base_url, BENCH_LLM_CONCURRENCY=str(c), BENCH_MARK_URL=env.redis_url(0), **extra
+    )
 
 
-def measure(env: Env, mock: MockLLM, name: str, c: int, n: int, db: int, enqueue: Callable[[], None],
-            argv: list[str], run_env: dict[str, str], drained: Callable[[Any], bool], cap: float) -> dict[str, Any]:
+def measure(
+    env: Env,
+    mock: MockLLM,
+    name: str,
+    c: int,
+    n: int,
+    db: int,
+    enqueue: Callable[[], None],
+    argv: list[str],
+    run_env: dict[str, str],
+    drained: Callable[[Any], bool],
+    cap: float,
+) -> dict[str, Any]:
     env.flush(db)
     enqueue()
     mock.reset()
@@ -133,6 +182,7 @@ def measure(env: Env, mock: MockLLM, name: str, c: int, n: int, db: int, enqueue
     result: dict[str, Any] = {"name": name, "concurrency": c, "n": n, "problems": []}
     try:
         with Sampler([proc.pid]) as sampler:
+
             def started() -> bool:
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} worker exited with {proc.returncode}:\n{tail(log)}")
@@ -145,8 +195,9 @@ def measure(env: Env, mock: MockLLM, name: str, c: int, n: int, db: int, enqueue
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} worker exited with {proc.returncode}:\n{tail(log)}")
                 if time.monotonic() > deadline:
-                    result["problems"].append(f"not drained within {cap:.0f} s ({mock.stats()['answered']} "
-                                              "LLM answers sent)")
+                    result["problems"].append(
+                        f"not drained within {cap:.0f} s ({mock.stats()['answered']} LLM answers sent)"
+                    )
                     break
                 time.sleep(0.02)
             end = time.time()
@@ -157,17 +208,27 @@ def measure(env: Env, mock: MockLLM, name: str, c: int, n: int, db: int, enqueue
         client.close()
     elapsed = end - stats["first"]
     done = not result["problems"]
-    result.update(elapsed_s=elapsed, per_s=n / elapsed if done else None, answered=stats["answered"],
-                  max_in_flight=stats["max_in_flight"], cpu_ms_per_task=(cpu1 - cpu0) * 1000 / n,
-                  rss_peak_kib=sampler.peak.get(proc.pid), threads_peak=sampler.peak_threads.get(proc.pid))
+    result.update(
+        elapsed_s=elapsed,
+        per_s=n / elapsed if done else None,
+        answered=stats["answered"],
+        max_in_flight=stats["max_in_flight"],
+        cpu_ms_per_task=(cpu1 - cpu0) * 1000 / n,
+        rss_peak_kib=sampler.peak.get(proc.pid),
+        threads_peak=sampler.peak_threads.get(proc.pid),
+    )
     result["ratio"] = result["per_s"] / (c / mock.latency) if done else None
     if stats["received"] < n:
         result["problems"].append(f"the mock got {stats['received']} chat requests for {n} tasks")
     return result
 
 
-RUNNERS = (("docllm", None, docllm_run), ("Celery", "celery", celery_run),
-           ("Dramatiq", "dramatiq", dramatiq_run), ("arq", "arq", arq_run))
+RUNNERS = (
+    ("docllm", None, docllm_run),
+    ("Celery", "celery", celery_run),
+    ("Dramatiq", "dramatiq", dramatiq_run),
+    ("arq", "arq", arq_run),
+)
 
 
 def run(env: Env, results: dict) -> list[Table]:
@@ -176,13 +237,19 @@ def run(env: Env, results: dict) -> list[Table]:
     runners = [r for r in RUNNERS if r[1] is None or installed(r[1])]
     for name, module, _ in RUNNERS:
         if module and not installed(module):
-            env.skip(f"LLM-bound {name}: {module} is not installed (pip install -e '.[bench]'"
-                     + ("; arq: pip install --no-deps arq" if module == "arq" else "") + ")")
+            env.skip(
+                f"LLM-bound {name}: {module} is not installed (pip install -e '.[bench]'"
+                + ("; arq: pip install --no-deps arq" if module == "arq" else "")
+                + ")"
+            )
     with MockLLM(latency, env.dir / "llm-mock.log") as mock:
         checks = [load_check(mock, c, rounds=2 if env.quick else 4) for c in sorted(concurrencies)]
         for check in checks:
-            print(f"   mock LLM, plain asyncio client at C={check['concurrency']}: {check['per_s']:.0f} answers/s = "
-                  f"{check['ratio']:.3f} of C/L", flush=True)
+            print(
+                f"   mock LLM, plain asyncio client at C={check['concurrency']}: {check['per_s']:.0f} answers/s = "
+                f"{check['ratio']:.3f} of C/L",
+                flush=True,
+            )
         runs = []
         for c in concurrencies:
             n = 4 * c
@@ -190,44 +257,106 @@ def run(env: Env, results: dict) -> list[Table]:
             for name, _, fn in runners:
                 try:
                     r = fn(env, mock, c, n, cap)
-                except Exception as exc:  # one broken worker must not hide the others' figures
-                    r = {"name": name.lower(), "label": name, "concurrency": c, "n": n,
-                         "problems": [f"failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]}
+                except Exception as exc:  # noqa: BLE001 - one broken worker must not hide the others' figures
+                    r = {
+                        "name": name.lower(),
+                        "label": name,
+                        "concurrency": c,
+                        "n": n,
+                        "problems": [f"failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"],
+                    }
                 runs.append(r)
                 ratio = r.get("ratio")
-                print(f"   {r['label']} c={c}: " + (f"{r['per_s']:.0f} tasks/s = {ratio:.3f} of C/L" if ratio
-                                                     else "; ".join(r["problems"])), flush=True)
+                print(
+                    f"   {r['label']} c={c}: "
+                    + (f"{r['per_s']:.0f} tasks/s = {ratio:.3f} of C/L" if ratio else "; ".join(r["problems"])),
+                    flush=True,
+                )
     check = checks[-1]
     results["llm"] = {"latency_s": latency, "mock_check": check, "mock_checks": checks, "runs": runs}
-    mock_table = Table("llm_mock", f"8a. The mock LLM is not the bottleneck (latency {latency:g} s)",
-                       ["client", "C", "requests", "s", "answers/s", "/ (C/L)", "goal", "time above L p50 / p99 ms",
-                        "mock CPU ms/request"])
+    mock_table = Table(
+        "llm_mock",
+        f"8a. The mock LLM is not the bottleneck (latency {latency:g} s)",
+        [
+            "client",
+            "C",
+            "requests",
+            "s",
+            "answers/s",
+            "/ (C/L)",
+            "goal",
+            "time above L p50 / p99 ms",
+            "mock CPU ms/request",
+        ],
+    )
     for c in checks:
         goal = (">= 0.98 " + ("MET" if c["ratio"] >= 0.98 else "NOT MET")) if c is check else "-"
-        mock_table.add("plain asyncio Protocol, keep-alive", c["concurrency"], c["requests"], c["elapsed_s"],
-                       c["per_s"], c["ratio"], goal, f"{c['over_latency_ms_p50']:.1f} / {c['over_latency_ms_p99']:.1f}",
-                       c["mock_cpu_ms_per_request"])
-    mock_table.note(f"{check['rounds']} requests per connection (docllm's real prompt for the bench document), "
-                    "all connections open before the clock starts, all C first requests sent at once; the ratio "
-                    f"is about the most any worker can reach with N = {check['rounds']}C tasks (each row the "
-                    "ceiling for the same C in table 8). Time above L: "
-                    "send to answer as the client sees it, less L (the mock's queueing and the client's).")
-    table = Table("llm", f"8. LLM-bound: mock LLM with a fixed {latency:g} s latency, N = 4C, one worker process",
-                  ["C", "worker", "N", "s", "tasks/s", "/ (C/L)", "/ mock ceiling (8a)", "CPU ms/task", "peak RSS MiB", "peak threads",
-                   "most in flight at the LLM", "problems"])
+        mock_table.add(
+            "plain asyncio Protocol, keep-alive",
+            c["concurrency"],
+            c["requests"],
+            c["elapsed_s"],
+            c["per_s"],
+            c["ratio"],
+            goal,
+            f"{c['over_latency_ms_p50']:.1f} / {c['over_latency_ms_p99']:.1f}",
+            c["mock_cpu_ms_per_request"],
+        )
+    mock_table.note(
+        f"{check['rounds']} requests per connection (docllm's real prompt for the bench document), "
+        "all connections open before the clock starts, all C first requests sent at once; the ratio "
+        f"is about the most any worker can reach with N = {check['rounds']}C tasks (each row the "
+        "ceiling for the same C in table 8). Time above L: "
+        "send to answer as the client sees it, less L (the mock's queueing and the client's)."
+    )
+    table = Table(
+        "llm",
+        f"8. LLM-bound: mock LLM with a fixed {latency:g} s latency, N = 4C, one worker process",
+        [
+            "C",
+            "worker",
+            "N",
+            "s",
+            "tasks/s",
+            "/ (C/L)",
+            "/ mock ceiling (8a)",
+            "CPU ms/task",
+            "peak RSS MiB",
+            "peak threads",
+            "most in flight at the LLM",
+            "problems",
+        ],
+    )
     ceiling = {c["concurrency"]: c["ratio"] for c in checks}
     for r in runs:
         rss = r.get("rss_peak_kib")
         share = r["ratio"] / ceiling[r["concurrency"]] if r.get("ratio") and r["concurrency"] in ceiling else None
-        table.add(r["concurrency"], r["label"], r["n"], r.get("elapsed_s"), r.get("per_s"), r.get("ratio"), share,
-                  r.get("cpu_ms_per_task"), None if rss is None else rss / 1024, r.get("threads_peak"),
-                  r.get("max_in_flight"), "; ".join(r["problems"]) or "-")
-    table.note("Window: the mock's first chat request -> every task acked (20 ms poll). CPU: the worker process "
-               "over the window / N. docllm writes each attempt to its database and checks every row is success "
-               "at attempt 1 afterwards; the peers write Redis only.")
-    table.note("Peers' openai clients: max_retries=0, timeout 60 s (as docllm's reviewer), connection pool sized "
-               "to C; docllm uses the client its reviewer builds. Most in flight: the mock's count of requests "
-               "it held at once (C when a worker keeps every slot busy).")
-    table.note("arq's poller starts jobs one at a time (a WATCH/MULTI/EXEC transaction and reads per job, "
-               "awaited in turn), which bounds its starts a second whatever max_jobs is; it polls every 0.5 s.")
+        table.add(
+            r["concurrency"],
+            r["label"],
+            r["n"],
+            r.get("elapsed_s"),
+            r.get("per_s"),
+            r.get("ratio"),
+            share,
+            r.get("cpu_ms_per_task"),
+            None if rss is None else rss / 1024,
+            r.get("threads_peak"),
+            r.get("max_in_flight"),
+            "; ".join(r["problems"]) or "-",
+        )
+    table.note(
+        "Window: the mock's first chat request -> every task acked (20 ms poll). CPU: the worker process "
+        "over the window / N. docllm writes each attempt to its database and checks every row is success "
+        "at attempt 1 afterwards; the peers write Redis only."
+    )
+    table.note(
+        "Peers' openai clients: max_retries=0, timeout 60 s (as docllm's reviewer), connection pool sized "
+        "to C; docllm uses the client its reviewer builds. Most in flight: the mock's count of requests "
+        "it held at once (C when a worker keeps every slot busy)."
+    )
+    table.note(
+        "arq's poller starts jobs one at a time (a WATCH/MULTI/EXEC transaction and reads per job, "
+        "awaited in turn), which bounds its starts a second whatever max_jobs is; it polls every 0.5 s."
+    )
     return [mock_table, table]

@@ -23,22 +23,33 @@ import signal
 import time
 
 REPORT = {
-    "findings": [{"category": "clarity", "severity": "low",
-                  "location": {"heading": "", "line_start": 1, "line_end": 1}, "quote": "",
-                  "message": "The first line could say more.", "suggestion": ""}],
+    "findings": [
+        {
+            "category": "clarity",
+            "severity": "low",
+            "location": {"heading": "", "line_start": 1, "line_end": 1},
+            "quote": "",
+            "message": "The first line could say more.",
+            "suggestion": "",
+        }
+    ],
     "summary": "Reviewed by the benchmark's mock LLM.",
 }
 COMPLETION = {
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "bench-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(REPORT)},
-                 "finish_reason": "stop"}],
+    "id": "chatcmpl-bench",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "bench-model",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(REPORT)}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 600, "completion_tokens": 60, "total_tokens": 660},
 }
 
 
 def response(status: str, body: bytes) -> bytes:
-    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: keep-alive\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"Connection: keep-alive\r\n\r\n"
+    ).encode() + body
 
 
 CHAT = response("200 OK", json.dumps(COMPLETION).encode())
@@ -54,8 +65,15 @@ class Stats:
         self.first: float | None = None
 
     def as_json(self) -> bytes:
-        return json.dumps({"received": self.received, "answered": self.answered, "first": self.first,
-                           "in_flight": self.in_flight, "max_in_flight": self.max_in_flight}).encode()
+        return json.dumps(
+            {
+                "received": self.received,
+                "answered": self.answered,
+                "first": self.first,
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+            }
+        ).encode()
 
 
 class MockProtocol(asyncio.Protocol):
@@ -83,10 +101,10 @@ class MockProtocol(asyncio.Protocol):
                 return
             head = self.buffer[:end]
             at = head.lower().find(b"\r\ncontent-length:")
-            length = int(head[at + 17:].split(b"\r\n", 1)[0]) if at >= 0 else 0
+            length = int(head[at + 17 :].split(b"\r\n", 1)[0]) if at >= 0 else 0
             if len(self.buffer) < end + 4 + length:
                 return
-            self.buffer = self.buffer[end + 4 + length:]
+            self.buffer = self.buffer[end + 4 + length :]
             method, path = (head.split(b" ", 2) + [b"", b""])[:2]
             self.route(method.decode("latin-1"), path.decode("latin-1"))
 
@@ -103,8 +121,11 @@ class MockProtocol(asyncio.Protocol):
             self.loop.call_at(due, self.answer_chat)
         elif method == "GET" and "/models/" in path:
             model = path.rsplit("/", 1)[-1]
-            self.send(response("200 OK", json.dumps({"id": model, "object": "model", "created": 0,
-                                                     "owned_by": "bench"}).encode()))
+            self.send(
+                response(
+                    "200 OK", json.dumps({"id": model, "object": "model", "created": 0, "owned_by": "bench"}).encode()
+                )
+            )
         elif path == "/stats":
             self.send(response("200 OK", self.stats.as_json()))
         elif method == "POST" and path == "/reset":

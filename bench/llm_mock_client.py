@@ -23,8 +23,9 @@ class MockLLM:
 
     def __enter__(self) -> MockLLM:
         self.log.write_text("")
-        self.proc = spawn([PYTHON, "-m", "bench.llm_mock", "--port", "0", "--latency", str(self.latency)],
-                          child_env(), self.log)
+        self.proc = spawn(
+            [PYTHON, "-m", "bench.llm_mock", "--port", "0", "--latency", str(self.latency)], child_env(), self.log
+        )
 
         def port() -> int:
             if self.proc.poll() is not None:
@@ -51,8 +52,9 @@ class MockLLM:
             return json.loads(r.read())
 
     def reset(self) -> None:
-        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{self.port}/reset", method="POST"),
-                               timeout=10).read()
+        urllib.request.urlopen(
+            urllib.request.Request(f"http://127.0.0.1:{self.port}/reset", method="POST"), timeout=10
+        ).read()
 
     def cpu(self) -> float | None:
         return cpu_seconds(self.proc.pid)
@@ -63,8 +65,13 @@ def request_body() -> bytes:
     from bench.llm_task import DOCUMENT
     from docllm.domain.prompt import build_messages
 
-    return json.dumps({"model": "bench-model", "messages": build_messages("bench-0", DOCUMENT),
-                       "response_format": {"type": "json_object"}}).encode()
+    return json.dumps(
+        {
+            "model": "bench-model",
+            "messages": build_messages("bench-0", DOCUMENT),
+            "response_format": {"type": "json_object"},
+        }
+    ).encode()
 
 
 class _Client(asyncio.Protocol):
@@ -93,7 +100,7 @@ class _Client(asyncio.Protocol):
         length = int(self.buffer[:end].lower().split(b"content-length:")[1].split(b"\r\n")[0])
         if len(self.buffer) < end + 4 + length:
             return
-        body, self.buffer = self.buffer[end + 4:end + 4 + length], self.buffer[end + 4 + length:]
+        body, self.buffer = self.buffer[end + 4 : end + 4 + length], self.buffer[end + 4 + length :]
         self.times.append((self.sent, time.perf_counter()))
         assert b'"choices"' in body
         self.left -= 1
@@ -106,8 +113,10 @@ class _Client(asyncio.Protocol):
 
 async def _load(port: int, concurrency: int, rounds: int) -> list[tuple[float, float]]:
     body = request_body()
-    request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     loop = asyncio.get_running_loop()
     clients = []
     for _ in range(concurrency):
@@ -140,8 +149,16 @@ def load_check(mock: MockLLM, concurrency: int, rounds: int = 4) -> dict[str, An
     latency = mock.latency
     over = [(r - s - latency) * 1000 for s, r in times]
     ideal = concurrency / latency
-    return {"concurrency": concurrency, "rounds": rounds, "latency_s": latency, "requests": len(times),
-            "elapsed_s": end - start, "per_s": len(times) / (end - start), "ratio": len(times) / (end - start) / ideal,
-            "over_latency_ms_p50": percentile(over, 50), "over_latency_ms_p99": percentile(over, 99),
-            "max_in_flight": mock.stats()["max_in_flight"],
-            "mock_cpu_ms_per_request": None if None in (cpu0, cpu1) else (cpu1 - cpu0) * 1000 / len(times)}
+    return {
+        "concurrency": concurrency,
+        "rounds": rounds,
+        "latency_s": latency,
+        "requests": len(times),
+        "elapsed_s": end - start,
+        "per_s": len(times) / (end - start),
+        "ratio": len(times) / (end - start) / ideal,
+        "over_latency_ms_p50": percentile(over, 50),
+        "over_latency_ms_p99": percentile(over, 99),
+        "max_in_flight": mock.stats()["max_in_flight"],
+        "mock_cpu_ms_per_request": None if None in (cpu0, cpu1) else (cpu1 - cpu0) * 1000 / len(times),
+    }

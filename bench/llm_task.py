@@ -35,8 +35,12 @@ def sync_client():
             import openai
 
             _clients["sync"] = openai.OpenAI(
-                base_url=os.environ["BENCH_LLM_URL"], api_key="bench", max_retries=0, timeout=TIMEOUT_SECONDS,
-                http_client=openai.DefaultHttpxClient(limits=_limits(), timeout=TIMEOUT_SECONDS))
+                base_url=os.environ["BENCH_LLM_URL"],
+                api_key="bench",
+                max_retries=0,
+                timeout=TIMEOUT_SECONDS,
+                http_client=openai.DefaultHttpxClient(limits=_limits(), timeout=TIMEOUT_SECONDS),
+            )
         return _clients["sync"]
 
 
@@ -46,16 +50,23 @@ def async_client():
         import openai
 
         _clients["async"] = openai.AsyncOpenAI(
-            base_url=os.environ["BENCH_LLM_URL"], api_key="bench", max_retries=0, timeout=TIMEOUT_SECONDS,
-            http_client=openai.DefaultAsyncHttpxClient(limits=_limits(), timeout=TIMEOUT_SECONDS))
+            base_url=os.environ["BENCH_LLM_URL"],
+            api_key="bench",
+            max_retries=0,
+            timeout=TIMEOUT_SECONDS,
+            http_client=openai.DefaultAsyncHttpxClient(limits=_limits(), timeout=TIMEOUT_SECONDS),
+        )
     return _clients["async"]
 
 
 def _request(task_id: int) -> dict[str, Any]:
     from docllm.domain.prompt import build_messages
 
-    return {"model": MODEL, "messages": build_messages(f"bench-{task_id}", DOCUMENT),
-            "response_format": {"type": "json_object"}}
+    return {
+        "model": MODEL,
+        "messages": build_messages(f"bench-{task_id}", DOCUMENT),
+        "response_format": {"type": "json_object"},
+    }
 
 
 def _parse(response: Any) -> int:

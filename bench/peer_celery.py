@@ -22,8 +22,9 @@ QUEUE = "bench"
 def transport_options() -> dict:
     options: dict = {"visibility_timeout": float(os.environ.get("BENCH_CELERY_VISIBILITY", "3600"))}
     if os.environ.get("BENCH_CELERY_RESTORE_INTERVAL"):  # sweep the unacked hash every so many seconds
-        options.update(unacked_restore_interval=int(os.environ["BENCH_CELERY_RESTORE_INTERVAL"]),
-                       unacked_restore_throttle=1)
+        options.update(
+            unacked_restore_interval=int(os.environ["BENCH_CELERY_RESTORE_INTERVAL"]), unacked_restore_throttle=1
+        )
     return options
 
 
@@ -38,8 +39,12 @@ app.conf.update(
     worker_send_task_events=False,
 )
 if os.environ.get("BENCH_CELERY_RESULT_URL"):
-    app.conf.update(result_backend=os.environ["BENCH_CELERY_RESULT_URL"], task_ignore_result=False,
-                    task_track_started=True, result_extended=False)
+    app.conf.update(
+        result_backend=os.environ["BENCH_CELERY_RESULT_URL"],
+        task_ignore_result=False,
+        task_track_started=True,
+        result_extended=False,
+    )
 
 
 @app.task(name="bench.noop")

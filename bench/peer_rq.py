@@ -35,8 +35,11 @@ def main() -> int:
     conn = Redis.from_url(url)
     cls = SimpleWorker if kind == "simple" else Worker
     options = {}
-    for env, name in (("BENCH_RQ_MONITOR", "job_monitoring_interval"),
-                      ("BENCH_RQ_MAINTENANCE", "maintenance_interval"), ("BENCH_RQ_TTL", "worker_ttl")):
+    for env, name in (
+        ("BENCH_RQ_MONITOR", "job_monitoring_interval"),
+        ("BENCH_RQ_MAINTENANCE", "maintenance_interval"),
+        ("BENCH_RQ_TTL", "worker_ttl"),
+    ):
         if os.environ.get(env):
             options[name] = int(os.environ[env])
     logging.basicConfig(level=logging.WARNING)

@@ -16,8 +16,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import (PYTHON, Env, Sampler, Table, child_env, cpu_seconds, spawn, stop, tail,
-                          tree_cpu_seconds, wait_for)
+from bench.common import (
+    PYTHON,
+    Env,
+    Sampler,
+    Table,
+    child_env,
+    cpu_seconds,
+    spawn,
+    stop,
+    tail,
+    tree_cpu_seconds,
+    wait_for,
+)
 from bench.peer_marks import MARK_KEY
 
 DB = {"rq": 1, "dramatiq": 2, "celery": 3}
@@ -34,8 +45,17 @@ def set_urls(env: Env) -> None:
     os.environ.setdefault("BENCH_CELERY_URL", env.redis_url(DB["celery"]))
 
 
-def measure(env: Env, name: str, db: int, n: int, enqueue: Callable[[], None], argv: list[str],
-            drained: Callable[[Any], bool], tree: bool = False, **extra_env: str) -> dict[str, Any]:
+def measure(
+    env: Env,
+    name: str,
+    db: int,
+    n: int,
+    enqueue: Callable[[], None],
+    argv: list[str],
+    drained: Callable[[Any], bool],
+    tree: bool = False,
+    **extra_env: str,
+) -> dict[str, Any]:
     """One run; ``tree``: CPU and RSS include the worker's children (a prefork pool)."""
     env.flush(db)
     client = env.client(db)
@@ -46,6 +66,7 @@ def measure(env: Env, name: str, db: int, n: int, enqueue: Callable[[], None], a
     try:
         cpu = tree_cpu_seconds if tree else cpu_seconds
         with Sampler([proc.pid], tree=tree) as sampler:
+
             def marked():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} worker exited with {proc.returncode}:\n{tail(log)}")
@@ -68,10 +89,17 @@ def measure(env: Env, name: str, db: int, n: int, enqueue: Callable[[], None], a
     elapsed = end - first
     cpu_worker = (cpu1[0] - cpu0[0]) if None not in (cpu0[0], cpu1[0]) else None
     cpu_redis = (cpu1[1] - cpu0[1]) if None not in (cpu0[1], cpu1[1]) else None
-    return {"name": name, "n": n, "elapsed_s": elapsed, "per_s": n / elapsed,
-            "rss_peak_kib": sampler.peak.get(proc.pid),
-            "cpu_s_per_1000": {"worker": None if cpu_worker is None else cpu_worker * 1000 / n,
-                               "redis": None if cpu_redis is None else cpu_redis * 1000 / n}}
+    return {
+        "name": name,
+        "n": n,
+        "elapsed_s": elapsed,
+        "per_s": n / elapsed,
+        "rss_peak_kib": sampler.peak.get(proc.pid),
+        "cpu_s_per_1000": {
+            "worker": None if cpu_worker is None else cpu_worker * 1000 / n,
+            "redis": None if cpu_redis is None else cpu_redis * 1000 / n,
+        },
+    }
 
 
 def rq_runs(env: Env, n: int) -> list[dict[str, Any]]:
@@ -86,15 +114,24 @@ def rq_runs(env: Env, n: int) -> list[dict[str, Any]]:
         conn = Redis.from_url(url)
         queue = Queue(peer_rq.QUEUE, connection=conn)
 
-        def enqueue() -> None:
+        def enqueue(conn: Redis = conn, queue: Queue = queue) -> None:
             for start in range(0, n, 500):
                 with conn.pipeline() as pipe:
-                    queue.enqueue_many([Queue.prepare_data(peer_rq.noop, result_ttl=3600)
-                                        for _ in range(start, min(n, start + 500))], pipeline=pipe)
+                    queue.enqueue_many(
+                        [Queue.prepare_data(peer_rq.noop, result_ttl=3600) for _ in range(start, min(n, start + 500))],
+                        pipeline=pipe,
+                    )
                     pipe.execute()
 
-        r = measure(env, f"rq-{kind}", DB["rq"], n, enqueue, [PYTHON, "-m", "bench.peer_rq", url, kind],
-                    lambda _c: queue.finished_job_registry.count >= n)
+        r = measure(
+            env,
+            f"rq-{kind}",
+            DB["rq"],
+            n,
+            enqueue,
+            [PYTHON, "-m", "bench.peer_rq", url, kind],
+            lambda _c, queue=queue: queue.finished_job_registry.count >= n,
+        )
         r.update(label=label, concurrency=1)
         runs.append(r)
         conn.close()
@@ -131,21 +168,48 @@ def dramatiq_runs(env: Env, n: int) -> list[dict[str, Any]]:
     drained = dramatiq_drained
 
     runs = []
-    for prefetch, label in ((None, "Dramatiq, default prefetch (threads x 2 = 16)"),
-                            (DRAMATIQ_LARGE_PREFETCH, f"Dramatiq, prefetch {DRAMATIQ_LARGE_PREFETCH}")):
+    for prefetch, label in (
+        (None, "Dramatiq, default prefetch (threads x 2 = 16)"),
+        (DRAMATIQ_LARGE_PREFETCH, f"Dramatiq, prefetch {DRAMATIQ_LARGE_PREFETCH}"),
+    ):
         extra = {"BENCH_DRAMATIQ_URL": env.redis_url(DB["dramatiq"]), "BENCH_DRAMATIQ_THREADS": "8"}
         if prefetch:
             extra["dramatiq_queue_prefetch"] = str(prefetch)
-        r = measure(env, f"dramatiq-{prefetch or 'default'}", DB["dramatiq"], n, enqueue,
-                    [PYTHON, "-m", "bench.peer_dramatiq"], drained, **extra)
+        r = measure(
+            env,
+            f"dramatiq-{prefetch or 'default'}",
+            DB["dramatiq"],
+            n,
+            enqueue,
+            [PYTHON, "-m", "bench.peer_dramatiq"],
+            drained,
+            **extra,
+        )
         r.update(label=label, concurrency=8)
         runs.append(r)
     return runs
 
 
 def celery_argv(pool: str = "solo", concurrency: int = 1) -> list[str]:
-    return [PYTHON, "-m", "celery", "-A", "bench.peer_celery", "worker", "-P", pool, "-c", str(concurrency),
-            "-Q", "bench", "-l", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+    return [
+        PYTHON,
+        "-m",
+        "celery",
+        "-A",
+        "bench.peer_celery",
+        "worker",
+        "-P",
+        pool,
+        "-c",
+        str(concurrency),
+        "-Q",
+        "bench",
+        "-l",
+        "WARNING",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
 
 
 def celery_runs(env: Env, n: int) -> list[dict[str, Any]]:
@@ -156,22 +220,40 @@ def celery_runs(env: Env, n: int) -> list[dict[str, Any]]:
         for _ in range(n):
             peer_celery.noop.apply_async()
 
-    r = measure(env, "celery-solo", DB["celery"], n, enqueue, celery_argv(), celery_drained,
-                BENCH_CELERY_URL=env.redis_url(DB["celery"]))
+    r = measure(
+        env,
+        "celery-solo",
+        DB["celery"],
+        n,
+        enqueue,
+        celery_argv(),
+        celery_drained,
+        BENCH_CELERY_URL=env.redis_url(DB["celery"]),
+    )
     r.update(label="Celery, solo pool, acks_late (prefetch multiplier 4)", concurrency=1)
     runs = [r]
     if env.mariadb is None:
         env.skip("Celery with a MySQL result backend: MariaDB is not installed")
         return runs
+
     def enqueue_stored() -> None:  # the sender's ignore_result travels in the message: turn it off
         for _ in range(n):
             peer_celery.noop.apply_async(ignore_result=False)
 
     for c in (1, 8):  # the equal-durability peer: every job's state written to MariaDB, as docllm's
         result_url = "db+" + env.new_database("mariadb").split("?")[0]
-        r = measure(env, f"celery-mysql-c{c}", DB["celery"], n, enqueue_stored, celery_argv("prefork", c),
-                    celery_drained,
-                    tree=True, BENCH_CELERY_URL=env.redis_url(DB["celery"]), BENCH_CELERY_RESULT_URL=result_url)
+        r = measure(
+            env,
+            f"celery-mysql-c{c}",
+            DB["celery"],
+            n,
+            enqueue_stored,
+            celery_argv("prefork", c),
+            celery_drained,
+            tree=True,
+            BENCH_CELERY_URL=env.redis_url(DB["celery"]),
+            BENCH_CELERY_RESULT_URL=result_url,
+        )
         stored = celery_results(env, result_url)
         if stored.get("SUCCESS") != n:
             raise RuntimeError(f"Celery MySQL c={c}: results stored {stored}, expected {n} SUCCESS")
@@ -191,8 +273,11 @@ def celery_results(env: Env, result_url: str) -> dict[str, int]:
 def run(env: Env, results: dict) -> list[Table]:
     n = 40 if env.quick else 2000
     runs: list[dict[str, Any]] = []
-    for name, module, fn in (("RQ", "rq", rq_runs), ("Dramatiq", "dramatiq", dramatiq_runs),
-                             ("Celery", "celery", celery_runs)):
+    for name, module, fn in (
+        ("RQ", "rq", rq_runs),
+        ("Dramatiq", "dramatiq", dramatiq_runs),
+        ("Celery", "celery", celery_runs),
+    ):
         if not installed(module):
             env.skip(f"{name} throughput: {module} is not installed (pip install -e '.[bench]')")
             continue
@@ -201,23 +286,50 @@ def run(env: Env, results: dict) -> list[Table]:
             runs.append(r)
     results["peers"] = runs
     docllm = {(r["backend"], r["concurrency"]): r["tasks_per_s"] for r in results.get("worker", [])}
-    table = Table("peers", "4. Peers and docllm, side by side (one worker process each, same Redis, same N)",
-                  ["worker", "concurrency", "N", "jobs/s", "docllm SQLite / peer", "docllm MariaDB / peer",
-                   "worker CPU s/1000", "peak RSS MiB", "reference"])
-    refs = {"rq-fork": "96", "rq-simple": "282", "dramatiq-default": "270",
-            f"dramatiq-{DRAMATIQ_LARGE_PREFETCH}": "~4,700", "celery-solo": "~1,230"}
+    table = Table(
+        "peers",
+        "4. Peers and docllm, side by side (one worker process each, same Redis, same N)",
+        [
+            "worker",
+            "concurrency",
+            "N",
+            "jobs/s",
+            "docllm SQLite / peer",
+            "docllm MariaDB / peer",
+            "worker CPU s/1000",
+            "peak RSS MiB",
+            "reference",
+        ],
+    )
+    refs = {
+        "rq-fork": "96",
+        "rq-simple": "282",
+        "dramatiq-default": "270",
+        f"dramatiq-{DRAMATIQ_LARGE_PREFETCH}": "~4,700",
+        "celery-solo": "~1,230",
+    }
     for r in runs:
         c = 8 if r["concurrency"] == 8 else 1
-        ratio = lambda b: (f"{docllm[(b, c)] / r['per_s']:.2f} x" if (b, c) in docllm else None)  # noqa: E731
-        table.add(r["label"], r["concurrency"], r["n"], r["per_s"], ratio("sqlite"), ratio("mariadb"),
-                  r["cpu_s_per_1000"]["worker"], None if r["rss_peak_kib"] is None else r["rss_peak_kib"] / 1024,
-                  refs.get(r["name"], "-"))
+        ratio = lambda b, c=c, r=r: f"{docllm[(b, c)] / r['per_s']:.2f} x" if (b, c) in docllm else None  # noqa: E731
+        table.add(
+            r["label"],
+            r["concurrency"],
+            r["n"],
+            r["per_s"],
+            ratio("sqlite"),
+            ratio("mariadb"),
+            r["cpu_s_per_1000"]["worker"],
+            None if r["rss_peak_kib"] is None else r["rss_peak_kib"] / 1024,
+            refs.get(r["name"], "-"),
+        )
     for (backend, c), rate in sorted(docllm.items()):
         if c in (1, 8):
             table.add(f"docllm worker, {backend} (table 3)", c, None, rate, None, None, None, None, "-")
-    table.note("Ratios compare docllm at the same concurrency (1 against RQ and Celery, 8 against Dramatiq's 8 "
-               "threads and Celery prefork 8); docllm also writes every attempt to its database (two fenced "
-               "UPDATEs and a SELECT), the peers write nothing but Redis, except Celery with the MySQL result "
-               "backend (the equal-durability peer): it writes STARTED and then SUCCESS to MariaDB per job "
-               "(track_started, acks_late, prefork; CPU and RSS include its pool's children).")
+    table.note(
+        "Ratios compare docllm at the same concurrency (1 against RQ and Celery, 8 against Dramatiq's 8 "
+        "threads and Celery prefork 8); docllm also writes every attempt to its database (two fenced "
+        "UPDATEs and a SELECT), the peers write nothing but Redis, except Celery with the MySQL result "
+        "backend (the equal-durability peer): it writes STARTED and then SUCCESS to MariaDB per job "
+        "(track_started, acks_late, prefork; CPU and RSS include its pool's children)."
+    )
     return [table]

@@ -21,7 +21,10 @@ from bench.worker import backends, run_docllm
 RATE = 250
 COMPONENTS = (  # first match wins, from the leaf up
     ("pymysql", "pymysql/"),
-    ("DB-API call (sqlite3 C code)", "sqlalchemy/engine/default.py"),  # do_execute/do_commit with no Python driver frame below
+    (
+        "DB-API call (sqlite3 C code)",
+        "sqlalchemy/engine/default.py",
+    ),  # do_execute/do_commit with no Python driver frame below
     ("SQLAlchemy", "sqlalchemy/"),
     ("redis-py", "redis/"),
     ("docllm events/logging", "docllm/adapters/log_events.py"),
@@ -37,9 +40,24 @@ def py_spy() -> str | None:
 
 
 def record(pid: int, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--format", "raw", "-o", str(out),
-                             "--rate", str(RATE), "--gil", "--nonblocking"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            py_spy(),
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "-o",
+            str(out),
+            "--rate",
+            str(RATE),
+            "--gil",
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def parse(path: Path) -> list[tuple[list[str], int]]:
@@ -72,7 +90,8 @@ def summarise(stacks: list[tuple[list[str], int]], top: int = 12) -> dict:
 
 def _short(frame: str) -> str:
     return frame.replace("/site-packages/", "/").split(" (")[0] + (
-        " (" + frame.split(" (", 1)[1].split("/")[-1] if " (" in frame else "")
+        " (" + frame.split(" (", 1)[1].split("/")[-1] if " (" in frame else ""
+    )
 
 
 def _component(frames: list[str]) -> str:
@@ -96,6 +115,7 @@ def profile_run(env: Env, backend: str, concurrency: int, n: int) -> dict:
         def finish() -> None:
             spy[0].send_signal(signal.SIGINT)
             spy[0].wait(60)
+
         return finish
 
     result = run_docllm(env, backend, concurrency, n, during=during)
@@ -117,11 +137,12 @@ def run(env: Env, results: dict) -> list[Table]:
         if prof is None:
             env.skip(f"profile {backend}: py-spy wrote nothing")
             continue
-        t = Table(f"profile_{backend}",
-                  f"3b. Profile: docllm worker, {backend}, DOCLLM_CONCURRENCY=8, N={n} "
-                  f"({r['tasks_per_s']:.0f} tasks/s under py-spy; worker CPU {r['worker_cpu_share']:.2f} cores)",
-                  ["rank", "where the GIL-holding thread is (inclusive, docllm frames)", "%",
-                   "by library (leaf up)", "% "])
+        t = Table(
+            f"profile_{backend}",
+            f"3b. Profile: docllm worker, {backend}, DOCLLM_CONCURRENCY=8, N={n} "
+            f"({r['tasks_per_s']:.0f} tasks/s under py-spy; worker CPU {r['worker_cpu_share']:.2f} cores)",
+            ["rank", "where the GIL-holding thread is (inclusive, docllm frames)", "%", "by library (leaf up)", "% "],
+        )
         inc, comp = prof["docllm_inclusive"], prof["components"]
         for i in range(max(len(inc), len(comp))):
             a = inc[i] if i < len(inc) else ("", None)

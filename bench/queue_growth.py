@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 
+from bench.common import Table
 from docllm.adapters.manual_clock import ManualClock
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.adapters.redis_queue import RedisTaskQueue
@@ -29,8 +30,6 @@ from docllm.domain.payload import make_payload
 from docllm.domain.services.producer import retry_dead
 from docllm.domain.services.reconciler import Reconciler
 from tests.servers import RedisServer
-
-from bench.common import Table
 
 
 def _fill_ready(client, queue: RedisTaskQueue, n: int) -> None:
@@ -69,9 +68,17 @@ class Timed:
 
 
 def reconciler(client, sizes) -> Table:
-    table = Table("queue_growth_reconciler", "8a. Reconciler: Redis structures read per cycle, against payloads in ready (ms)",
-                  ["payloads", "before: every structure", "after: mean cycle", "after: slowest cycle",
-                   "payloads read per cycle, at most"])
+    table = Table(
+        "queue_growth_reconciler",
+        "8a. Reconciler: Redis structures read per cycle, against payloads in ready (ms)",
+        [
+            "payloads",
+            "before: every structure",
+            "after: mean cycle",
+            "after: slowest cycle",
+            "payloads read per cycle, at most",
+        ],
+    )
     for n in sizes:
         client.flushall()
         clock = ManualClock()
@@ -85,17 +92,24 @@ def reconciler(client, sizes) -> Table:
         for _ in range(max(3, n // rec.scan_page + 2)):  # a whole lap of the structures, and more
             rec.reconcile_once()
         cycles = queue.ms["referenced_page"]
-        table.add(f"{n:,}", round(before, 1), round(sum(cycles) / len(cycles), 1), round(max(cycles), 1),
-                  f"{min(n, rec.scan_page):,}")
+        table.add(
+            f"{n:,}",
+            round(before, 1),
+            round(sum(cycles) / len(cycles), 1),
+            round(max(cycles), 1),
+            f"{min(n, rec.scan_page):,}",
+        )
     table.note("before: per worker process per cycle; after: per fleet per cycle (the reconciler's lease)")
     table.note("the batch of 1,000 rows each cycle also reads is the same before and after, and left out")
     return table
 
 
 def dead_retry(client, sizes) -> Table:
-    table = Table("queue_growth_dead_retry", "8b. docllm dead retry --all against dead letters (ms)",
-                  ["dead letters", "before: one scan per task (x N)", "after: the one removal",
-                   "after: retry_dead, whole"])
+    table = Table(
+        "queue_growth_dead_retry",
+        "8b. docllm dead retry --all against dead letters (ms)",
+        ["dead letters", "before: one scan per task (x N)", "after: the one removal", "after: retry_dead, whole"],
+    )
     for n in sizes:
         client.flushall()
         clock = ManualClock()
@@ -107,8 +121,9 @@ def dead_retry(client, sizes) -> Table:
             repo.fail(task.task_id, 1, "bad")
         with client.pipeline(transaction=False) as pipe:
             for i in range(1, n + 1):
-                queue._scripts["dead_letter"](keys=queue.keys.script_keys,
-                                              args=["", make_payload(i, "doc.md"), "bad", 0, i, ""], client=pipe)
+                queue._scripts["dead_letter"](
+                    keys=queue.keys.script_keys, args=["", make_payload(i, "doc.md"), "bad", 0, i, ""], client=pipe
+                )
             pipe.execute()
         sample = random.Random(0).sample(range(1, n + 1), 20)
         began = time.perf_counter()
@@ -128,8 +143,9 @@ def dead_retry(client, sizes) -> Table:
 
 
 def reapers(client) -> Table:
-    table = Table("queue_growth_reapers", "8c. Two reapers, 1,000 expired leases, batch 100",
-                  ["start", "leases both took"])
+    table = Table(
+        "queue_growth_reapers", "8c. Two reapers, 1,000 expired leases, batch 100", ["start", "leases both took"]
+    )
     client.flushall()
     clock = ManualClock()
     queue = RedisTaskQueue(client, "r", clock=clock)

@@ -60,8 +60,11 @@ def run(env: Env, results: dict) -> list[Table]:
     floor = results.get("floor", {}).get("two_scripts")
     measured = {c: claim_ack_rate(env, c, n) for c in (1, 4, 16)}
     results["queue_only"] = {c: {"per_s": r, "server_us": us} for c, (r, us) in measured.items()}
-    table = Table("queue_only", "2. Queue only: RedisTaskQueue claim+ack (threads sharing one client)",
-                  ["concurrency", "claim+ack/s", "vs 2-script floor", "redis-server CPU us/task", "goal", "met"])
+    table = Table(
+        "queue_only",
+        "2. Queue only: RedisTaskQueue claim+ack (threads sharing one client)",
+        ["concurrency", "claim+ack/s", "vs 2-script floor", "redis-server CPU us/task", "goal", "met"],
+    )
     for c, (rate, server_us) in measured.items():
         ratio = rate / floor if floor else None
         if c == 1:

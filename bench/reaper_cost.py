@@ -52,7 +52,7 @@ def fill(client, scripts, keys, now_ms: int, live: int, expired: int, first_id: 
     expired_pairs = []
     ids = list(range(first_id, first_id + expired + live))  # the expired ones first
     for start in range(0, len(ids), batch):
-        chunk = ids[start:start + batch]
+        chunk = ids[start : start + batch]
         client.lpush(keys.ready, *(payload(i) for i in chunk))
         pipe = client.pipeline(transaction=False)
         for i in chunk:
@@ -148,18 +148,41 @@ def run(env: Env, results: dict) -> list[Table]:
         env.skip("reaper cost at 100,000 in flight: --quick")
     rows = [row for size in sizes for row in measure_size(env, size)]
     results["reaper"] = rows
-    table = Table("reaper", "5. Reaper cost per cycle against leases in flight (Redis side)",
-                  ["in flight", "expired", "docllm ms", "docllm commands", "docllm round trips",
-                   "original ms", "original commands", "original round trips"])
+    table = Table(
+        "reaper",
+        "5. Reaper cost per cycle against leases in flight (Redis side)",
+        [
+            "in flight",
+            "expired",
+            "docllm ms",
+            "docllm commands",
+            "docllm round trips",
+            "original ms",
+            "original commands",
+            "original round trips",
+        ],
+    )
     for r in rows:
         d, o = r["docllm"], r["original"]
-        table.add(r["in_flight"], r["expired"], d["ms"], d["commands"], d["round_trips"], o["ms"], o["commands"],
-                  o["round_trips"])
+        table.add(
+            r["in_flight"],
+            r["expired"],
+            d["ms"],
+            d["commands"],
+            d["round_trips"],
+            o["ms"],
+            o["commands"],
+            o["round_trips"],
+        )
     flat = _flat(rows)
-    table.note(f"Goal: flat in the number in flight: {verdict(flat)} (docllm's commands and round trips per "
-               "cycle, at equal expired, within 10% from the smallest to the largest number in flight).")
-    table.note("docllm with 0 expired: median of 5 cycles; with 100 expired: one cycle (it settles them). "
-               "Commands include those run inside scripts.")
+    table.note(
+        f"Goal: flat in the number in flight: {verdict(flat)} (docllm's commands and round trips per "
+        "cycle, at equal expired, within 10% from the smallest to the largest number in flight)."
+    )
+    table.note(
+        "docllm with 0 expired: median of 5 cycles; with 100 expired: one cycle (it settles them). "
+        "Commands include those run inside scripts."
+    )
     return [table]
 
 
@@ -169,5 +192,8 @@ def _flat(rows: list[dict], slack: float = 1.10) -> bool:
     by_expired: dict[int, list] = {}
     for r in rows:
         by_expired.setdefault(r["expired"], []).append(r["docllm"])
-    return all(max(d[k] for d in ds) <= slack * min(d[k] for d in ds) + 1
-               for ds in by_expired.values() for k in ("commands", "round_trips"))
+    return all(
+        max(d[k] for d in ds) <= slack * min(d[k] for d in ds) + 1
+        for ds in by_expired.values()
+        for k in ("commands", "round_trips")
+    )

@@ -34,12 +34,13 @@ def blmove_waiting(client, db: int) -> bool:
 # -- docllm ---------------------------------------------------------------------------------------
 
 
-def docllm_scenario(env: Env, db: int, lease: float, reaper: float, kill_a: bool,
-                    task_seconds: float) -> dict[str, Any]:
+def docllm_scenario(
+    env: Env, db: int, lease: float, reaper: float, kill_a: bool, task_seconds: float
+) -> dict[str, Any]:
+    from docllm.adapters.migrations import upgrade_schema
     from docllm.adapters.redis_keys import RedisKeys
     from docllm.adapters.sql_engine import make_engine
     from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
-    from docllm.adapters.migrations import upgrade_schema
 
     url = env.new_database("sqlite")
     engine = make_engine(url)
@@ -52,10 +53,17 @@ def docllm_scenario(env: Env, db: int, lease: float, reaper: float, kill_a: bool
     tag = f"recovery-docllm-db{db}"
 
     def worker_env(latency: float, concurrency: int) -> dict[str, str]:
-        return child_env(DOCLLM_REDIS_URL=env.redis_url(db), DOCLLM_DATABASE_URL=url, DOCLLM_QUEUE_PREFIX=prefix,
-                         DOCLLM_LEASE_SECONDS=str(lease), DOCLLM_REAPER_INTERVAL_SECONDS=str(reaper),
-                         DOCLLM_CONCURRENCY=str(concurrency), DOCLLM_OFFLINE_LATENCY_SECONDS=str(latency),
-                         DOCLLM_LOG_LEVEL="WARNING", DOCLLM_HOME=str(env.dir / "home"))
+        return child_env(
+            DOCLLM_REDIS_URL=env.redis_url(db),
+            DOCLLM_DATABASE_URL=url,
+            DOCLLM_QUEUE_PREFIX=prefix,
+            DOCLLM_LEASE_SECONDS=str(lease),
+            DOCLLM_REAPER_INTERVAL_SECONDS=str(reaper),
+            DOCLLM_CONCURRENCY=str(concurrency),
+            DOCLLM_OFFLINE_LATENCY_SECONDS=str(latency),
+            DOCLLM_LOG_LEVEL="WARNING",
+            DOCLLM_HOME=str(env.dir / "home"),
+        )
 
     argv = [PYTHON, "-m", "docllm.entrypoints.worker"]
     a = spawn(argv, worker_env(3600 if kill_a else task_seconds, 1), env.dir / f"{tag}-A.log")
@@ -73,13 +81,18 @@ def docllm_scenario(env: Env, db: int, lease: float, reaper: float, kill_a: bool
             wait_for(lambda: repo.get(task.task_id).status.value == "success", 30, 0.05, "success")
             row = repo.get(task.task_id)
             return {"recovered_s": recovered, "attempts": row.attempt, "status": row.status.value}
-        wait_for(lambda: repo.get(task.task_id).status.value in ("success", "failed"), task_seconds + 60, 0.05,
-                 "the slow task to end")
+        wait_for(
+            lambda: repo.get(task.task_id).status.value in ("success", "failed"),
+            task_seconds + 60,
+            0.05,
+            "the slow task to end",
+        )
         row = repo.get(task.task_id)
         return {"starts": row.attempt, "status": row.status.value}
     except TimeoutError as exc:
-        raise RuntimeError(f"{tag}: {exc}\nA:\n{tail(env.dir / f'{tag}-A.log')}\nB:\n"
-                           f"{tail(env.dir / f'{tag}-B.log')}") from None
+        raise RuntimeError(
+            f"{tag}: {exc}\nA:\n{tail(env.dir / f'{tag}-A.log')}\nB:\n{tail(env.dir / f'{tag}-B.log')}"
+        ) from None
     finally:
         stop(b, 10)
         stop(a, 10)
@@ -107,8 +120,9 @@ def peer_scenario(env: Env, peer: str, db: int, kill_a: bool, seconds: float, ca
         from bench.peers import celery_argv
 
         argv = celery_argv()
-        extra.update(BENCH_CELERY_URL=url, BENCH_CELERY_VISIBILITY=str(CELERY_VISIBILITY),
-                     BENCH_CELERY_RESTORE_INTERVAL="1")
+        extra.update(
+            BENCH_CELERY_URL=url, BENCH_CELERY_VISIBILITY=str(CELERY_VISIBILITY), BENCH_CELERY_RESTORE_INTERVAL="1"
+        )
     tag = f"recovery-{peer}-db{db}"
     env_ = child_env(**extra)
     a = spawn(argv, env_, env.dir / f"{tag}-A.log")
@@ -144,8 +158,9 @@ def enqueue_slow(peer: str, url: str, key: str, seconds: float) -> None:
         from bench import peer_rq
 
         with Redis.from_url(url) as conn:
-            Queue(peer_rq.QUEUE, connection=conn).enqueue(peer_rq.slow, key, seconds, retry=Retry(max=3),
-                                                           job_timeout=7200)
+            Queue(peer_rq.QUEUE, connection=conn).enqueue(
+                peer_rq.slow, key, seconds, retry=Retry(max=3), job_timeout=7200
+            )
     elif peer == "dramatiq":
         from dramatiq.brokers.redis import RedisBroker
 
@@ -194,13 +209,26 @@ def run(env: Env, results: dict) -> list[Table]:
         futures = {name: pool.submit(fn, *args) for name, (fn, *args) in jobs.items()}
         out = {name: f.result() for name, f in futures.items()}
     results["recovery"] = out
-    table = Table("recovery", "6. Recovery after SIGKILL, and live slow tasks",
-                  ["worker and settings", "killed: s to the next start", "bound", "live slow task: starts", "met"])
+    table = Table(
+        "recovery",
+        "6. Recovery after SIGKILL, and live slow tasks",
+        ["worker and settings", "killed: s to the next start", "bound", "live slow task: starts", "met"],
+    )
     for label, kill_key, live_key, lease, reaper in (
-        (f"docllm, lease {SHORT_LEASE:g} s, reaper {SHORT_REAPER:g} s", "docllm-short-kill", "docllm-short-live",
-         SHORT_LEASE, SHORT_REAPER),
-        (f"docllm, defaults: lease {DEFAULT_LEASE:g} s, reaper {DEFAULT_REAPER:g} s", "docllm-default-kill", None,
-         DEFAULT_LEASE, DEFAULT_REAPER),
+        (
+            f"docllm, lease {SHORT_LEASE:g} s, reaper {SHORT_REAPER:g} s",
+            "docllm-short-kill",
+            "docllm-short-live",
+            SHORT_LEASE,
+            SHORT_REAPER,
+        ),
+        (
+            f"docllm, defaults: lease {DEFAULT_LEASE:g} s, reaper {DEFAULT_REAPER:g} s",
+            "docllm-default-kill",
+            None,
+            DEFAULT_LEASE,
+            DEFAULT_REAPER,
+        ),
     ):
         if kill_key not in out:
             continue
@@ -209,19 +237,36 @@ def run(env: Env, results: dict) -> list[Table]:
         bound = lease + reaper
         ok_kill = k["recovered_s"] <= bound
         ok_live = None if live is None else live["starts"] == 1
-        table.add(label, k["recovered_s"], f"lease + interval = {bound:g} s",
-                  None if live is None else f"{live['starts']} (task {LIVE_FACTOR * lease:g} s)",
-                  verdict(ok_kill and ok_live is not False))
-    peers = (("Celery solo, acks_late, visibility_timeout 5 s, unacked restore every 1 s", "celery", "reference: ~3 s, live 30 s job started twice"),
-             ("Dramatiq, default broker settings", "dramatiq", "reference: not within 120 s"),
-             ("RQ fork worker, monitor 1 s, maintenance 1 s, worker_ttl 16, Retry(3)", "rq", "reference: ~60 s"))
+        table.add(
+            label,
+            k["recovered_s"],
+            f"lease + interval = {bound:g} s",
+            None if live is None else f"{live['starts']} (task {LIVE_FACTOR * lease:g} s)",
+            verdict(ok_kill and ok_live is not False),
+        )
+    peers = (
+        (
+            "Celery solo, acks_late, visibility_timeout 5 s, unacked restore every 1 s",
+            "celery",
+            "reference: ~3 s, live 30 s job started twice",
+        ),
+        ("Dramatiq, default broker settings", "dramatiq", "reference: not within 120 s"),
+        ("RQ fork worker, monitor 1 s, maintenance 1 s, worker_ttl 16, Retry(3)", "rq", "reference: ~60 s"),
+    )
     for label, peer, ref in peers:
         k, live = out.get(f"{peer}-kill"), out.get(f"{peer}-live")
         if k is None:
             continue
         shown = k["recovered_s"] if k["recovered_s"] is not None else f"not within {k['cap_s']:g} s"
-        table.add(label, shown, ref, None if live is None else
-                  f"{live['starts']} (job {LIVE_FACTOR * CELERY_VISIBILITY:g} s)", "-")
-    table.note("Goal (docllm): back within lease + reaper interval, and a live, heartbeating worker's task started "
-               "exactly once. Killed = SIGKILL to the worker's process group, mid-attempt.")
+        table.add(
+            label,
+            shown,
+            ref,
+            None if live is None else f"{live['starts']} (job {LIVE_FACTOR * CELERY_VISIBILITY:g} s)",
+            "-",
+        )
+    table.note(
+        "Goal (docllm): back within lease + reaper interval, and a live, heartbeating worker's task started "
+        "exactly once. Killed = SIGKILL to the worker's process group, mid-attempt."
+    )
     return [table]

@@ -13,11 +13,24 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from bench.common import (PYTHON, Env, Sampler, Table, child_env, cpu_seconds, payload, percentile, rss_kib,
-                          spawn, stop, tail, wait_for)
+from bench.common import (
+    PYTHON,
+    Env,
+    Sampler,
+    Table,
+    child_env,
+    cpu_seconds,
+    payload,
+    percentile,
+    rss_kib,
+    spawn,
+    stop,
+    tail,
+    wait_for,
+)
 
 PREFIX = "bench"
 MARK_KEY = "bench:first_start"
@@ -36,8 +49,10 @@ def prepare_rows(url: str, n: int, document: str = "bench") -> list[int]:
         upgrade_schema(engine)
         with engine.begin() as conn:
             for start in range(0, n, 1000):
-                rows = [{"task_name": f"bench-{i}", "document": document, "status": "pending", "max_attempts": 5}
-                        for i in range(start, min(n, start + 1000))]
+                rows = [
+                    {"task_name": f"bench-{i}", "document": document, "status": "pending", "max_attempts": 5}
+                    for i in range(start, min(n, start + 1000))
+                ]
                 conn.execute(insert(t), rows)
             return [row[0] for row in conn.execute(select(t.c.task_id).order_by(t.c.task_id))]
     finally:
@@ -76,8 +91,9 @@ def blocked_clients(client) -> int:
     return int(client.info("clients")["blocked_clients"])
 
 
-def run_docllm(env: Env, backend: str, concurrency: int, n: int,
-               during: Callable[[int], Callable[[], None]] | None = None) -> dict[str, Any]:
+def run_docllm(
+    env: Env, backend: str, concurrency: int, n: int, during: Callable[[int], Callable[[], None]] | None = None
+) -> dict[str, Any]:
     """One measured run; ``during(pid)`` is started once the worker is idle and its return value
     called when the window ends (the profiler uses it)."""
     from docllm.adapters.redis_keys import RedisKeys
@@ -90,9 +106,19 @@ def run_docllm(env: Env, backend: str, concurrency: int, n: int,
     tag = f"docllm-{backend}-c{concurrency}"
     log = env.dir / f"{tag}.log"
     latency_file = env.dir / f"{tag}.latency.json"
-    proc = spawn([PYTHON, "-m", "bench.docllm_worker"], worker_env(
-        env, url, concurrency, PREFIX, BENCH_MARK_URL=env.redis_url(0), BENCH_MARK_KEY=MARK_KEY,
-        BENCH_LATENCY_FILE=str(latency_file)), log)
+    proc = spawn(
+        [PYTHON, "-m", "bench.docllm_worker"],
+        worker_env(
+            env,
+            url,
+            concurrency,
+            PREFIX,
+            BENCH_MARK_URL=env.redis_url(0),
+            BENCH_MARK_KEY=MARK_KEY,
+            BENCH_LATENCY_FILE=str(latency_file),
+        ),
+        log,
+    )
     others = {name: env.pid_of(name) for name in ("redis", "mariadb")}
     result: dict[str, Any] = {"backend": backend, "concurrency": concurrency, "n": n}
     try:
@@ -123,8 +149,9 @@ def run_docllm(env: Env, backend: str, concurrency: int, n: int,
             finish()
         elapsed = end - float(first)
         result.update(elapsed_s=elapsed, tasks_per_s=n / elapsed, rss_peak_kib=sampler.peak.get(proc.pid))
-        result["cpu_s_per_1000"] = {k: (cpu1[k] - cpu0[k]) * 1000 / n for k in cpu1
-                                    if cpu1.get(k) is not None and cpu0.get(k) is not None}
+        result["cpu_s_per_1000"] = {
+            k: (cpu1[k] - cpu0[k]) * 1000 / n for k in cpu1 if cpu1.get(k) is not None and cpu0.get(k) is not None
+        }
         result["per_task"] = {k: (counts1[k] - counts0[k]) / n for k in counts1}
         result["worker_cpu_share"] = (cpu1["worker"] - cpu0["worker"]) / elapsed
     finally:
@@ -167,19 +194,44 @@ def run(env: Env, results: dict) -> list[Table]:
             print(f"   docllm {backend} c={c}: {r['tasks_per_s']:.0f} tasks/s", flush=True)
             runs.append(r)
     results["worker"] = runs
-    table = Table("worker", "3. Whole worker: one docllm process, no-op reviewer, fenced DB writes",
-                  ["database", "DOCLLM_CONCURRENCY", "N", "tasks/s", "claim->ack p50 ms", "p99 ms",
-                   "worker CPU (cores)", "CPU s/1000 tasks: worker / redis / db"])
+    table = Table(
+        "worker",
+        "3. Whole worker: one docllm process, no-op reviewer, fenced DB writes",
+        [
+            "database",
+            "DOCLLM_CONCURRENCY",
+            "N",
+            "tasks/s",
+            "claim->ack p50 ms",
+            "p99 ms",
+            "worker CPU (cores)",
+            "CPU s/1000 tasks: worker / redis / db",
+        ],
+    )
     for r in runs:
         cpu = r["cpu_s_per_1000"]
-        parts = [f"{cpu.get('worker', 0):.2f}", f"{cpu.get('redis', 0):.2f}",
-                 f"{cpu['mariadb']:.2f}" if r["backend"] == "mariadb" and "mariadb" in cpu else "(in worker)"]
-        table.add(r["backend"], r["concurrency"], r["n"], r["tasks_per_s"], r["latency_p50_ms"],
-                  r["latency_p99_ms"], r["worker_cpu_share"], " / ".join(parts))
-    table.note("Window: first review started -> all N acked (seen by a 5 ms poll); every row checked "
-               "success at attempt 1 afterwards. Latency: before claim() to after ack() in the worker.")
-    mem = Table("memory", "7. Memory: docllm worker VmRSS (MiB)",
-                ["database", "DOCLLM_CONCURRENCY", "idle", "peak under load"])
+        parts = [
+            f"{cpu.get('worker', 0):.2f}",
+            f"{cpu.get('redis', 0):.2f}",
+            f"{cpu['mariadb']:.2f}" if r["backend"] == "mariadb" and "mariadb" in cpu else "(in worker)",
+        ]
+        table.add(
+            r["backend"],
+            r["concurrency"],
+            r["n"],
+            r["tasks_per_s"],
+            r["latency_p50_ms"],
+            r["latency_p99_ms"],
+            r["worker_cpu_share"],
+            " / ".join(parts),
+        )
+    table.note(
+        "Window: first review started -> all N acked (seen by a 5 ms poll); every row checked "
+        "success at attempt 1 afterwards. Latency: before claim() to after ack() in the worker."
+    )
+    mem = Table(
+        "memory", "7. Memory: docllm worker VmRSS (MiB)", ["database", "DOCLLM_CONCURRENCY", "idle", "peak under load"]
+    )
     for r in runs:
         mem.add(r["backend"], r["concurrency"], _mib(r.get("rss_idle_kib")), _mib(r.get("rss_peak_kib")))
     mem.note("Idle: 0.5 s after the slots first block in BLMOVE, queue empty. Peak: 50 ms samples during the run.")

@@ -93,12 +93,15 @@ class WorkerActor(ProductActor):
         self.stopping = True
         by = self.world.now + grace + 2_000
         for run in self.worker.running.values():
-            self.sys.checker.expect_release(run.attempt.task_id, run.attempt.number, by,
-                                            f"{self.label} was stopped with SIGTERM", self.label)
+            self.sys.checker.expect_release(
+                run.attempt.task_id, run.attempt.number, by, f"{self.label} was stopped with SIGTERM", self.label
+            )
         self.worker.stop(grace / 1000)
         # The orchestrator kills what has not exited some time after the grace period.
-        self.after(grace + self.sys.lease_ms + 10_000, lambda: self.exit("killed after the stop timeout",
-                                                                          self.sys.restart_delay()))
+        self.after(
+            grace + self.sys.lease_ms + 10_000,
+            lambda: self.exit("killed after the stop timeout", self.sys.restart_delay()),
+        )
 
     def crash(self, why: str, count: bool = True) -> None:
         if self.alive:

@@ -79,8 +79,15 @@ class _Timer(asyncio.TimerHandle):
 
     __slots__ = ("_seq", "_ms")
 
-    def __init__(self, ms: int, callback: Callable[..., object], args: tuple[Any, ...],
-                 loop: asyncio.AbstractEventLoop, context: contextvars.Context | None, seq: int):
+    def __init__(
+        self,
+        ms: int,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context | None,
+        seq: int,
+    ):
         super().__init__(ms / 1000.0, callback, args, loop, context)
         self._seq, self._ms = seq, ms
 
@@ -101,14 +108,20 @@ class VirtualLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self.world.now / 1000.0
 
-    def call_at(self, when: float, callback: Callable[..., object], *args: Any,  # type: ignore[override]
-                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,  # type: ignore[override]
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
         # Rounded up to the next millisecond: a timer never fires before its time, so code that
         # waits "until t" and checks ``loop.time() >= t`` afterwards cannot spin on a rounding error.
         return self.call_at_ms(math.ceil(when * 1000), callback, *args, context=context)
 
-    def call_at_ms(self, ms: int, callback: Callable[..., object], *args: Any,
-                   context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+    def call_at_ms(
+        self, ms: int, callback: Callable[..., object], *args: Any, context: contextvars.Context | None = None
+    ) -> asyncio.TimerHandle:
         self._check_closed()
         timer = _Timer(ms, callback, args, self, context, next(self._seq))
         heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]

@@ -48,8 +48,9 @@ class UnfencedCommitRepository(SqlAlchemyTaskRepository):
         stmt = (
             update(t)
             .where(t.c.task_id == task_id, t.c.status == TaskStatus.processing.value)
-            .values(status=TaskStatus.success.value, result=result, error=None, finished_at=utcnow(),
-                    updated_at=utcnow())
+            .values(
+                status=TaskStatus.success.value, result=result, error=None, finished_at=utcnow(), updated_at=utcnow()
+            )
         )
         return self._write(stmt, task_id, lambda row: row is not None and row.status == TaskStatus.success)
 
@@ -90,16 +91,28 @@ class Break:
         return policy
 
 
-BREAKS = {b.name: b for b in (
-    Break("ack-any-token", "ack ends every lease of the task, whatever the token", "d9",
-          queue_class=AckAnyTokenQueue),
-    Break("unfenced-commit", "commit checks the status but not the attempt (fencing token)", "d5",
-          repo_class=UnfencedCommitRepository),
-    Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
-    Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),
-    Break("reaper-client-clock", "the reaper decides expiry with its own host's (skewed) clock", "skew",
-          reaper_clock=lambda system, actor: system.wall_clock(actor.name)),
-)}
+BREAKS = {
+    b.name: b
+    for b in (
+        Break(
+            "ack-any-token", "ack ends every lease of the task, whatever the token", "d9", queue_class=AckAnyTokenQueue
+        ),
+        Break(
+            "unfenced-commit",
+            "commit checks the status but not the attempt (fencing token)",
+            "d5",
+            repo_class=UnfencedCommitRepository,
+        ),
+        Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
+        Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),
+        Break(
+            "reaper-client-clock",
+            "the reaper decides expiry with its own host's (skewed) clock",
+            "skew",
+            reaper_clock=lambda system, actor: system.wall_clock(actor.name),
+        ),
+    )
+}
 
 
 def get(name: str | None) -> Break | None:

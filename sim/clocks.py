@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -60,7 +60,7 @@ class DbClock(WallClock):
     tz_hours: float = 0.0
 
     def utc(self) -> datetime:
-        return datetime.fromtimestamp(self.now_ms() / 1000.0, tz=timezone.utc).replace(tzinfo=None)
+        return datetime.fromtimestamp(self.now_ms() / 1000.0, tz=UTC).replace(tzinfo=None)
 
     def session_now_text(self) -> str:
         """MySQL ``NOW()``: the session time zone's wall time, whole seconds (DATETIME)."""

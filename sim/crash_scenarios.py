@@ -32,25 +32,48 @@ DESIGNS = ("product", "original")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m sim.crash_scenarios",
-                                description="Deterministic crash simulation of docllm: every invariant of "
-                                            "DESIGN section 7, checked after every event.")
-    p.add_argument("--scenario", action="append", choices=names(), metavar="NAME",
-                   help=f"a scenario to run (repeatable; default: all of {', '.join(names())})")
-    p.add_argument("--seeds", type=int, metavar="N", help="seeds per scenario (default: 200 for random, 5 for the others)")
+    p = argparse.ArgumentParser(
+        prog="python -m sim.crash_scenarios",
+        description="Deterministic crash simulation of docllm: every invariant of "
+        "DESIGN section 7, checked after every event.",
+    )
+    p.add_argument(
+        "--scenario",
+        action="append",
+        choices=names(),
+        metavar="NAME",
+        help=f"a scenario to run (repeatable; default: all of {', '.join(names())})",
+    )
+    p.add_argument(
+        "--seeds", type=int, metavar="N", help="seeds per scenario (default: 200 for random, 5 for the others)"
+    )
     p.add_argument("--seed", type=int, action="append", metavar="N", help="run this seed only (repeatable): a replay")
     p.add_argument("--tasks", type=int, metavar="N", help="tasks per run (default: per scenario, 5 to 16)")
     p.add_argument("--workers", type=int, metavar="N", help="worker processes per run (default: per scenario)")
-    p.add_argument("--design", choices=DESIGNS + ("both",), default="product",
-                   help="the product (default), the original note's algorithm, or both")
-    p.add_argument("--break", dest="brk", choices=sorted(BREAKS), metavar="NAME",
-                   help=f"break one safety mechanism of the product on purpose: {', '.join(sorted(BREAKS))}")
+    p.add_argument(
+        "--design",
+        choices=DESIGNS + ("both",),
+        default="product",
+        help="the product (default), the original note's algorithm, or both",
+    )
+    p.add_argument(
+        "--break",
+        dest="brk",
+        choices=sorted(BREAKS),
+        metavar="NAME",
+        help=f"break one safety mechanism of the product on purpose: {', '.join(sorted(BREAKS))}",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the per-task timeline of the first run (needs matplotlib)")
     p.add_argument("--trace", action="store_true", help="print the full trace of every run (use with --seed)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                   help="processes running seeds in parallel (default: the number of CPUs)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes running seeds in parallel (default: the number of CPUs)",
+    )
     args = p.parse_args(argv)
     for name in ("seeds", "tasks", "workers", "jobs"):
         value = getattr(args, name)
@@ -117,22 +140,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         if args.trace:
             print_traces(console, results)
-        title = (f"{len(results)} runs, {sum(r.tasks for r in results)} tasks, "
-                 f"{sum(r.events for r in results)} events in {elapsed:.1f}s"
-                 + (f"; product broken on purpose: {args.brk}" if args.brk else ""))
+        title = (
+            f"{len(results)} runs, {sum(r.tasks for r in results)} tasks, "
+            f"{sum(r.events for r in results)} events in {elapsed:.1f}s"
+            + (f"; product broken on purpose: {args.brk}" if args.brk else "")
+        )
         console.print(report.table(rows, title))
         if violated:
             report.print_violations(console, results, args.brk)
-            console.print(f"\n[red]{sum(len(r.violations) for r in results)} violation(s) in "
-                          f"{sum(1 for r in results if r.violations)} run(s)[/red]")
+            console.print(
+                f"\n[red]{sum(len(r.violations) for r in results)} violation(s) in "
+                f"{sum(1 for r in results if r.violations)} run(s)[/red]"
+            )
         else:
             console.print("\n[green]no violations[/green]")
     if args.plot:
         from sim.plot import draw
 
         name, design, seed = runs[0]
-        run = run_once(name, design, seed, Options(tasks=args.tasks, workers=args.workers, brk=args.brk,
-                                                    keep_timeline=True))
+        run = run_once(
+            name, design, seed, Options(tasks=args.tasks, workers=args.workers, brk=args.brk, keep_timeline=True)
+        )
         draw(run, args.plot, scenario_for(name, seed).faults_s)
         if not args.json:
             console.print(f"timeline of {design} / {name} / seed {seed} written to {args.plot}")

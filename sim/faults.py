@@ -25,13 +25,34 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CRASH_KINDS = ("crash_worker", "kill_llm", "crash_reaper", "crash_reconciler", "crash_producer", "crash_operator")
 KINDS = CRASH_KINDS + (
-    "pause", "no_heartbeat", "redis_down", "db_down", "redis_restart", "redis_flush", "redis_failover",
-    "duplicate", "malformed", "sigterm",
+    "pause",
+    "no_heartbeat",
+    "redis_down",
+    "db_down",
+    "redis_restart",
+    "redis_flush",
+    "redis_failover",
+    "duplicate",
+    "malformed",
+    "sigterm",
 )
-POINTS = ("worker:after_claim", "worker:after_stage", "worker:before_start", "worker:after_llm", "worker:after_commit",
-          "reaper:after_reclaim")
-MALFORMED = ('not json {{{', '{"task_name": "no id"}', '{"task_id": "abc"}', "[1, 2, 3]", '{"task_id": -4}',
-             '{"task_id": 1.5}', 'caf\u00e9 \u4e2d\u6587 not json')
+POINTS = (
+    "worker:after_claim",
+    "worker:after_stage",
+    "worker:before_start",
+    "worker:after_llm",
+    "worker:after_commit",
+    "reaper:after_reclaim",
+)
+MALFORMED = (
+    "not json {{{",
+    '{"task_name": "no id"}',
+    '{"task_id": "abc"}',
+    "[1, 2, 3]",
+    '{"task_id": -4}',
+    '{"task_id": 1.5}',
+    "caf\u00e9 \u4e2d\u6587 not json",
+)
 
 
 def poisson(rng: random.Random, mean: float) -> int:

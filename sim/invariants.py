@@ -71,22 +71,37 @@ class Checker:
             limit = since + overrun_ms + s.world.windows.overlap(ALL_BLOCKERS, since, now)
             alive = book.owner_alive or now - book.last_life <= s.bound_ms
             if now > limit and alive:
-                led.violate("I8", tid, f"attempt {book.attempt} has run {(now - since) / 1000:.0f}s, its worker "
-                                       f"still alive, past PROCESSING_TIMEOUT_SECONDS="
-                                       f"{s.settings.processing_timeout_seconds:g} without being abandoned",
-                            key=("overrun", book.attempt), t=limit)
+                led.violate(
+                    "I8",
+                    tid,
+                    f"attempt {book.attempt} has run {(now - since) / 1000:.0f}s, its worker "
+                    f"still alive, past PROCESSING_TIMEOUT_SECONDS="
+                    f"{s.settings.processing_timeout_seconds:g} without being abandoned",
+                    key=("overrun", book.attempt),
+                    t=limit,
+                )
             if book.owner_alive:
                 continue
             due = self.deadline(book.last_life, s.bound_ms)
             if now > due:
-                led.violate("I1", tid, f"row still processing (attempt {book.attempt}) more than {bound_s:.0f}s "
-                                       f"after its worker's last sign of life at {book.last_life / 1000:.1f}s",
-                            key=("row", book.attempt), t=due)
+                led.violate(
+                    "I1",
+                    tid,
+                    f"row still processing (attempt {book.attempt}) more than {bound_s:.0f}s "
+                    f"after its worker's last sign of life at {book.last_life / 1000:.1f}s",
+                    key=("row", book.attempt),
+                    t=due,
+                )
         for key, tid, last_life, what in s.redis_stuck():
             due = self.deadline(last_life, s.bound_ms)
             if now > due:
-                led.violate("I1", tid, f"{what} more than {bound_s:.0f}s after its worker's last sign of life "
-                                       f"at {last_life / 1000:.1f}s", key=("redis", key), t=due)
+                led.violate(
+                    "I1",
+                    tid,
+                    f"{what} more than {bound_s:.0f}s after its worker's last sign of life at {last_life / 1000:.1f}s",
+                    key=("redis", key),
+                    t=due,
+                )
         if self.releases:
             self._check_releases(now)
 
@@ -110,9 +125,14 @@ class Checker:
             if windows.overlap(("redis", "db"), by - self.sys.grace_ms - 2_000, by):
                 continue  # the release could not be written: the lease's expiry settles it (I1)
             if now > by:
-                led.violate("I1", tid, f"{why}: attempt {attempt} still processing when the shutdown grace "
-                                       f"was over (D11: abandoned until its lease or timeout ends)",
-                            key=("release", attempt), t=by)
+                led.violate(
+                    "I1",
+                    tid,
+                    f"{why}: attempt {attempt} still processing when the shutdown grace "
+                    f"was over (D11: abandoned until its lease or timeout ends)",
+                    key=("release", attempt),
+                    t=by,
+                )
                 continue
             keep.append((tid, attempt, by, why, worker))
         self.releases = keep
@@ -134,8 +154,11 @@ class Checker:
         now, windows = s.world.now, s.world.windows
         referenced, payloads = s.referenced()
         settings = s.settings
-        window = int((settings.reconcile_grace_seconds + 2 * settings.reconcile_interval_seconds) * 1000) \
-            + LOSS_CHECK_MS + s.restart_max_ms
+        window = (
+            int((settings.reconcile_grace_seconds + 2 * settings.reconcile_interval_seconds) * 1000)
+            + LOSS_CHECK_MS
+            + s.restart_max_ms
+        )
         seen = self.unreferenced
         for tid, book in led.books.items():
             if book.status in TERMINAL or tid in referenced:
@@ -144,28 +167,44 @@ class Checker:
             since = seen.setdefault(tid, now)
             why = self.known_loss(book)
             if why is None:
-                led.violate("I3", tid, f"task is {book.status} but no Redis structure refers to it, and no "
-                                       f"known loss explains it")
+                led.violate(
+                    "I3",
+                    tid,
+                    f"task is {book.status} but no Redis structure refers to it, and no known loss explains it",
+                )
             elif now > since + window + windows.overlap(ALL_BLOCKERS, since, now):
-                led.violate("I3", tid, f"task is {book.status} and no Redis structure has referred to it for "
-                                       f"{(now - since) / 1000:.0f}s ({why}): the reconciler did not recover it")
+                led.violate(
+                    "I3",
+                    tid,
+                    f"task is {book.status} and no Redis structure has referred to it for "
+                    f"{(now - since) / 1000:.0f}s ({why}): the reconciler did not recover it",
+                )
         for raw, bad in led.bad.items():
             if bad.confirmed or raw in payloads:
                 continue
             if led.last_loss_after(bad.pushed_at) is not None:
                 bad.confirmed = True  # Redis lost it with everything else: not the design's doing
                 continue
-            led.violate("I7", None, f"{bad.why} payload {raw[:50]!r} pushed at {bad.pushed_at / 1000:.1f}s "
-                                    f"left Redis without a dead letter", key=raw)
+            led.violate(
+                "I7",
+                None,
+                f"{bad.why} payload {raw[:50]!r} pushed at {bad.pushed_at / 1000:.1f}s "
+                f"left Redis without a dead letter",
+                key=raw,
+            )
 
     # -- reaper cost (D8) --------------------------------------------------------------------
     def reaper_cycle(self, who: str, round_trips: int, items_read: int, settled: int) -> None:
         if not self.sys.scenario.reaper_cost:
             return
         if round_trips + items_read > 4 + 10 * settled:
-            self.sys.ledger.violate("D8", None, f"{who}'s cycle made {round_trips} round trips and read "
-                                                f"{items_read} entries to settle {settled} expired lease(s)",
-                                    key="cost")
+            self.sys.ledger.violate(
+                "D8",
+                None,
+                f"{who}'s cycle made {round_trips} round trips and read "
+                f"{items_read} entries to settle {settled} expired lease(s)",
+                key="cost",
+            )
 
     # -- the end -----------------------------------------------------------------------------
     def final(self, drained: bool, faults_end: int, bound_ms: int) -> None:
@@ -176,8 +215,12 @@ class Checker:
         if not drained:
             for tid, book in led.books.items():
                 if book.status not in TERMINAL:
-                    led.violate("I2", tid, f"still {book.status} {(now - faults_end) / 1000:.0f}s after the "
-                                           f"faults stopped; the settings imply {bound_ms / 1000:.0f}s")
+                    led.violate(
+                        "I2",
+                        tid,
+                        f"still {book.status} {(now - faults_end) / 1000:.0f}s after the "
+                        f"faults stopped; the settings imply {bound_ms / 1000:.0f}s",
+                    )
             if led.nonterminal == 0:
                 led.violate("I2", None, f"every task finished but the queue is not empty: {s.leftovers()}")
         dead = s.dead_letter_task_ids()
@@ -188,8 +231,11 @@ class Checker:
         for tid, (status, _attempt, retry_count) in s.rows().items():
             book = led.books.get(tid)
             if book is None or book.status != status:
-                led.violate("MODEL", tid, f"the database says {status}, the harness's ledger "
-                                          f"{book.status if book else 'no such task'}")
+                led.violate(
+                    "MODEL",
+                    tid,
+                    f"the database says {status}, the harness's ledger {book.status if book else 'no such task'}",
+                )
             if retry_count > s.settings.max_attempts and s.design == "product":
                 led.violate("I5", tid, f"retry_count {retry_count} over max_attempts {s.settings.max_attempts}")
 

@@ -74,8 +74,9 @@ class Ledger:
     _seen: set[tuple] = field(default_factory=set)
 
     # -- recording ---------------------------------------------------------------------------
-    def violate(self, invariant: str, task_id: int | None, message: str, key: object = None,
-                t: int | None = None) -> None:
+    def violate(
+        self, invariant: str, task_id: int | None, message: str, key: object = None, t: int | None = None
+    ) -> None:
         mark = (invariant, task_id, key)
         if mark in self._seen:
             return
@@ -110,8 +111,9 @@ class Ledger:
 
     # -- task life ---------------------------------------------------------------------------
     def created(self, task_id: int, name: str) -> None:
-        self.books[task_id] = Book(task_id, name, self.world.now, state_since=self.world.now,
-                                   attempt_started=self.world.now)
+        self.books[task_id] = Book(
+            task_id, name, self.world.now, state_since=self.world.now, attempt_started=self.world.now
+        )
         self.nonterminal += 1
         self.mark(task_id, "created")
 
@@ -146,15 +148,20 @@ class Ledger:
         self.set_status(book, PROCESSING)
         self.mark(book.task_id, "start")
         if book.counted > budget:
-            self.violate("I5", book.task_id, f"attempt {book.counted} started, the budget is {budget}",
-                         key=book.counted)
+            self.violate(
+                "I5", book.task_id, f"attempt {book.counted} started, the budget is {budget}", key=book.counted
+            )
 
     def committed(self, book: Book, attempt: int) -> None:
         book.commits += 1
         if book.status != PROCESSING or book.attempt != attempt:
-            self.violate("I4", book.task_id,
-                         f"attempt {attempt} committed while the row is {book.status} under attempt "
-                         f"{book.attempt} (a stale attempt's result landed)", key=("stale", attempt))
+            self.violate(
+                "I4",
+                book.task_id,
+                f"attempt {attempt} committed while the row is {book.status} under attempt "
+                f"{book.attempt} (a stale attempt's result landed)",
+                key=("stale", attempt),
+            )
         if book.commits > 1:
             self.violate("I4", book.task_id, f"committed {book.commits} times", key=("double", book.commits))
         self.set_status(book, SUCCESS)
@@ -162,9 +169,12 @@ class Ledger:
 
     def fenced_write(self, book: Book, attempt: int, what: str) -> None:
         if book.status != PROCESSING or book.attempt != attempt:
-            self.violate("I4", book.task_id,
-                         f"{what} of attempt {attempt} landed while the row is {book.status} under "
-                         f"attempt {book.attempt}", key=(what, attempt))
+            self.violate(
+                "I4",
+                book.task_id,
+                f"{what} of attempt {attempt} landed while the row is {book.status} under attempt {book.attempt}",
+                key=(what, attempt),
+            )
 
     def renewed(self, token: str) -> None:
         self.renew[token] = self.world.now

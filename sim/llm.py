@@ -56,8 +56,13 @@ class SimLLM:
 
     name = "openai"
 
-    def __init__(self, profile: LlmProfile, rng: random.Random,
-                 on_end: Callable[[str | None, int], None] | None = None, now: Callable[[], int] = lambda: 0):
+    def __init__(
+        self,
+        profile: LlmProfile,
+        rng: random.Random,
+        on_end: Callable[[str | None, int], None] | None = None,
+        now: Callable[[], int] = lambda: 0,
+    ):
         self.profile, self.rng = profile, rng
         self.on_end, self.now = on_end, now
         self.calls = 0
@@ -70,7 +75,7 @@ class SimLLM:
         latency_ms, error = self.draw(task_name)
         task = asyncio.current_task()
         name = task.get_name() if task is not None else ""
-        token = name[len("review-"):] if name.startswith("review-") else None  # the runtime names it so
+        token = name[len("review-") :] if name.startswith("review-") else None  # the runtime names it so
         started = self.now()
         if latency_ms is None:
             await asyncio.get_running_loop().create_future()  # a hung call: only cancelling ends it

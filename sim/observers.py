@@ -15,7 +15,6 @@ from docllm.domain.model import Delivery, StartResult
 from docllm.domain.payload import task_id_of
 from sim.ledger import FAILED, PENDING, Ledger
 
-
 task_of = task_id_of  # the one payload -> task id helper, under the name the simulation uses
 
 
@@ -23,8 +22,9 @@ class Gate:
     """Raises ``error()`` on every public call while ``down[service]`` is set, and says so in the
     trace (naming the task when the first argument is a task id or a known lease token)."""
 
-    def __init__(self, target: Any, down: dict[str, bool], service: str, ledger: Ledger,
-                 error: type[Exception] = Unavailable):
+    def __init__(
+        self, target: Any, down: dict[str, bool], service: str, ledger: Ledger, error: type[Exception] = Unavailable
+    ):
         self._target, self._down, self._service, self._error = target, down, service, error
         self._ledger = ledger
 
@@ -102,7 +102,7 @@ class QueueObserver:
 
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         renewed = self._q.extend_many(tokens, lease_ms)
-        for token, ok in zip(tokens, renewed):
+        for token, ok in zip(tokens, renewed, strict=True):
             self._log("call", f"queue.extend {token} -> {ok}", self._l.token_task.get(token))
             if ok:
                 self._l.renewed(token)
@@ -125,8 +125,9 @@ class QueueObserver:
             self._s.ready_dirty = True
         return ok
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
-                    unless_lettered: bool = False) -> bool:
+    def dead_letter(
+        self, token: str | None, raw: str, reason: str, task_id: int | None = None, unless_lettered: bool = False
+    ) -> bool:
         ok = self._q.dead_letter(token, raw, reason, task_id, unless_lettered)
         self._log("call", f"queue.dead_letter {token} ({reason[:60]}) -> {ok}", task_id)
         if ok:
@@ -163,8 +164,12 @@ class RepoObserver:
 
     def start_attempt(self, task_id: int, token: str):
         outcome = self._r.start_attempt(task_id, token)
-        self._log("call", f"repo.start_attempt {token} -> {outcome.result.value}"
-                          f"{f' attempt {outcome.task.attempt}' if outcome.task else ''}", task_id)
+        self._log(
+            "call",
+            f"repo.start_attempt {token} -> {outcome.result.value}"
+            f"{f' attempt {outcome.task.attempt}' if outcome.task else ''}",
+            task_id,
+        )
         book = self._l.book(task_id)
         if outcome.result is StartResult.started and book is not None and book.token != token:
             self._l.started(book, outcome.task.attempt, token, self._budget)
@@ -211,6 +216,7 @@ class RepoObserver:
 
     def get(self, task_id: int):
         row = self._r.get(task_id)
-        self._log("call", f"repo.get -> {row.status.value if row else None} attempt "
-                          f"{row.attempt if row else '-'}", task_id)
+        self._log(
+            "call", f"repo.get -> {row.status.value if row else None} attempt {row.attempt if row else '-'}", task_id
+        )
         return row

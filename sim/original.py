@@ -52,22 +52,41 @@ class TaskService:
 
     def insert_task(self, task_name: str, document: str) -> int:
         """What an existing producer does: a pending row (server defaults fill the rest)."""
-        return self._run("INSERT INTO task_doc_llm (task_name, document, status) VALUES (:n, :d, 'pending')",
-                         n=task_name, d=document).lastrowid
+        return self._run(
+            "INSERT INTO task_doc_llm (task_name, document, status) VALUES (:n, :d, 'pending')", n=task_name, d=document
+        ).lastrowid
 
     def mark_task_processing(self, task_id: int) -> bool:
-        return self._run("UPDATE task_doc_llm SET status = 'processing', processing_started_at = sim_db_now() "
-                         "WHERE task_id = :id AND status = 'pending'", id=task_id).rowcount == 1
+        return (
+            self._run(
+                "UPDATE task_doc_llm SET status = 'processing', processing_started_at = sim_db_now() "
+                "WHERE task_id = :id AND status = 'pending'",
+                id=task_id,
+            ).rowcount
+            == 1
+        )
 
     def reclaim_task(self, task_id: int, timeout_dt: Any) -> bool:
-        return self._run("UPDATE task_doc_llm SET status = 'pending', retry_count = retry_count + 1, "
-                         "processing_started_at = NULL, result = NULL WHERE task_id = :id "
-                         "AND status = 'processing' AND processing_started_at < :dt",
-                         id=task_id, dt=datetime_text(timeout_dt)).rowcount == 1
+        return (
+            self._run(
+                "UPDATE task_doc_llm SET status = 'pending', retry_count = retry_count + 1, "
+                "processing_started_at = NULL, result = NULL WHERE task_id = :id "
+                "AND status = 'processing' AND processing_started_at < :dt",
+                id=task_id,
+                dt=datetime_text(timeout_dt),
+            ).rowcount
+            == 1
+        )
 
     def write_result(self, task_id: int, result: dict[str, Any]) -> bool:
-        return self._run("UPDATE task_doc_llm SET status = 'success', result = :r WHERE task_id = :id",
-                         id=task_id, r=json.dumps(result)).rowcount == 1
+        return (
+            self._run(
+                "UPDATE task_doc_llm SET status = 'success', result = :r WHERE task_id = :id",
+                id=task_id,
+                r=json.dumps(result),
+            ).rowcount
+            == 1
+        )
 
 
 class OriginalActor(Actor):
@@ -106,7 +125,7 @@ class OriginalWorker(OriginalActor):
 
     def on_stop(self) -> None:
         self.armed.clear()
-        for slot, (raw, task_id) in self.held.items():
+        for slot, (_raw, task_id) in self.held.items():
             self.sys.let_go(task_id, self.owner_id(slot))
             self.sys.ledger.mark(task_id, "crash", self.label)
         self.held, self.runs = {}, {}
@@ -208,8 +227,9 @@ class OriginalWorker(OriginalActor):
         for slot, (_raw, task_id) in self.held.items():
             book = self.sys.ledger.book(task_id) if task_id is not None else None
             if book is not None and book.owner_alive and book.owner == self.owner_id(slot):
-                self.sys.checker.expect_release(task_id, book.attempt, self.world.now + grace + 2_000,
-                                                f"{self.label} was stopped with SIGTERM", "")
+                self.sys.checker.expect_release(
+                    task_id, book.attempt, self.world.now + grace + 2_000, f"{self.label} was stopped with SIGTERM", ""
+                )
         self.crash("SIGTERM (no handler: the process ends)", count=False)
 
 
@@ -243,8 +263,11 @@ class OriginalReaper(OriginalActor):
                     continue  # D1: never a timestamp, never reclaimed
                 if int(start_ts_raw) > timeout_border_ts:
                     continue
-                self.world.log("note", f"task {task_id} seems stuck, start_ts={int(start_ts_raw)}, now_ts={now_ts}",
-                               task_id if isinstance(task_id, int) else None)
+                self.world.log(
+                    "note",
+                    f"task {task_id} seems stuck, start_ts={int(start_ts_raw)}, now_ts={now_ts}",
+                    task_id if isinstance(task_id, int) else None,
+                )
                 if not self.db.reclaim_task(task_id, timeout_threshold_dt):
                     continue  # D2: the row says otherwise, skipped forever
                 self.point("after_reclaim")
@@ -287,5 +310,3 @@ class OriginalProducer(OriginalActor):
                 self.after(2_000, functools.partial(self._submit, name, doc))
             else:
                 self.sys.ledger.cause(task_id, "the producer's push failed after its insert")
-
-

@@ -44,8 +44,12 @@ class ServiceObserver:
         book = self._l.book(task_id)
         if ok and book is not None:
             if book.owner_alive:
-                self._l.violate("I8", task_id, f"reclaimed while its worker {book.owner} is alive and still "
-                                               f"processing attempt {book.attempt}", key=book.attempt)
+                self._l.violate(
+                    "I8",
+                    task_id,
+                    f"reclaimed while its worker {book.owner} is alive and still processing attempt {book.attempt}",
+                    key=book.attempt,
+                )
             book.owner_alive = False
             self._l.set_status(book, PENDING)
             self._l.mark(task_id, "reclaim")
@@ -75,8 +79,11 @@ class RedisObserver:
             if command in ("lpush", "rpush"):
                 self._s.ready_dirty = True
             raw = result if command == "rpoplpush" else args[-1] if command in ("lpush", "lrem") else None
-            task = task_of(raw) if isinstance(raw, (bytes, str)) else (args[1] if command in ("hset", "hget", "hdel")
-                                                                      and isinstance(args[1], int) else None)
+            task = (
+                task_of(raw)
+                if isinstance(raw, (bytes, str))
+                else (args[1] if command in ("hset", "hget", "hdel") and isinstance(args[1], int) else None)
+            )
             shown = f"{len(result)} items" if command == "lrange" else repr(result)[:50]
             self._log("call", f"redis.{command} -> {shown}", task)
             return result
@@ -90,10 +97,16 @@ class OriginalSystem(System):
     def build(self) -> None:
         self.keys = KEYS
         self.service = TaskService(self.engine)
-        self.gated_redis = Gate(RedisObserver(self.client, self), self.down, "redis", self.ledger,
-                                redis.exceptions.ConnectionError)
-        self.gated_db = Gate(ServiceObserver(self.service, self.ledger, self.settings.max_attempts), self.down, "db",
-                             self.ledger, ConnectionError)
+        self.gated_redis = Gate(
+            RedisObserver(self.client, self), self.down, "redis", self.ledger, redis.exceptions.ConnectionError
+        )
+        self.gated_db = Gate(
+            ServiceObserver(self.service, self.ledger, self.settings.max_attempts),
+            self.down,
+            "db",
+            self.ledger,
+            ConnectionError,
+        )
         self.orphan_since: dict[bytes, int] = {}
         sc = self.scenario
         self.actors = [OriginalWorker(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
@@ -118,8 +131,13 @@ class OriginalSystem(System):
             self.ledger.bad.pop(raw, None)
 
     def arm_point(self, actor: Any, point: str) -> None:
-        mapping = {"worker:after_claim": "after_brpoplpush", "worker:after_stage": "after_brpoplpush", "worker:before_start": "before_mark",
-                   "worker:after_llm": "before_write", "reaper:after_reclaim": "after_reclaim"}
+        mapping = {
+            "worker:after_claim": "after_brpoplpush",
+            "worker:after_stage": "after_brpoplpush",
+            "worker:before_start": "before_mark",
+            "worker:after_llm": "before_write",
+            "reaper:after_reclaim": "after_reclaim",
+        }
         if point == "worker:after_commit":
             actor.budget.arm_at("db.write_result", after=True)
         else:
@@ -140,8 +158,10 @@ class OriginalSystem(System):
             else:
                 orphans[raw] = orphans.get(raw, 0) + 1
         self.orphan_since = {raw: self.orphan_since.get(raw, now) for raw in orphans}
-        return [(raw, task_of(raw), since, "payload still in the processing list, held by no live worker,")
-                for raw, since in self.orphan_since.items()]
+        return [
+            (raw, task_of(raw), since, "payload still in the processing list, held by no live worker,")
+            for raw, since in self.orphan_since.items()
+        ]
 
     def referenced(self) -> tuple[set[int], set[str]]:
         raws = self.client.lrange(READY, 0, -1) + self.client.lrange(PROCESSING, 0, -1)

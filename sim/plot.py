@@ -56,8 +56,9 @@ def draw(result: Any, path: str, faults_end_s: float | None = None) -> None:
     for t, task, kind, _ in timeline:
         if kind in MARKERS:
             marker, colour, label = MARKERS[kind]
-            ax.scatter(t / 1000, row[task], marker=marker, color=colour, s=40, zorder=3,
-                       label=None if kind in seen else label)
+            ax.scatter(
+                t / 1000, row[task], marker=marker, color=colour, s=40, zorder=3, label=None if kind in seen else label
+            )
             seen.add(kind)
     if faults_end_s is not None:
         ax.axvline(faults_end_s, color="gray", linestyle="--", linewidth=1, label="faults stop")

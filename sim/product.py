@@ -18,6 +18,7 @@ from docllm.adapters.redis_queue import RedisTaskQueue
 from docllm.container import Container
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.outcome import Reason
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime.worker import Worker
@@ -26,8 +27,14 @@ from sim.breaks import get as get_break
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
 from sim.system import System
 
-PLOTTED = {"reclaimed": "reclaim", "requeued": "requeue", "lease_lost": "lease_lost", "stale_attempt": "stale",
-           "reconciled": "reconciled", "duplicate_ignored": "duplicate"}
+PLOTTED = {
+    "reclaimed": "reclaim",
+    "requeued": "requeue",
+    "lease_lost": "lease_lost",
+    "stale_attempt": "stale",
+    "reconciled": "reconciled",
+    "duplicate_ignored": "duplicate",
+}
 
 
 class TraceEvents:
@@ -44,7 +51,7 @@ class TraceEvents:
             self.sys.reclaimed(fields["task_id"], fields["attempt"])
         elif event == "abandoned":
             self.sys.abandoned[fields["token"]] = self.sys.world.now
-            if fields["reason"] == "lease lost":  # the runtime acts on a lost lease (I8)
+            if fields["reason"] == Reason.lease_lost:  # the runtime acts on a lost lease (I8)
                 self.sys.lease_lost(fields["task_id"], fields["attempt"], fields["token"])
         task_id = fields.get("task_id")
         shown = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("task_id", "worker"))
@@ -92,8 +99,12 @@ class ProductSystem(System):
         c.engine.override(self.engine)
         c.reviewer.override(self.llm)
         c.events.override(self.events)
-        retry = RetryPolicy(max_attempts=s.max_attempts, base_seconds=s.retry_base_seconds,
-                            cap_seconds=s.retry_max_seconds, rng=self.world.rng_for("retry"))
+        retry = RetryPolicy(
+            max_attempts=s.max_attempts,
+            base_seconds=s.retry_base_seconds,
+            cap_seconds=s.retry_max_seconds,
+            rng=self.world.rng_for("retry"),
+        )
         c.retry_policy.override(brk.retry_policy(retry) if brk else retry)
         counter = itertools.count(1)
         self.new_token = lambda: f"tok-{next(counter)}"
@@ -119,15 +130,22 @@ class ProductSystem(System):
         brk = self.brk
         if brk and actor.kind == "reaper" and brk.reaper_clock:
             # A reaper that reads its own host's clock (a deliberately broken mechanism).
-            own = RedisTaskQueue(self.client, self.settings.queue_prefix, clock=brk.reaper_clock(self, actor),
-                                 token_factory=self.new_token)
+            own = RedisTaskQueue(
+                self.client,
+                self.settings.queue_prefix,
+                clock=brk.reaper_clock(self, actor),
+                token_factory=self.new_token,
+            )
             return Gate(QueueObserver(own, self.ledger, self), self.down, "redis", self.ledger), self.gated_repo
         return self.gated_queue, self.gated_repo
 
     def _with(self, queue: Any, repo: Any, holder: str):
         c = self.container
-        return c.queue.override(queue), c.repository.override(repo), c.settings.override(
-            self.settings_with(worker_id=holder))
+        return (
+            c.queue.override(queue),
+            c.repository.override(repo),
+            c.settings.override(self.settings_with(worker_id=holder)),
+        )
 
     def processor(self, queue: Any, repo: Any, holder: str) -> TaskProcessor:
         q, r, s = self._with(queue, repo, holder)
@@ -174,8 +192,13 @@ class ProductSystem(System):
         now, last = self.world.now, self.ledger.renew.get(token, 0)
         since = now - last
         if since < self.lease_ms and self.ledger.last_loss_after(last) is None:
-            self.ledger.violate("I8", task_id, f"the lease of attempt {attempt} was lost {since / 1000:.1f}s after "
-                                               f"its last renewal (lease {self.lease_ms / 1000:.0f}s)", key=attempt)
+            self.ledger.violate(
+                "I8",
+                task_id,
+                f"the lease of attempt {attempt} was lost {since / 1000:.1f}s after "
+                f"its last renewal (lease {self.lease_ms / 1000:.0f}s)",
+                key=attempt,
+            )
 
     def reclaimed(self, task_id: int, attempt: int) -> None:
         """I8: the reaper reclaimed an attempt whose worker is alive and was free to heartbeat for
@@ -189,17 +212,26 @@ class ProductSystem(System):
             return
         if self.world.windows.overlap(("redis", "db"), since, now) or self.ledger.last_loss_after(since) is not None:
             return
-        self.ledger.violate("I8", task_id, f"attempt {attempt} was reclaimed while its worker {holder} was alive "
-                                           f"and free to renew its lease", key=("reclaimed", attempt))
+        self.ledger.violate(
+            "I8",
+            task_id,
+            f"attempt {attempt} was reclaimed while its worker {holder} was alive and free to renew its lease",
+            key=("reclaimed", attempt),
+        )
 
     def llm_call_ended(self, token: str | None, started: int) -> None:
         """I11: an abandoned attempt's LLM request is cancelled; none runs on, none starts after."""
         abandoned = self.abandoned.get(token) if token else None
         if abandoned is not None and abandoned < self.world.now:
             task_id = self.ledger.token_task.get(token)
-            self.ledger.violate("I11", task_id, f"an LLM call of lease {token} ran until "
-                                                f"{self.world.now / 1000:.1f}s, after its attempt was abandoned at "
-                                                f"{abandoned / 1000:.1f}s", key=("llm", token))
+            self.ledger.violate(
+                "I11",
+                task_id,
+                f"an LLM call of lease {token} ran until "
+                f"{self.world.now / 1000:.1f}s, after its attempt was abandoned at "
+                f"{abandoned / 1000:.1f}s",
+                key=("llm", token),
+            )
 
     def worker_class(self) -> type[Worker]:
         return self.brk.worker_class if self.brk and self.brk.worker_class else Worker
@@ -241,12 +273,15 @@ class ProductSystem(System):
 
     def leftovers(self) -> str:
         k, c = self.keys, self.client
-        return (f"ready={c.llen(k.ready)} leases={c.zcard(k.lease_index)} delayed={c.zcard(k.delayed)} "
-                f"staged={c.llen(k.staging)}")
+        return (
+            f"ready={c.llen(k.ready)} leases={c.zcard(k.lease_index)} delayed={c.zcard(k.delayed)} "
+            f"staged={c.llen(k.staging)}"
+        )
 
     def quiescent(self) -> bool:
         if self.ledger.nonterminal:
             return False
         k, c = self.keys, self.client
-        return (c.llen(k.ready) == 0 and c.zcard(k.lease_index) == 0 and c.zcard(k.delayed) == 0
-                and c.llen(k.staging) == 0)
+        return (
+            c.llen(k.ready) == 0 and c.zcard(k.lease_index) == 0 and c.zcard(k.delayed) == 0 and c.llen(k.staging) == 0
+        )

@@ -64,15 +64,39 @@ def aggregate(results: list[RunResult]) -> list[Row]:
     return list(rows.values())
 
 
-COLUMNS = ("scenario", "design", "runs", "tasks", "faults", "stuck", "lost", "double commits", "max attempts",
-           "max in processing", "time to drain", "violations")
+COLUMNS = (
+    "scenario",
+    "design",
+    "runs",
+    "tasks",
+    "faults",
+    "stuck",
+    "lost",
+    "double commits",
+    "max attempts",
+    "max in processing",
+    "time to drain",
+    "violations",
+)
 
 
 def cells(row: Row) -> list[str]:
     drain = f"{row.drain_s:.0f}s" if not row.not_drained else f"never ({row.not_drained})"
     shown = " ".join(f"{k}x{v}" for k, v in sorted(row.violations.items())) or "0"
-    return [row.scenario, row.design, str(row.runs), str(row.tasks), str(row.faults), str(row.stuck), str(row.lost),
-            str(row.double_commits), str(row.max_attempts), f"{row.max_processing_s:.0f}s", drain, shown]
+    return [
+        row.scenario,
+        row.design,
+        str(row.runs),
+        str(row.tasks),
+        str(row.faults),
+        str(row.stuck),
+        str(row.lost),
+        str(row.double_commits),
+        str(row.max_attempts),
+        f"{row.max_processing_s:.0f}s",
+        drain,
+        shown,
+    ]
 
 
 def markdown(rows: list[Row]) -> str:
@@ -83,10 +107,20 @@ def markdown(rows: list[Row]) -> str:
 
 def table(rows: list[Row], title: str) -> Table:
     t = Table(title=title, title_justify="left")
-    for name, justify in (("scenario", "left"), ("design", "left"), ("runs", "right"), ("tasks", "right"),
-                          ("faults", "right"), ("stuck", "right"), ("lost", "right"), ("double\ncommits", "right"),
-                          ("max\nattempts", "right"), ("max in\nprocessing", "right"), ("time to\ndrain", "right"),
-                          ("violations", "left")):
+    for name, justify in (
+        ("scenario", "left"),
+        ("design", "left"),
+        ("runs", "right"),
+        ("tasks", "right"),
+        ("faults", "right"),
+        ("stuck", "right"),
+        ("lost", "right"),
+        ("double\ncommits", "right"),
+        ("max\nattempts", "right"),
+        ("max in\nprocessing", "right"),
+        ("time to\ndrain", "right"),
+        ("violations", "left"),
+    ):
         t.add_column(name, justify=justify)
     for row in rows:
         style = "red" if row.violations and row.design == "product" else None
@@ -120,8 +154,7 @@ def shortest(results: list[RunResult]) -> dict[tuple[str, str], RunResult]:
 
 def replay_command(r: RunResult, brk: str | None = None) -> str:
     extra = f" --break {brk}" if brk else ""
-    return (f"python -m sim.crash_scenarios --design {r.design} --scenario {r.scenario} --seed {r.seed}"
-            f"{extra} --trace")
+    return f"python -m sim.crash_scenarios --design {r.design} --scenario {r.scenario} --seed {r.seed}{extra} --trace"
 
 
 def trace_excerpt(r: RunResult, limit: int = 45) -> list[str]:
@@ -143,7 +176,7 @@ def trace_excerpt(r: RunResult, limit: int = 45) -> list[str]:
     if repeated:
         lines.insert(1, f"   ({repeated} repeated calls not shown)")
     if len(lines) > limit:
-        lines = lines[:6] + [f"   ... {len(lines) - limit} lines left out ..."] + lines[-(limit - 6):]
+        lines = lines[:6] + [f"   ... {len(lines) - limit} lines left out ..."] + lines[-(limit - 6) :]
     return lines
 
 
@@ -156,8 +189,10 @@ def print_violations(console: Console, results: list[RunResult], brk: str | None
     for (scenario, design), r in sorted(shortest(results).items()):
         first = headline(r)
         kinds = ", ".join(sorted({v.invariant for v in r.violations}))
-        console.print(f"\n[bold]{design} / {scenario}[/bold]: violation of {first.invariant} "
-                      f"at {first.t / 1000:.1f}s (this run: {kinds}); seed {r.seed}")
+        console.print(
+            f"\n[bold]{design} / {scenario}[/bold]: violation of {first.invariant} "
+            f"at {first.t / 1000:.1f}s (this run: {kinds}); seed {r.seed}"
+        )
         console.print(f"  {first.message}", markup=False, highlight=False)
         console.print(f"  replay: {replay_command(r, brk)}", markup=False, highlight=False)
         for line in trace_excerpt(r):
@@ -169,9 +204,18 @@ def as_json(rows: list[Row], results: list[RunResult], brk: str | None = None) -
     return {
         "rows": [asdict(row) for row in rows],
         "violations": [
-            {"scenario": r.scenario, "design": r.design, "seed": r.seed, "invariant": v.invariant,
-             "task_id": v.task_id, "t_s": v.t / 1000, "message": v.message, "replay": replay_command(r, brk)}
-            for r in results for v in r.violations
+            {
+                "scenario": r.scenario,
+                "design": r.design,
+                "seed": r.seed,
+                "invariant": v.invariant,
+                "task_id": v.task_id,
+                "t_s": v.t / 1000,
+                "message": v.message,
+                "replay": replay_command(r, brk),
+            }
+            for r in results
+            for v in r.violations
         ],
         "shortest_traces": [
             {"scenario": s, "design": d, "seed": r.seed, "replay": replay_command(r, brk), "trace": trace_excerpt(r)}

@@ -76,82 +76,214 @@ class Scenario:
 
 
 CRASHES = {"crash_worker": 2, "kill_llm": 1, "crash_reaper": 1}
-ALL_FAULTS = ("crash_worker", "kill_llm", "crash_reaper", "crash_reconciler", "crash_producer", "crash_operator",
-              "pause", "no_heartbeat", "redis_down", "db_down", "redis_restart", "redis_flush", "redis_failover",
-              "duplicate", "malformed", "sigterm", "worker:after_claim", "worker:after_stage", "worker:before_start",
-              "worker:after_llm", "worker:after_commit", "reaper:after_reclaim")
+ALL_FAULTS = (
+    "crash_worker",
+    "kill_llm",
+    "crash_reaper",
+    "crash_reconciler",
+    "crash_producer",
+    "crash_operator",
+    "pause",
+    "no_heartbeat",
+    "redis_down",
+    "db_down",
+    "redis_restart",
+    "redis_flush",
+    "redis_failover",
+    "duplicate",
+    "malformed",
+    "sigterm",
+    "worker:after_claim",
+    "worker:after_stage",
+    "worker:before_start",
+    "worker:after_llm",
+    "worker:after_commit",
+    "reaper:after_reclaim",
+)
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
-    Scenario("d1", "a worker dies right after taking a payload, before anything else is written",
-             defect="D1", faults={"worker:after_claim": (4, 0.0, 0.5), "worker:after_stage": (3, 0.0, 0.5)}, expect_original=("I1", "I2")),
-    Scenario("d2", "a worker dies after the claim, before the row goes processing; a reaper dies "
-             "between its row reclaim and its Redis requeue",
-             defect="D2", faults_s=240.0, faults={"worker:before_start": (3, 0.0, 0.25), "kill_llm": (3, 0.0, 0.25),
-                                                  "reaper:after_reclaim": (4, 0.1, 0.9)},
-             expect_original=("I1", "I2")),
-    Scenario("d3", "the LLM raises: timeouts, 429, 500, garbage",
-             defect="D3", llm=LlmProfile(p_timeout=0.1, p_429=0.1, p_500=0.15, p_garbage=0.1),
-             expect_original=("I3",)),
-    Scenario("d4", "worker, reaper and DB clocks hours apart, the DB's NOW() in UTC+8 or UTC-5",
-             defect="D4", faults={"kill_llm": 3, "crash_worker": 1},
-             llm=LlmProfile(p_long=0.2, long_s=(35.0, 100.0)),
-             clocks=ClockSpec(skew_h=3.0, min_skew_h=0.2, drift_ppm=100, db_tz=(8.0, -5.0)),
-             expect_original=("I1", "I2", "I8", "I4")),
-    Scenario("d5", "slow but alive workers past their lease (with and without heartbeats) and past "
-             "PROCESSING_TIMEOUT_SECONDS",
-             defect="D5", faults={"no_heartbeat": 4, "pause": 2},
-             llm=LlmProfile(p_long=0.4, long_s=(35.0, 100.0), p_slow=0.25, slow_s=(125.0, 180.0)),
-             expect_original=("I4",)),
-    Scenario("d6", "poison documents that always fail, always time out, or hang",
-             defect="D6", poison=0.4, tasks=8, expect_original=("I5",)),
-    Scenario("d7", "malformed payloads and payloads that name no task",
-             defect="D7", faults={"malformed": 5, "duplicate": 2}, expect_original=("I7",)),
-    Scenario("d8", "many long tasks in flight: the reaper's cost must not grow with them",
-             defect="D8", tasks=16, workers=4, slots=4, llm=LlmProfile(p_long=0.9, long_s=(35.0, 90.0)),
-             faults={"kill_llm": 2}, reaper_cost=True, expect_original=("D8",)),
-    Scenario("d9", "crashes while long tasks run: recovered within a lease, live ones untouched",
-             defect="D9", llm=LlmProfile(p_long=0.5, long_s=(35.0, 110.0)),
-             faults={"kill_llm": 3, "worker:after_llm": 2, "duplicate": 3},
-             expect_original=("I1",)),
-    Scenario("d10", "Redis loses data (restart without AOF, failover losing the last writes); a "
-             "producer dies between its insert and its push",
-             defect="D10", tasks=10, workers=2, slots=1, arrival_s=30.0, llm=LlmProfile(median_s=12.0),
-             faults={"redis_flush": (1, 0.1, 0.6), "redis_failover": (1.5, 0.1, 0.6), "crash_producer": (1.5, 0.0, 0.3)},
-             expect_original=("I3",)),
-    Scenario("d11", "SIGTERM while attempts are in flight",
-             defect="D11", faults={"sigterm": 4}, llm=LlmProfile(p_long=0.5, long_s=(35.0, 100.0)),
-             expect_original=("I1",)),
-    Scenario("skew", "every clock off by up to +/- 12 h with drift, the DB in UTC+8, with crashes",
-             faults=dict(CRASHES, pause=1, no_heartbeat=1), llm=LlmProfile(p_long=0.2),
-             clocks=ClockSpec(skew_h=12.0, min_skew_h=0.0, drift_ppm=500, db_tz=(8.0,), skew_redis=True),
-             expect_original=("I1",)),
-    Scenario("poison", "poison documents among healthy ones, with LLM errors, crashes and an operator "
-             "who retries dead letters", poison=0.25, operator=True,
-             llm=LlmProfile(p_timeout=0.05, p_500=0.05, p_garbage=0.05), faults=dict(CRASHES),
-             expect_original=("I5",)),
-    Scenario("storm", "many workers crashing again and again, reapers too",
-             tasks=12, workers=8, slots=2, producers=2, restart_s=(0.5, 5.0),
-             faults={"crash_worker": 14, "kill_llm": 8, "crash_reaper": 5, "crash_reconciler": 1, "crash_producer": 1,
-                     "worker:after_claim": 3, "worker:after_llm": 3, "worker:after_commit": 3,
-                     "reaper:after_reclaim": 3},
-             expect_original=("I1", "I2")),
-)}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "d1",
+            "a worker dies right after taking a payload, before anything else is written",
+            defect="D1",
+            faults={"worker:after_claim": (4, 0.0, 0.5), "worker:after_stage": (3, 0.0, 0.5)},
+            expect_original=("I1", "I2"),
+        ),
+        Scenario(
+            "d2",
+            "a worker dies after the claim, before the row goes processing; a reaper dies "
+            "between its row reclaim and its Redis requeue",
+            defect="D2",
+            faults_s=240.0,
+            faults={
+                "worker:before_start": (3, 0.0, 0.25),
+                "kill_llm": (3, 0.0, 0.25),
+                "reaper:after_reclaim": (4, 0.1, 0.9),
+            },
+            expect_original=("I1", "I2"),
+        ),
+        Scenario(
+            "d3",
+            "the LLM raises: timeouts, 429, 500, garbage",
+            defect="D3",
+            llm=LlmProfile(p_timeout=0.1, p_429=0.1, p_500=0.15, p_garbage=0.1),
+            expect_original=("I3",),
+        ),
+        Scenario(
+            "d4",
+            "worker, reaper and DB clocks hours apart, the DB's NOW() in UTC+8 or UTC-5",
+            defect="D4",
+            faults={"kill_llm": 3, "crash_worker": 1},
+            llm=LlmProfile(p_long=0.2, long_s=(35.0, 100.0)),
+            clocks=ClockSpec(skew_h=3.0, min_skew_h=0.2, drift_ppm=100, db_tz=(8.0, -5.0)),
+            expect_original=("I1", "I2", "I8", "I4"),
+        ),
+        Scenario(
+            "d5",
+            "slow but alive workers past their lease (with and without heartbeats) and past PROCESSING_TIMEOUT_SECONDS",
+            defect="D5",
+            faults={"no_heartbeat": 4, "pause": 2},
+            llm=LlmProfile(p_long=0.4, long_s=(35.0, 100.0), p_slow=0.25, slow_s=(125.0, 180.0)),
+            expect_original=("I4",),
+        ),
+        Scenario(
+            "d6",
+            "poison documents that always fail, always time out, or hang",
+            defect="D6",
+            poison=0.4,
+            tasks=8,
+            expect_original=("I5",),
+        ),
+        Scenario(
+            "d7",
+            "malformed payloads and payloads that name no task",
+            defect="D7",
+            faults={"malformed": 5, "duplicate": 2},
+            expect_original=("I7",),
+        ),
+        Scenario(
+            "d8",
+            "many long tasks in flight: the reaper's cost must not grow with them",
+            defect="D8",
+            tasks=16,
+            workers=4,
+            slots=4,
+            llm=LlmProfile(p_long=0.9, long_s=(35.0, 90.0)),
+            faults={"kill_llm": 2},
+            reaper_cost=True,
+            expect_original=("D8",),
+        ),
+        Scenario(
+            "d9",
+            "crashes while long tasks run: recovered within a lease, live ones untouched",
+            defect="D9",
+            llm=LlmProfile(p_long=0.5, long_s=(35.0, 110.0)),
+            faults={"kill_llm": 3, "worker:after_llm": 2, "duplicate": 3},
+            expect_original=("I1",),
+        ),
+        Scenario(
+            "d10",
+            "Redis loses data (restart without AOF, failover losing the last writes); a "
+            "producer dies between its insert and its push",
+            defect="D10",
+            tasks=10,
+            workers=2,
+            slots=1,
+            arrival_s=30.0,
+            llm=LlmProfile(median_s=12.0),
+            faults={"redis_flush": (1, 0.1, 0.6), "redis_failover": (1.5, 0.1, 0.6), "crash_producer": (1.5, 0.0, 0.3)},
+            expect_original=("I3",),
+        ),
+        Scenario(
+            "d11",
+            "SIGTERM while attempts are in flight",
+            defect="D11",
+            faults={"sigterm": 4},
+            llm=LlmProfile(p_long=0.5, long_s=(35.0, 100.0)),
+            expect_original=("I1",),
+        ),
+        Scenario(
+            "skew",
+            "every clock off by up to +/- 12 h with drift, the DB in UTC+8, with crashes",
+            faults=dict(CRASHES, pause=1, no_heartbeat=1),
+            llm=LlmProfile(p_long=0.2),
+            clocks=ClockSpec(skew_h=12.0, min_skew_h=0.0, drift_ppm=500, db_tz=(8.0,), skew_redis=True),
+            expect_original=("I1",),
+        ),
+        Scenario(
+            "poison",
+            "poison documents among healthy ones, with LLM errors, crashes and an operator who retries dead letters",
+            poison=0.25,
+            operator=True,
+            llm=LlmProfile(p_timeout=0.05, p_500=0.05, p_garbage=0.05),
+            faults=dict(CRASHES),
+            expect_original=("I5",),
+        ),
+        Scenario(
+            "storm",
+            "many workers crashing again and again, reapers too",
+            tasks=12,
+            workers=8,
+            slots=2,
+            producers=2,
+            restart_s=(0.5, 5.0),
+            faults={
+                "crash_worker": 14,
+                "kill_llm": 8,
+                "crash_reaper": 5,
+                "crash_reconciler": 1,
+                "crash_producer": 1,
+                "worker:after_claim": 3,
+                "worker:after_llm": 3,
+                "worker:after_commit": 3,
+                "reaper:after_reclaim": 3,
+            },
+            expect_original=("I1", "I2"),
+        ),
+    )
+}
 
-RANDOM = Scenario("random", "random faults of every kind, random LLM errors, over many seeds",
-                  tasks=5, seeds=200, operator=True, expect_original=("I1",))
+RANDOM = Scenario(
+    "random",
+    "random faults of every kind, random LLM errors, over many seeds",
+    tasks=5,
+    seeds=200,
+    operator=True,
+    expect_original=("I1",),
+)
 
 
 def random_variant(base: Scenario, seed: int) -> Scenario:
     """The random scenario of one seed: its own fault mix, LLM errors and clock skew."""
     r = random.Random(f"random-scenario:{seed}")
     faults = {kind: round(r.uniform(0, 1.5), 2) for kind in r.sample(ALL_FAULTS, r.randint(3, 9))}
-    llm = LlmProfile(p_timeout=r.choice((0, 0.05)), p_429=r.choice((0, 0.05)), p_500=r.choice((0, 0.1)),
-                     p_garbage=r.choice((0, 0.05)), p_long=r.choice((0, 0.2)), p_slow=r.choice((0, 0, 0.1)))
-    clocks = ClockSpec(skew_h=r.choice((0, 0, 1, 12)), drift_ppm=r.choice((0, 200)),
-                       db_tz=(r.choice((0.0, 8.0, -5.0)),), skew_redis=r.random() < 0.3)
-    return replace(base, faults=faults, llm=llm, clocks=clocks, poison=r.choice((0, 0, 0.2)),
-                   workers=r.randint(1, 4), slots=r.randint(1, 3), reapers=r.randint(1, 3),
-                   producers=r.randint(1, 2))
+    llm = LlmProfile(
+        p_timeout=r.choice((0, 0.05)),
+        p_429=r.choice((0, 0.05)),
+        p_500=r.choice((0, 0.1)),
+        p_garbage=r.choice((0, 0.05)),
+        p_long=r.choice((0, 0.2)),
+        p_slow=r.choice((0, 0, 0.1)),
+    )
+    clocks = ClockSpec(
+        skew_h=r.choice((0, 0, 1, 12)),
+        drift_ppm=r.choice((0, 200)),
+        db_tz=(r.choice((0.0, 8.0, -5.0)),),
+        skew_redis=r.random() < 0.3,
+    )
+    return replace(
+        base,
+        faults=faults,
+        llm=llm,
+        clocks=clocks,
+        poison=r.choice((0, 0, 0.2)),
+        workers=r.randint(1, 4),
+        slots=r.randint(1, 3),
+        reapers=r.randint(1, 3),
+        producers=r.randint(1, 2),
+    )
 
 
 def scenario_for(name: str, seed: int) -> Scenario:

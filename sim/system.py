@@ -45,8 +45,11 @@ class System:
         self.bound_ms = self.lease_ms + self.interval_ms + MARGIN_MS  # I1
         self.grace_ms = int(s.shutdown_grace_seconds * 1000)
         self.restart_max_ms = int(scenario.restart_s[1] * 1000)
-        self.recovery_ms = (int((s.reconcile_grace_seconds + 2 * s.reconcile_interval_seconds) * 1000)
-                            + self.bound_ms + self.restart_max_ms)  # I3, after a known loss
+        self.recovery_ms = (
+            int((s.reconcile_grace_seconds + 2 * s.reconcile_interval_seconds) * 1000)
+            + self.bound_ms
+            + self.restart_max_ms
+        )  # I3, after a known loss
         self._setup_clocks()
         self.client = fakeredis.FakeRedis()
         self.engine = make_engine("sqlite://")
@@ -127,8 +130,11 @@ class System:
         self._arrivals.pop(name, None)
 
     def boot(self) -> None:
-        self.world.log("note", f"{self.design} design, scenario {self.scenario.name}, seed {self.seed}; "
-                               f"clocks: redis {self.redis_offset_ms / 3_600_000:+.2f}h, db {self.db_clock.describe()}")
+        self.world.log(
+            "note",
+            f"{self.design} design, scenario {self.scenario.name}, seed {self.seed}; "
+            f"clocks: redis {self.redis_offset_ms / 3_600_000:+.2f}h, db {self.db_clock.describe()}",
+        )
         self.build()
         for actor in self.actors:
             actor.restart_delay_ms = self.restart_delay
@@ -205,8 +211,14 @@ class System:
         raise NotImplementedError
 
     # -- idle workers ------------------------------------------------------------------------
-    def idle_slot(self, actor: Any, slot: int, wake: Callable[[], None], poll_ms: int,
-                  on_timeout: Callable[[], None] | None = None) -> None:
+    def idle_slot(
+        self,
+        actor: Any,
+        slot: int,
+        wake: Callable[[], None],
+        poll_ms: int,
+        on_timeout: Callable[[], None] | None = None,
+    ) -> None:
         """A worker slot that found ready empty blocks (BLMOVE, BRPOPLPUSH): it wakes as soon as
         ready has an item, or after ``poll_ms`` (then ``on_timeout`` runs, else ``wake``)."""
         key = (actor.name, actor.incarnation, slot)
@@ -259,15 +271,24 @@ class System:
 
     def error(self, actor: Any, exc: BaseException) -> None:
         where = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)).strip()
-        self.ledger.violate("ERR", None, f"unexpected {type(exc).__name__} in {actor.label if actor else 'sim'}: "
-                                         f"{exc}\n{where}", key=(type(exc).__name__, str(exc)[:80]))
+        self.ledger.violate(
+            "ERR",
+            None,
+            f"unexpected {type(exc).__name__} in {actor.label if actor else 'sim'}: {exc}\n{where}",
+            key=(type(exc).__name__, str(exc)[:80]),
+        )
 
     # -- the end -----------------------------------------------------------------------------
     def drain_bound_ms(self) -> int:
         """I2: how long after the faults stop every task must be finished, from the settings."""
         s, sc = self.settings, self.scenario
-        attempt = (min(s.processing_timeout_seconds, sc.llm_max_s()) + s.lease_seconds / 3 + s.lease_seconds
-                   + s.reaper_interval_seconds + s.retry_max_seconds)
+        attempt = (
+            min(s.processing_timeout_seconds, sc.llm_max_s())
+            + s.lease_seconds / 3
+            + s.lease_seconds
+            + s.reaper_interval_seconds
+            + s.retry_max_seconds
+        )
         per_task = s.max_attempts * attempt
         slots = max(1, self.n_workers * sc.slots)
         queueing = self.ledger.nonterminal * per_task / slots

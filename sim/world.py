@@ -14,6 +14,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
+
 from docllm.adapters.fault_injection import Crash, CrashBudget
 from sim.aio import Killed, VirtualLoop, current_actor
 

@@ -23,8 +23,9 @@ from docllm.settings import Settings
 def _redis(settings: Settings) -> Iterator:
     from docllm.adapters.redis_client import make_redis_client
 
-    client = make_redis_client(settings.redis_url, settings.embedded_redis_path,
-                               max_connections=threads_for(settings.concurrency) + 8)
+    client = make_redis_client(
+        settings.redis_url, settings.embedded_redis_path, max_connections=threads_for(settings.concurrency) + 8
+    )
     yield client
     client.close()
 
@@ -33,7 +34,7 @@ def _engine(settings: Settings) -> Iterator:
     from docllm.adapters.sql_engine import make_engine
 
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
-        os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///"):])), exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///") :])), exist_ok=True)
     # one connection per port thread, plus the metrics scrape and the readiness check
     engine = make_engine(settings.database_url, pool_size=threads_for(settings.concurrency) + 2)
     yield engine
@@ -127,35 +128,59 @@ class Container(containers.DeclarativeContainer):
     readiness = providers.Singleton(_readiness, redis_client, engine)
 
     retry_policy = providers.Singleton(
-        RetryPolicy, max_attempts=settings.provided.max_attempts,
-        base_seconds=settings.provided.retry_base_seconds, cap_seconds=settings.provided.retry_max_seconds,
+        RetryPolicy,
+        max_attempts=settings.provided.max_attempts,
+        base_seconds=settings.provided.retry_base_seconds,
+        cap_seconds=settings.provided.retry_max_seconds,
     )
     lease_policy = providers.Singleton(
-        LeasePolicy, lease_seconds=settings.provided.lease_seconds,
+        LeasePolicy,
+        lease_seconds=settings.provided.lease_seconds,
         max_runtime_seconds=settings.provided.processing_timeout_seconds,
         reaper_interval_seconds=settings.provided.reaper_interval_seconds,
     )
     limits = providers.Singleton(
-        Limits, max_payload_bytes=settings.provided.max_payload_bytes,
+        Limits,
+        max_payload_bytes=settings.provided.max_payload_bytes,
         max_document_bytes=settings.provided.max_document_bytes,
     )
 
     processor = providers.Factory(
-        TaskProcessor, queue, repository, reviewer, clock, retry_policy, lease_policy,
-        holder=settings.provided.worker_id, limits=limits, events=events,
+        TaskProcessor,
+        queue,
+        repository,
+        reviewer,
+        clock,
+        retry_policy,
+        lease_policy,
+        holder=settings.provided.worker_id,
+        limits=limits,
+        events=events,
     )
     reaper = providers.Factory(
-        Reaper, queue, repository, retry_policy, max_payload_bytes=settings.provided.max_payload_bytes,
+        Reaper,
+        queue,
+        repository,
+        retry_policy,
+        max_payload_bytes=settings.provided.max_payload_bytes,
         staged_grace_ms=lease_policy.provided.lease_ms,
-        events=events, name=settings.provided.worker_id,
+        events=events,
+        name=settings.provided.worker_id,
     )
-    reconcile_grace_ms = providers.Callable(lambda seconds: int(seconds * 1000),
-                                            settings.provided.reconcile_grace_seconds)
+    reconcile_grace_ms = providers.Callable(
+        lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds
+    )
     # What the original deployment's workers left in Redis, swept at the reconciler's rate (DESIGN 13).
-    leftover_sweep = providers.Factory(LeftoverSweep, queue, repository, clock, grace_ms=reconcile_grace_ms,
-                                       events=events)
+    leftover_sweep = providers.Factory(
+        LeftoverSweep, queue, repository, clock, grace_ms=reconcile_grace_ms, events=events
+    )
     reconciler = providers.Factory(
-        Reconciler, queue, repository, clock, grace_ms=reconcile_grace_ms, events=events,
+        Reconciler,
+        queue,
+        repository,
+        clock,
+        grace_ms=reconcile_grace_ms,
+        events=events,
         leftovers=leftover_sweep,
         # One reconciler for the fleet: the lease outlives a few of its cycles, so the process
         # that holds it keeps it (and its lap of the structures) while it lives.

@@ -97,27 +97,40 @@ class Settings:
                 var = _VARIABLES[name][0]
                 raise SettingsError(f"{var}={_shown(name, getattr(self, name))}: {why}")
 
-        for name in ("lease_seconds", "processing_timeout_seconds", "reaper_interval_seconds",
-                     "reconcile_interval_seconds", "llm_timeout_seconds", "retry_base_seconds"):
+        for name in (
+            "lease_seconds",
+            "processing_timeout_seconds",
+            "reaper_interval_seconds",
+            "reconcile_interval_seconds",
+            "llm_timeout_seconds",
+            "retry_base_seconds",
+        ):
             need(getattr(self, name) > 0, name, "must be greater than 0")
         for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds"):
             need(getattr(self, name) >= 0, name, "must not be negative")
-        need(self.retry_max_seconds >= self.retry_base_seconds, "retry_max_seconds",
-             "must be at least DOCLLM_RETRY_BASE_SECONDS")
-        for name in ("max_attempts", "concurrency", "max_payload_bytes", "max_document_bytes",
-                     "llm_max_chunk_chars"):
+        need(
+            self.retry_max_seconds >= self.retry_base_seconds,
+            "retry_max_seconds",
+            "must be at least DOCLLM_RETRY_BASE_SECONDS",
+        )
+        for name in ("max_attempts", "concurrency", "max_payload_bytes", "max_document_bytes", "llm_max_chunk_chars"):
             need(getattr(self, name) >= 1, name, "must be at least 1")
         need(self.llm_provider in PROVIDERS, "llm_provider", f"must be one of {', '.join(PROVIDERS)}")
         need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
-        need(self.metrics_port is None or 0 <= self.metrics_port <= 65535, "metrics_port",
-             "must be a port number")
-        need(self.redis_url == EMBEDDED_REDIS or self.redis_url.startswith(("redis://", "rediss://", "unix://")),
-             "redis_url", f"must be a redis:// URL or '{EMBEDDED_REDIS}'")
+        need(self.metrics_port is None or 0 <= self.metrics_port <= 65535, "metrics_port", "must be a port number")
+        need(
+            self.redis_url == EMBEDDED_REDIS or self.redis_url.startswith(("redis://", "rediss://", "unix://")),
+            "redis_url",
+            f"must be a redis:// URL or '{EMBEDDED_REDIS}'",
+        )
         need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
         if self.llm_provider == "openai":
-            need(bool(self.llm_api_key), "llm_api_key",
-                 "is required with DOCLLM_LLM_PROVIDER=openai (or set OPENAI_API_KEY)")
+            need(
+                bool(self.llm_api_key),
+                "llm_api_key",
+                "is required with DOCLLM_LLM_PROVIDER=openai (or set OPENAI_API_KEY)",
+            )
 
 
 def _number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -126,6 +139,7 @@ def _number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
             return kind(raw)
         except ValueError:
             raise ValueError(f"is not a{'n integer' if kind is int else ' number'}") from None
+
     return parse
 
 
@@ -182,4 +196,3 @@ def _shown(name: str, value: Any) -> str:
     if name == "llm_api_key":
         return "<hidden>"
     return repr(redact_url(value)) if name in ("redis_url", "database_url") else repr(value)
-

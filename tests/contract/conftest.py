@@ -56,8 +56,9 @@ def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
     def original_stamp(task_id: int, stamp: str) -> None:
         client.hset(keys.processing_ts, task_id, stamp)
 
-    yield QueueUnderTest(request.param, queue, clock, lambda raw: client.lpush(keys.ready, raw),
-                         original_take, original_stamp)
+    yield QueueUnderTest(
+        request.param, queue, clock, lambda raw: client.lpush(keys.ready, raw), original_take, original_stamp
+    )
     client.close()
 
 

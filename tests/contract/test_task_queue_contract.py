@@ -325,7 +325,10 @@ def test_a_dead_letter_unless_lettered_is_not_added_twice_for_a_task(subject: Qu
     assert not subject.queue.dead_letter(None, payload(9), "worker's reason", task_id=9, unless_lettered=True)
     assert subject.queue.dead_letter(None, payload(8), "worker's reason", task_id=8, unless_lettered=True)
     assert [(d.task_id, d.reason) for d in subject.queue.dead_letters()] == [
-        (8, "worker's reason"), (9, "reaper: lease expired"), (None, "malformed")]
+        (8, "worker's reason"),
+        (9, "reaper: lease expired"),
+        (None, "malformed"),
+    ]
 
 
 def test_dead_letters_newest_first_limited_and_removable(subject: QueueUnderTest) -> None:

@@ -34,15 +34,22 @@ def test_malformed_payloads_deleted_rows_and_a_10mb_document(harness: Harness, p
     [big] = harness.submit([tmp_path / "big.md"], env={"DOCLLM_MAX_DOCUMENT_BYTES": str(16 * 1024 * 1024)})
     write_documents(tmp_path / "docs", 2)
     doomed, control = harness.submit(sorted((tmp_path / "docs").glob("*.md")))
-    wait_until(lambda: probe.rows(False)[doomed["task_id"]]["status"] == "processing", 30,
-               "the worker to start the task whose row is then deleted", on_timeout=harness.dump)
+    wait_until(
+        lambda: probe.rows(False)[doomed["task_id"]]["status"] == "processing",
+        30,
+        "the worker to start the task whose row is then deleted",
+        on_timeout=harness.dump,
+    )
     assert probe.execute("DELETE FROM task_doc_llm WHERE task_id = :id", id=doomed["task_id"]) == 1
 
     def settled() -> bool:
         sizes = probe.queue_sizes()
         rows = probe.rows(False)
-        return (sizes["ready"] == sizes["processing"] == sizes["delayed"] == sizes["leases"] == 0
-                and rows[control["task_id"]]["status"] == "success" and rows[big["task_id"]]["status"] == "failed")
+        return (
+            sizes["ready"] == sizes["processing"] == sizes["delayed"] == sizes["leases"] == 0
+            and rows[control["task_id"]]["status"] == "success"
+            and rows[big["task_id"]]["status"] == "failed"
+        )
 
     wait_until(settled, 40, "every payload to be settled", on_timeout=harness.dump)
 
@@ -67,17 +74,25 @@ def test_malformed_payloads_deleted_rows_and_a_10mb_document(harness: Harness, p
 def test_non_utf8_payload_is_dead_lettered_and_does_not_block_the_reaper(
     harness: Harness, probe: Probe, tmp_path: Path
 ) -> None:
-    bad = b"\xff\xfe{\"task_id\": 1}"
+    bad = b'\xff\xfe{"task_id": 1}'
     probe.redis.lpush(probe.keys.ready, bad)  # claimed first (FIFO)
     write_documents(tmp_path / "docs", 1)
     [task] = harness.submit(sorted((tmp_path / "docs").glob("*.md")))
     worker = harness.worker("w1", {"DOCLLM_OFFLINE_LATENCY_SECONDS": "30", "DOCLLM_CONCURRENCY": "1"})
-    wait_until(lambda: probe.rows(False)[task["task_id"]]["status"] == "processing", 30,
-               "the worker to start the good task", on_timeout=harness.dump)
+    wait_until(
+        lambda: probe.rows(False)[task["task_id"]]["status"] == "processing",
+        30,
+        "the worker to start the good task",
+        on_timeout=harness.dump,
+    )
     worker.kill()  # its lease on the good task now expires; a reaper must reclaim it
     harness.reaper("r1")
-    wait_until(lambda: probe.rows(False)[task["task_id"]]["retry_count"] == 1, 10,
-               "the reaper to reclaim the good task", on_timeout=harness.dump)
+    wait_until(
+        lambda: probe.rows(False)[task["task_id"]]["retry_count"] == 1,
+        10,
+        "the reaper to reclaim the good task",
+        on_timeout=harness.dump,
+    )
     assert any(d["payload"].encode("utf-8", "surrogateescape") == bad for d in probe.dead_letters())
 
 

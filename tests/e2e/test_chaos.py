@@ -18,8 +18,9 @@ from tests.servers import MariaDBServer, RedisServer
 pytestmark = pytest.mark.e2e
 
 
-def test_short_chaos_run(redis_server: RedisServer, mariadb_server: MariaDBServer, mysql_url: str,
-                         tmp_path: Path) -> None:
+def test_short_chaos_run(
+    redis_server: RedisServer, mariadb_server: MariaDBServer, mysql_url: str, tmp_path: Path
+) -> None:
     if find_libfaketime() is None:
         message = "libfaketime is not installed (scripts/test installs the faketime package)"
         if os.environ.get("CI", "").lower() in {"true", "1", "yes"}:

@@ -11,8 +11,17 @@ from tests.e2e.harness import Harness, Probe, wait_until, write_documents
 
 pytestmark = pytest.mark.e2e
 
-STATUS_KEYS = {"task_id", "task_name", "status", "attempt", "retry_count", "result", "error", "created_at",
-               "finished_at"}
+STATUS_KEYS = {
+    "task_id",
+    "task_name",
+    "status",
+    "attempt",
+    "retry_count",
+    "result",
+    "error",
+    "created_at",
+    "finished_at",
+}
 
 
 def _one_line_error(result) -> str:
@@ -33,16 +42,23 @@ def test_submit_status_stats_json_shapes(harness: Harness, probe: Probe, tmp_pat
     assert all(isinstance(i, int) for i in ids) and ids[0] < ids[1]
 
     stats = harness.stats()
-    assert stats == {"tasks": {"pending": 2, "processing": 0, "success": 0, "failed": 0},
-                     "queue": {"ready": 2, "processing": 0, "delayed": 0, "dead": 0},
-                     "oldest_processing_s": None}
+    assert stats == {
+        "tasks": {"pending": 2, "processing": 0, "success": 0, "failed": 0},
+        "queue": {"ready": 2, "processing": 0, "delayed": 0, "dead": 0},
+        "oldest_processing_s": None,
+    }
 
     listed = harness.status()  # no ids: the newest tasks
     assert {t["task_id"] for t in listed} == set(ids)
     for task in listed:
         assert set(task) >= STATUS_KEYS
         assert (task["status"], task["attempt"], task["retry_count"], task["result"], task["finished_at"]) == (
-            "pending", 0, 0, None, None)
+            "pending",
+            0,
+            0,
+            None,
+            None,
+        )
         datetime.fromisoformat(task["created_at"])
 
     harness.worker("w1")

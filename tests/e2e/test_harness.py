@@ -28,8 +28,9 @@ print(json.dumps({"wall": t0, "slept": time.monotonic() - m0}))
 def test_skewed_process_has_a_wall_clock_hours_off_and_real_timeouts(offset: str, hours: int) -> None:
     env = {"PATH": "/usr/bin:/bin", **skewed(offset, str(ROOT))}
     before = time.time()
-    out = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=20,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=20, check=True
+    ).stdout
     seen = json.loads(out)
     assert abs(seen["wall"] - before - hours * 3600) < 60
     assert 0.35 < seen["slept"] < 2.0

@@ -86,8 +86,9 @@ def build_the_original_deployment(old: OriginalDeployment) -> tuple[set[int], di
     return open_ids, finished
 
 
-def test_switch_over_with_tasks_in_flight(bare_harness: Harness, mariadb_server, mysql_url: str,
-                                          redis_url: str, tmp_path: Path) -> None:
+def test_switch_over_with_tasks_in_flight(
+    bare_harness: Harness, mariadb_server, mysql_url: str, redis_url: str, tmp_path: Path
+) -> None:
     harness = bare_harness
     database = make_url(mysql_url).database
     client = redis.Redis.from_url(redis_url)
@@ -141,8 +142,12 @@ def test_switch_over_with_tasks_in_flight(bare_harness: Harness, mariadb_server,
 
         # Finished rows keep every byte; none was committed (or touched) by docllm.
         with mariadb_server.connect(database) as conn:
-            assert OriginalDeployment(conn, client, harness.prefix).original_rows(
-                f"task_id IN ({', '.join(map(str, before))})") == before
+            assert (
+                OriginalDeployment(conn, client, harness.prefix).original_rows(
+                    f"task_id IN ({', '.join(map(str, before))})"
+                )
+                == before
+            )
         audit = commits(probe)
         assert set(audit) == every_open
         assert {t: len(a) for t, a in audit.items() if len(a) != 1} == {}  # each committed once
@@ -169,5 +174,9 @@ def test_switch_over_with_tasks_in_flight(bare_harness: Harness, mariadb_server,
 
 def redis_sizes(client: redis.Redis, old: OriginalDeployment) -> dict[str, int]:
     k = old.keys
-    return {"ready": client.llen(k.ready), "processing": client.llen(k.processing),
-            "processing_ts": client.hlen(k.processing_ts), "leases": client.hlen(k.leases)}
+    return {
+        "ready": client.llen(k.ready),
+        "processing": client.llen(k.processing),
+        "processing_ts": client.hlen(k.processing_ts),
+        "leases": client.hlen(k.leases),
+    }

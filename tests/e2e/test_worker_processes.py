@@ -45,8 +45,12 @@ def _lease_of(probe: Probe, task_id: int) -> dict | None:
 
 
 def _openai_env(llm: FakeLLM) -> dict[str, str]:
-    return {"DOCLLM_LLM_PROVIDER": "openai", "DOCLLM_LLM_BASE_URL": llm.base_url,
-            "DOCLLM_LLM_API_KEY": "test-key", "DOCLLM_LLM_MODEL": "test-model"}
+    return {
+        "DOCLLM_LLM_PROVIDER": "openai",
+        "DOCLLM_LLM_BASE_URL": llm.base_url,
+        "DOCLLM_LLM_API_KEY": "test-key",
+        "DOCLLM_LLM_MODEL": "test-model",
+    }
 
 
 def test_sigkill_mid_attempt_is_reclaimed_and_committed_once(harness: Harness, probe: Probe, tmp_path: Path) -> None:
@@ -65,11 +69,16 @@ def test_sigkill_mid_attempt_is_reclaimed_and_committed_once(harness: Harness, p
     victim.kill()
     killed = time.monotonic()
 
-    wait_until(lambda: probe.rows(False)[task_id]["retry_count"] >= 1, 20, "the reaper to reclaim the task",
-               on_timeout=harness.dump)
+    wait_until(
+        lambda: probe.rows(False)[task_id]["retry_count"] >= 1,
+        20,
+        "the reaper to reclaim the task",
+        on_timeout=harness.dump,
+    )
     reclaimed_after = time.monotonic() - killed
-    wait_until(lambda: probe.rows(False)[task_id]["status"] == "success", 20, "the task to succeed",
-               on_timeout=harness.dump)
+    wait_until(
+        lambda: probe.rows(False)[task_id]["status"] == "success", 20, "the task to succeed", on_timeout=harness.dump
+    )
 
     [row] = harness.status(task_id)
     assert (row["status"], row["attempt"], row["retry_count"]) == ("success", 2, 1)
@@ -89,8 +98,12 @@ def test_sigkill_mid_attempt_is_reclaimed_and_committed_once(harness: Harness, p
 
 def test_sigterm_releases_the_in_flight_task_to_ready_at_once(harness: Harness, probe: Probe, tmp_path: Path) -> None:
     grace = 2.0
-    long_lease = {"DOCLLM_LEASE_SECONDS": "20", "DOCLLM_SHUTDOWN_GRACE_SECONDS": str(grace),
-                  "DOCLLM_OFFLINE_LATENCY_SECONDS": "60", "DOCLLM_CONCURRENCY": "1"}
+    long_lease = {
+        "DOCLLM_LEASE_SECONDS": "20",
+        "DOCLLM_SHUTDOWN_GRACE_SECONDS": str(grace),
+        "DOCLLM_OFFLINE_LATENCY_SECONDS": "60",
+        "DOCLLM_CONCURRENCY": "1",
+    }
     task_id, _ = _submit_one(harness, tmp_path)
     worker = harness.worker("w1", long_lease)
     wait_until(lambda: _lease_of(probe, task_id), 30, "the worker to claim the task", on_timeout=harness.dump)
@@ -103,8 +116,15 @@ def test_sigterm_releases_the_in_flight_task_to_ready_at_once(harness: Harness, 
     assert stopped_after < grace + 3.0, f"SIGTERM took {stopped_after:.1f}s with a grace of {grace}s"
 
     # Back in ready the moment the worker is gone: no lease left for a reaper to wait out (20 s).
-    assert probe.queue_sizes() == {"ready": 1, "processing": 0, "delayed": 0, "dead": 0, "leases": 0,
-                                   "lease_index": 0, "processing_ts": 0}
+    assert probe.queue_sizes() == {
+        "ready": 1,
+        "processing": 0,
+        "delayed": 0,
+        "dead": 0,
+        "leases": 0,
+        "lease_index": 0,
+        "processing_ts": 0,
+    }
     stats = harness.stats()
     assert stats["queue"] == {"ready": 1, "processing": 0, "delayed": 0, "dead": 0}
     assert stats["tasks"]["pending"] == 1 and stats["oldest_processing_s"] is None
@@ -138,8 +158,12 @@ def test_openai_worker_retries_500s_and_stores_the_llms_report(harness: Harness,
         llm.script(error(500, "The server had an error."), error(500, "The server had an error."))
         task_id, heading = _submit_one(harness, tmp_path)
         harness.worker("w1", _openai_env(llm) | {"DOCLLM_CONCURRENCY": "1"})
-        wait_until(lambda: probe.rows(False)[task_id]["status"] in ("success", "failed"), 30, "the task to end",
-                   on_timeout=harness.dump)
+        wait_until(
+            lambda: probe.rows(False)[task_id]["status"] in ("success", "failed"),
+            30,
+            "the task to end",
+            on_timeout=harness.dump,
+        )
         chats = [r for r in llm.requests if r["path"] == "/v1/chat/completions"]
 
     [row] = harness.status(task_id)
@@ -156,13 +180,18 @@ def test_openai_401_stops_claiming_without_failing_tasks_then_resumes(
     with FakeLLM(unauthorized=True) as llm:
         ids = [t["task_id"] for t in harness.submit(_two_documents(tmp_path))]
         worker = harness.worker("w1", _openai_env(llm) | {"DOCLLM_CONCURRENCY": "1"})
-        wait_until(lambda: "stopped claiming" in worker.log_text(), 30, "the worker to stop claiming",
-                   on_timeout=harness.dump)
+        wait_until(
+            lambda: "stopped claiming" in worker.log_text(), 30, "the worker to stop claiming", on_timeout=harness.dump
+        )
         chats_at_trip = _count(llm, "/v1/chat/completions")
         checks_at_trip = _count(llm, "/v1/models/test-model")
         # It keeps re-checking the configuration (after 1 s, then 2 s more: backoff) and claims nothing.
-        wait_until(lambda: _count(llm, "/v1/models/test-model") >= checks_at_trip + 2, 20,
-                   "the worker to re-check the LLM configuration twice", on_timeout=harness.dump)
+        wait_until(
+            lambda: _count(llm, "/v1/models/test-model") >= checks_at_trip + 2,
+            20,
+            "the worker to re-check the LLM configuration twice",
+            on_timeout=harness.dump,
+        )
         rows = probe.rows(False)
         assert [rows[i]["status"] for i in ids] == ["pending", "pending"]
         assert [rows[i]["retry_count"] for i in ids] == [0, 0]  # a bad key costs no attempt
@@ -170,8 +199,12 @@ def test_openai_401_stops_claiming_without_failing_tasks_then_resumes(
         assert probe.queue_sizes()["ready"] == 2 and worker.alive
 
         llm.unauthorized = False  # the operator fixes the key
-        wait_until(lambda: all(probe.rows(False)[i]["status"] == "success" for i in ids), 30,
-                   "both tasks to succeed once the LLM accepts the key", on_timeout=harness.dump)
+        wait_until(
+            lambda: all(probe.rows(False)[i]["status"] == "success" for i in ids),
+            30,
+            "both tasks to succeed once the LLM accepts the key",
+            on_timeout=harness.dump,
+        )
 
     rows = {r["task_id"]: r for r in harness.status(*ids)}
     assert all(r["retry_count"] == 0 and r["error"] is None for r in rows.values())
@@ -196,10 +229,20 @@ def test_idle_worker_uses_almost_no_cpu(harness: Harness) -> None:
     """Measured over 10 s with an empty queue: with the product's default intervals, and with the
     tests' fast ones (reaper every 0.5 s, reconciler every 1 s). The goal is < 2 % of a core; the
     assertion allows 10 % so a noisy machine cannot make it flaky."""
-    defaults = {name: "" for name in ("DOCLLM_LEASE_SECONDS", "DOCLLM_REAPER_INTERVAL_SECONDS",
-                                      "DOCLLM_RECONCILE_INTERVAL_SECONDS", "DOCLLM_RECONCILE_GRACE_SECONDS",
-                                      "DOCLLM_CONCURRENCY", "DOCLLM_RETRY_BASE_SECONDS", "DOCLLM_RETRY_MAX_SECONDS",
-                                      "DOCLLM_SHUTDOWN_GRACE_SECONDS", "DOCLLM_MAX_ATTEMPTS")}
+    defaults = {
+        name: ""
+        for name in (
+            "DOCLLM_LEASE_SECONDS",
+            "DOCLLM_REAPER_INTERVAL_SECONDS",
+            "DOCLLM_RECONCILE_INTERVAL_SECONDS",
+            "DOCLLM_RECONCILE_GRACE_SECONDS",
+            "DOCLLM_CONCURRENCY",
+            "DOCLLM_RETRY_BASE_SECONDS",
+            "DOCLLM_RETRY_MAX_SECONDS",
+            "DOCLLM_SHUTDOWN_GRACE_SECONDS",
+            "DOCLLM_MAX_ATTEMPTS",
+        )
+    }
     workers = {"defaults": harness.worker("idle-defaults", defaults), "fast": harness.worker("idle-fast")}
     for w in workers.values():
         wait_until(functools.partial(_logged, w, "starting"), 30, f"{w.name} to start", on_timeout=w.tail)
@@ -218,7 +261,11 @@ def test_worker_log_has_no_line_per_llm_request(harness: Harness, probe: Probe, 
     with FakeLLM() as llm:
         task_id, _ = _submit_one(harness, tmp_path)
         worker = harness.worker("w1", _openai_env(llm) | {"DOCLLM_CONCURRENCY": "1"})
-        wait_until(lambda: probe.rows(False)[task_id]["status"] == "success", 30, "the task to succeed",
-                   on_timeout=harness.dump)
+        wait_until(
+            lambda: probe.rows(False)[task_id]["status"] == "success",
+            30,
+            "the task to succeed",
+            on_timeout=harness.dump,
+        )
     chatter = [r for r in harness.log_lines() if r.get("level") == "info" and "HTTP Request" in r.get("message", "")]
     assert not chatter, f"{worker.name} logged: {chatter[0]}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 import json
 import re
 import uuid
@@ -43,8 +42,17 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
 
     code, out, _ = cli("status", "1", "--json")
     [task] = json.loads(out)
-    assert code == 0 and set(task) >= {"task_id", "task_name", "status", "attempt", "retry_count", "result",
-                                       "error", "created_at", "finished_at"}
+    assert code == 0 and set(task) >= {
+        "task_id",
+        "task_name",
+        "status",
+        "attempt",
+        "retry_count",
+        "result",
+        "error",
+        "created_at",
+        "finished_at",
+    }
     assert (task["status"], task["attempt"], task["result"], task["finished_at"]) == ("pending", 0, None, None)
     assert [t["task_id"] for t in json.loads(cli("status", "--json")[1])] == [3, 2, 1]  # newest first
 
@@ -57,11 +65,14 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
     assert "queue ready" in cli("stats")[1]
 
 
-@pytest.mark.parametrize("content, why", [
-    (None, "not found|No such file|does not exist"),
-    (b"\x89PNG\x00\x00binary", "binary|not text|NUL"),
-    (b"x" * 2048, "limit|too large|over"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (None, "not found|No such file|does not exist"),
+        (b"\x89PNG\x00\x00binary", "binary|not text|NUL"),
+        (b"x" * 2048, "limit|too large|over"),
+    ],
+)
 def test_submit_refuses_a_bad_file_by_name_and_creates_no_task(cli, tmp_path, monkeypatch, content, why):
     monkeypatch.setenv("DOCLLM_MAX_DOCUMENT_BYTES", "1024")
     good = write(tmp_path, "good.md", "# fine\n")
@@ -103,13 +114,15 @@ def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
 
         def review(self, *_):
             from docllm.domain.errors import PermanentError
+
             raise PermanentError("the document is not a document")
 
         def check(self):
             pass
 
-    proc = TaskProcessor(queue, repo, Refuses(), container.clock(), container.retry_policy(),
-                         container.lease_policy(), "w")
+    proc = TaskProcessor(
+        queue, repo, Refuses(), container.clock(), container.retry_policy(), container.lease_policy(), "w"
+    )
     attempt = proc.begin(proc.claim())
     proc.finish(attempt, asyncio.run(proc.review(attempt)))
     redis.Redis.from_url(redis_url).lpush(container.settings().queue_prefix + ":queue:ready", "garbage")

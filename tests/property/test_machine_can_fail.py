@@ -13,9 +13,15 @@ from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from tests.property.machine import QueueMachine
 
-SEARCH = settings(max_examples=2000, stateful_step_count=50, derandomize=True, deadline=None,
-                  suppress_health_check=list(HealthCheck), print_blob=False,
-                  phases=(Phase.generate,))  # finding is the point; shrinking would only cost time
+SEARCH = settings(
+    max_examples=2000,
+    stateful_step_count=50,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=False,
+    phases=(Phase.generate,),
+)  # finding is the point; shrinking would only cost time
 
 
 class UnfencedRepository(InMemoryTaskRepository):
@@ -53,11 +59,14 @@ class NoLeftoverSweepMachine(QueueMachine):
         return self._rec
 
 
-@pytest.mark.parametrize("machine, symptom", [
-    (UnfencedMachine, "committed more than once"),
-    (SkippingReaperMachine, "not finished within|queue not empty"),
-    (NoLeftoverSweepMachine, "leftovers are still there"),
-])
+@pytest.mark.parametrize(
+    "machine, symptom",
+    [
+        (UnfencedMachine, "committed more than once"),
+        (SkippingReaperMachine, "not finished within|queue not empty"),
+        (NoLeftoverSweepMachine, "leftovers are still there"),
+    ],
+)
 def test_a_broken_mechanism_is_caught(machine, symptom):
     with pytest.raises(AssertionError, match=symptom):
         run_state_machine_as_test(machine, settings=SEARCH)

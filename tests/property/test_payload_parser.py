@@ -18,8 +18,9 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )
-digit_like = st.text(st.characters(categories=["Nd", "No", "Nl", "Zs"]) | st.sampled_from("-+ 0123456789_"),
-                     max_size=25)
+digit_like = st.text(
+    st.characters(categories=["Nd", "No", "Nl", "Zs"]) | st.sampled_from("-+ 0123456789_"), max_size=25
+)
 task_ids = json_values | digit_like | st.integers(min_value=-(2**70), max_value=2**70)
 objects = st.fixed_dictionaries({"task_id": task_ids}, optional={"task_name": json_values})
 
@@ -57,8 +58,16 @@ def test_any_text_or_bytes_parse_or_are_bad(raw):
     _checked(raw)
 
 
-@pytest.mark.parametrize("raw", ['{"task_id": "²"}', '{"task_id": "٣"}', '{"task_id": "1_000"}',
-                                 '{"task_id": "+5"}', '{"task_id": 9007199254740992}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"task_id": "²"}',
+        '{"task_id": "٣"}',
+        '{"task_id": "1_000"}',
+        '{"task_id": "+5"}',
+        '{"task_id": 9007199254740992}',
+    ],
+)
 def test_the_odd_digits_found_are_bad_payloads(raw):
     with pytest.raises(BadPayload):
         parse_payload(raw, 1024)

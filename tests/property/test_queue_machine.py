@@ -38,8 +38,10 @@ class RedisSqliteMachine(QueueMachine):
 
     def _old_mark_processing(self, task_id):
         with self.engine.begin() as conn:
-            conn.execute(text("UPDATE task_doc_llm SET status='processing' WHERE task_id=:t AND status='pending'"),
-                         {"t": task_id})
+            conn.execute(
+                text("UPDATE task_doc_llm SET status='processing' WHERE task_id=:t AND status='pending'"),
+                {"t": task_id},
+            )
 
 
 TestInMemoryAdapters = QueueMachine.TestCase

@@ -278,7 +278,6 @@ class MariaDBServer(procs.ManagedServer):
             f"{procs.tail(self.log_path)}"
         )
 
-
     def __repr__(self) -> str:
         state = f"pid={self.pid}" if self.is_running else "stopped"
         return f"<MariaDBServer {self.host}:{self.port} {state} datadir={self.datadir}>"

@@ -99,15 +99,24 @@ class RedisServer(procs.ManagedServer):
     def _argv(self) -> list[str]:
         argv = [
             self.binary,
-            "--port", str(self.port),
-            "--bind", self.host,
-            "--dir", str(self.directory),
-            "--appendonly", "yes",
-            "--appendfsync", "always",
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", "",  # stdout, which procs.spawn appends to redis.log
-            "--loglevel", "notice",
+            "--port",
+            str(self.port),
+            "--bind",
+            self.host,
+            "--dir",
+            str(self.directory),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            "",  # stdout, which procs.spawn appends to redis.log
+            "--loglevel",
+            "notice",
         ]
         if self.version >= (7, 0, 0):
             # DEBUG SLEEP / DEBUG JMAP etc. for chaos tests; loopback connections only.
@@ -157,7 +166,6 @@ class RedisServer(procs.ManagedServer):
             f"redis-server on port {self.port} did not answer PING within {self.start_timeout}s ({last!r}):\n"
             f"{procs.tail(self.log_path)}"
         )
-
 
     def __repr__(self) -> str:
         state = f"pid={self.pid}" if self.is_running else "stopped"

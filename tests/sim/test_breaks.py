@@ -7,8 +7,13 @@ import pytest
 from sim.breaks import BREAKS
 from sim.runner import Options, run_once
 
-EXPECTED = {"unfenced-commit": {"I4"}, "ack-any-token": {"I8", "I3", "I1"}, "reaper-client-clock": {"I8", "I1"},
-            "no-cancel": {"I11"}, "no-heartbeat": {"I8"}}
+EXPECTED = {
+    "unfenced-commit": {"I4"},
+    "ack-any-token": {"I8", "I3", "I1"},
+    "reaper-client-clock": {"I8", "I1"},
+    "no-cancel": {"I11"},
+    "no-heartbeat": {"I8"},
+}
 
 
 @pytest.mark.parametrize("name", sorted(BREAKS))

@@ -40,8 +40,9 @@ def test_the_trace_does_not_depend_on_the_hash_seed():
     for hash_seed in ("1", "2"):
         # this checkout's src first: the installed docllm may be another checkout's
         env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-        out = subprocess.run([sys.executable, "-c", DIGEST], cwd=ROOT, env=env, capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", DIGEST], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        )
         digests.add(out.stdout.strip())
     assert len(digests) == 1
     local = hashlib.sha256()

@@ -72,8 +72,11 @@ def test_budget_crashes_at_a_named_call(after):
             done.append(f"crash {crash}")
             break
         done.append(call)
-    expected = ["queue.claim", "repo.commit", "crash after repo.commit"] if after else \
-        ["queue.claim", "crash before repo.commit"]
+    expected = (
+        ["queue.claim", "repo.commit", "crash after repo.commit"]
+        if after
+        else ["queue.claim", "crash before repo.commit"]
+    )
     assert done == expected
 
 

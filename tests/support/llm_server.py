@@ -45,10 +45,16 @@ class Reply:
 
 def completion(content: str, model: str = "test-model", prompt_tokens: int = 10, completion_tokens: int = 5) -> dict:
     return {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -67,11 +73,16 @@ def smart_answer(request: dict) -> dict:
     if first:
         no, text = first
         title = text.lstrip("#").strip()
-        findings.append({
-            "category": "clarity", "severity": "low",
-            "location": {"heading": title if text.startswith("#") else "", "line_start": no, "line_end": no},
-            "quote": text, "message": f"Reviewed the part that starts with {title!r}.", "suggestion": "",
-        })
+        findings.append(
+            {
+                "category": "clarity",
+                "severity": "low",
+                "location": {"heading": title if text.startswith("#") else "", "line_start": no, "line_end": no},
+                "quote": text,
+                "message": f"Reviewed the part that starts with {title!r}.",
+                "suggestion": "",
+            }
+        )
     report = {"findings": findings, "summary": f"Reviewed {len(lines)} lines."}
     prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
     content = json.dumps(report)
@@ -79,9 +90,18 @@ def smart_answer(request: dict) -> dict:
 
 
 class FakeLLM:
-    def __init__(self, *, port: int = 0, seed: int = 0, latency_ms: tuple[float, float] = (0, 0),
-                 rate_429: float = 0.0, rate_500: float = 0.0, unauthorized: bool = False,
-                 models: set[str] | None = None, reject_response_format: bool = False):
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        seed: int = 0,
+        latency_ms: tuple[float, float] = (0, 0),
+        rate_429: float = 0.0,
+        rate_500: float = 0.0,
+        unauthorized: bool = False,
+        models: set[str] | None = None,
+        reject_response_format: bool = False,
+    ):
         self.latency_ms, self.rate_429, self.rate_500 = latency_ms, rate_429, rate_500
         self.unauthorized, self.models, self.reject_response_format = unauthorized, models, reject_response_format
         self.requests: list[dict] = []
@@ -195,8 +215,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--unauthorized", action="store_true", help="answer 401 to everything")
     args = p.parse_args(argv)
     low, _, high = args.latency_ms.partition("-")
-    fake = FakeLLM(port=args.port, seed=args.seed, latency_ms=(float(low), float(high or low)),
-                   rate_429=args.rate_429, rate_500=args.rate_500, unauthorized=args.unauthorized)
+    fake = FakeLLM(
+        port=args.port,
+        seed=args.seed,
+        latency_ms=(float(low), float(high or low)),
+        rate_429=args.rate_429,
+        rate_500=args.rate_500,
+        unauthorized=args.unauthorized,
+    )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

@@ -29,8 +29,17 @@ CREATE TABLE task_doc_llm (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 """
 # The columns the original table has: what "finished rows are never modified" is checked on.
-ORIGINAL_COLUMNS = ("task_id", "task_name", "document", "status", "retry_count", "processing_started_at",
-                    "result", "created_at", "updated_at")
+ORIGINAL_COLUMNS = (
+    "task_id",
+    "task_name",
+    "document",
+    "status",
+    "retry_count",
+    "processing_started_at",
+    "result",
+    "created_at",
+    "updated_at",
+)
 
 
 def payload(task_id: int, task_name: str) -> str:
@@ -54,12 +63,18 @@ class OriginalDeployment:
             return cur.lastrowid
 
     # -- producer -------------------------------------------------------------------------
-    def insert(self, task_name: str, document: str, status: str = "pending", result: str | None = None,
-               retry_count: int = 0) -> int:
+    def insert(
+        self, task_name: str, document: str, status: str = "pending", result: str | None = None, retry_count: int = 0
+    ) -> int:
         started = "NOW()" if status != "pending" else "NULL"
         return self._sql(
             "INSERT INTO task_doc_llm (task_name, document, status, result, retry_count, processing_started_at)"
-            f" VALUES (%s, %s, %s, %s, %s, {started})", task_name, document, status, result, retry_count,
+            f" VALUES (%s, %s, %s, %s, %s, {started})",
+            task_name,
+            document,
+            status,
+            result,
+            retry_count,
         )
 
     def produce(self, task_name: str, document: str) -> int:
@@ -82,7 +97,9 @@ class OriginalDeployment:
         with self.conn.cursor() as cur:
             changed = cur.execute(
                 "UPDATE task_doc_llm SET status='processing', processing_started_at=NOW()"
-                " WHERE task_id=%s AND status='pending'", (task_id,))
+                " WHERE task_id=%s AND status='pending'",
+                (task_id,),
+            )
             self.conn.commit()
             return changed == 1
 
@@ -100,8 +117,11 @@ class OriginalDeployment:
 
     def reclaim(self, task_id: int) -> None:
         """The old reaper's ``reclaim_task`` (its DB half): processing -> pending, retry_count + 1."""
-        self._sql("UPDATE task_doc_llm SET status='pending', retry_count=retry_count+1,"
-                  " processing_started_at=NULL, result=NULL WHERE task_id=%s AND status='processing'", task_id)
+        self._sql(
+            "UPDATE task_doc_llm SET status='pending', retry_count=retry_count+1,"
+            " processing_started_at=NULL, result=NULL WHERE task_id=%s AND status='processing'",
+            task_id,
+        )
 
     def original_rows(self, where: str = "status IN ('success', 'failed')") -> dict[int, tuple]:
         """The original columns, as stored (HEX of the bytes), of the rows ``where`` selects."""

@@ -26,15 +26,40 @@ def test_quick_benchmark_runs_every_measurement(tmp_path: Path) -> None:
         pytest.skip("redis-server not installed: run scripts/test to install it")
     out = tmp_path / "bench.json"
     md = tmp_path / "bench.md"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--json", str(out), "--markdown", str(md),
-                           "--workdir", str(tmp_path / "work")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=580)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--json",
+            str(out),
+            "--markdown",
+            str(md),
+            "--workdir",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     results = json.loads(out.read_text())
     assert results["failed"] == []
     keys = {t["key"] for t in results["tables"]}
-    assert {"floor", "queue_only", "worker", "memory", "reaper", "recovery", "llm_mock", "llm", "idle_redis",
-            "wake"} <= keys
+    assert {
+        "floor",
+        "queue_only",
+        "worker",
+        "memory",
+        "reaper",
+        "recovery",
+        "llm_mock",
+        "llm",
+        "idle_redis",
+        "wake",
+    } <= keys
     llm = results["llm"]
     assert llm["mock_check"]["ratio"] > 0.5  # the mock answers (the >= 0.98 goal is for the full run)
     docllm = [r for r in llm["runs"] if r["name"] == "docllm"]

@@ -22,7 +22,11 @@ def test_the_outline_knows_heading_paths_and_ignores_hashes_in_code():
     doc = f"intro\n# A\n## B ##\n{FENCE}bash\n# not a heading\n{FENCE}\n### C\n## D\n#nospace\n~~~json\n{{"
     o = parse_outline(doc)
     assert [(h.level, h.text, h.line, h.path) for h in o.headings] == [
-        (1, "A", 2, ("A",)), (2, "B", 3, ("A", "B")), (3, "C", 7, ("A", "B", "C")), (2, "D", 8, ("A", "D"))]
+        (1, "A", 2, ("A",)),
+        (2, "B", 3, ("A", "B")),
+        (3, "C", 7, ("A", "B", "C")),
+        (2, "D", 8, ("A", "D")),
+    ]
     assert [(f.language, f.start, f.end) for f in o.fences] == [("bash", 4, 6), ("json", 10, None)]
     assert o.heading_path(1) == () and o.heading_path(5) == ("A", "B") and o.heading_path(11) == ("A", "D")
     assert o.code_lines() == {4, 5, 6, 10, 11}

@@ -11,8 +11,14 @@ from docllm.settings import Settings
 
 
 def test_services_are_wired_from_settings_with_overridden_ports():
-    settings = Settings.from_env({"DOCLLM_MAX_ATTEMPTS": "7", "DOCLLM_LEASE_SECONDS": "12",
-                                  "DOCLLM_RECONCILE_GRACE_SECONDS": "90", "DOCLLM_WORKER_ID": "w-9"})
+    settings = Settings.from_env(
+        {
+            "DOCLLM_MAX_ATTEMPTS": "7",
+            "DOCLLM_LEASE_SECONDS": "12",
+            "DOCLLM_RECONCILE_GRACE_SECONDS": "90",
+            "DOCLLM_WORKER_ID": "w-9",
+        }
+    )
     clock = ManualClock()
     c = Container()
     c.settings.override(providers.Object(settings))
@@ -38,6 +44,15 @@ def test_the_real_redis_adapter_is_built_from_a_client():
 
 def test_openai_provider_builds_the_openai_reviewer():
     c = Container()
-    c.settings.override(providers.Object(Settings.from_env(
-        {"DOCLLM_LLM_PROVIDER": "openai", "DOCLLM_LLM_API_KEY": "k", "DOCLLM_LLM_BASE_URL": "http://127.0.0.1:9/v1"})))
+    c.settings.override(
+        providers.Object(
+            Settings.from_env(
+                {
+                    "DOCLLM_LLM_PROVIDER": "openai",
+                    "DOCLLM_LLM_API_KEY": "k",
+                    "DOCLLM_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+                }
+            )
+        )
+    )
     assert c.reviewer().name == "openai"

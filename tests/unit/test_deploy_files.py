@@ -122,8 +122,11 @@ def test_dockerfile_copies_what_exists(dockerfile):
 
 
 def test_dockerignore_keeps_the_build_inputs():
-    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert {".git", "tests", ".docllm"} <= ignored
     assert not ignored & {"src", "pyproject.toml", "README.md"}
 
@@ -138,8 +141,12 @@ def test_the_image_healthcheck_follows_healthz(dockerfile, healthy, code):
     problems = [] if healthy else ["reaper loop stalled"]
     endpoints = HttpEndpoints("127.0.0.1", 0, CollectorRegistry(), lambda: (healthy, problems), {}).start()
     try:
-        done = subprocess.run([sys.executable, "-c", argv[2]], env={"DOCLLM_METRICS_PORT": str(endpoints.port)},
-                              capture_output=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-c", argv[2]],
+            env={"DOCLLM_METRICS_PORT": str(endpoints.port)},
+            capture_output=True,
+            timeout=30,
+        )
     finally:
         endpoints.stop()
     assert done.returncode == code, done.stderr
@@ -180,8 +187,14 @@ def test_deploy_doc_names_only_real_settings_and_says_what_is_untested():
     text = (ROOT / "docs" / "DEPLOY.md").read_text()
     named = set(NAMED.findall(text))
     assert named <= VARIABLES, sorted(named - VARIABLES)
-    for needed in ("noeviction", "appendonly yes", "{docllm}", "docllm init-db", "no container engine",
-                   "tests/unit/test_deploy_files.py"):
+    for needed in (
+        "noeviction",
+        "appendonly yes",
+        "{docllm}",
+        "docllm init-db",
+        "no container engine",
+        "tests/unit/test_deploy_files.py",
+    ):
         assert needed in text, needed
 
 

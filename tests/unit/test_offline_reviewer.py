@@ -15,34 +15,73 @@ FENCE = "```"
 
 # (what the finding's message contains, a document that triggers it, a similar one that does not)
 CASES = {
-    "marker": ("TODO marker", "# A\n\nInstall it. TODO: explain proxies.\n",
-               "# A\n\nSearch the code for `TODO` comments.\n"),
-    "fixme in code": ("FIXME marker", f"# A\n\n{FENCE}python\nx = 1  # FIXME\n{FENCE}\n",
-                      f"# A\n\n{FENCE}python\nx = 1\n{FENCE}\n"),
-    "empty section": ("is empty", "# A\n\n## Setup\n\n## Usage\n\nRun it.\n",
-                      "# A\n\n## Setup\n\n### Linux\n\nApt.\n\n## Usage\n\nRun it.\n"),
-    "heading jump": ("jumps from H1 to H3", "# A\n\nText.\n\n### C\n\nText.\n",
-                     "# A\n\nText.\n\n## B\n\nText.\n\n### C\n\nText.\n"),
-    "duplicate heading": ("repeats the one on line 3", "# A\n\n## Notes\n\nx\n\n## Notes\n\ny\n",
-                          "# A\n\n## X\n\n### Notes\n\nx\n\n## Y\n\n### Notes\n\ny\n"),
-    "unclosed fence": ("never closed", f"# A\n\n{FENCE}bash\necho hi\n\n## B\n\nText.\n",
-                       f"# A\n\n{FENCE}bash\necho hi\n{FENCE}\n\n## B\n\nText.\n"),
-    "json": ("JSON block does not parse", f'# A\n\n{FENCE}json\n{{"a": 1,}}\n{FENCE}\n',
-             f'# A\n\n{FENCE}json\n{{"a": 1}}\n{FENCE}\n'),
-    "yaml": ("YAML block does not parse", f"# A\n\n{FENCE}yaml\na: [1, 2\n{FENCE}\n",
-             f"# A\n\n{FENCE}yaml\na: [1, 2]\n---\nb: 3\n{FENCE}\n"),
-    "python": ("Python block does not parse", f"# A\n\n{FENCE}python\ndef f(:\n    pass\n{FENCE}\n",
-               f"# A\n\n{FENCE}python\n>>> def f(:\n{FENCE}\n\n{FENCE}py\ndef f():\n    pass\n{FENCE}\n"),
-    "anchor": ("matches no heading", "# A\n\nSee [setup](#set-up).\n\n## Setup\n\nx\n",
-               "# A\n\nSee [setup](#setup), [again](#setup-1), [id](#custom).\n\n## Setup\n\nx\n\n"
-               "## Setup\n\ny\n\n## Other {#custom}\n\nz\n"),
-    "reference": ("never defined", "# A\n\nRead [the guide][guide].\n",
-                  "# A\n\nRead [the guide][guide] and [Guide][].\n\n[guide]: https://example.com\n"),
+    "marker": (
+        "TODO marker",
+        "# A\n\nInstall it. TODO: explain proxies.\n",
+        "# A\n\nSearch the code for `TODO` comments.\n",
+    ),
+    "fixme in code": (
+        "FIXME marker",
+        f"# A\n\n{FENCE}python\nx = 1  # FIXME\n{FENCE}\n",
+        f"# A\n\n{FENCE}python\nx = 1\n{FENCE}\n",
+    ),
+    "empty section": (
+        "is empty",
+        "# A\n\n## Setup\n\n## Usage\n\nRun it.\n",
+        "# A\n\n## Setup\n\n### Linux\n\nApt.\n\n## Usage\n\nRun it.\n",
+    ),
+    "heading jump": (
+        "jumps from H1 to H3",
+        "# A\n\nText.\n\n### C\n\nText.\n",
+        "# A\n\nText.\n\n## B\n\nText.\n\n### C\n\nText.\n",
+    ),
+    "duplicate heading": (
+        "repeats the one on line 3",
+        "# A\n\n## Notes\n\nx\n\n## Notes\n\ny\n",
+        "# A\n\n## X\n\n### Notes\n\nx\n\n## Y\n\n### Notes\n\ny\n",
+    ),
+    "unclosed fence": (
+        "never closed",
+        f"# A\n\n{FENCE}bash\necho hi\n\n## B\n\nText.\n",
+        f"# A\n\n{FENCE}bash\necho hi\n{FENCE}\n\n## B\n\nText.\n",
+    ),
+    "json": (
+        "JSON block does not parse",
+        f'# A\n\n{FENCE}json\n{{"a": 1,}}\n{FENCE}\n',
+        f'# A\n\n{FENCE}json\n{{"a": 1}}\n{FENCE}\n',
+    ),
+    "yaml": (
+        "YAML block does not parse",
+        f"# A\n\n{FENCE}yaml\na: [1, 2\n{FENCE}\n",
+        f"# A\n\n{FENCE}yaml\na: [1, 2]\n---\nb: 3\n{FENCE}\n",
+    ),
+    "python": (
+        "Python block does not parse",
+        f"# A\n\n{FENCE}python\ndef f(:\n    pass\n{FENCE}\n",
+        f"# A\n\n{FENCE}python\n>>> def f(:\n{FENCE}\n\n{FENCE}py\ndef f():\n    pass\n{FENCE}\n",
+    ),
+    "anchor": (
+        "matches no heading",
+        "# A\n\nSee [setup](#set-up).\n\n## Setup\n\nx\n",
+        "# A\n\nSee [setup](#setup), [again](#setup-1), [id](#custom).\n\n## Setup\n\nx\n\n"
+        "## Setup\n\ny\n\n## Other {#custom}\n\nz\n",
+    ),
+    "reference": (
+        "never defined",
+        "# A\n\nRead [the guide][guide].\n",
+        "# A\n\nRead [the guide][guide] and [Guide][].\n\n[guide]: https://example.com\n",
+    ),
     "empty target": ("has no target", "# A\n\nSee [this]().\n", "# A\n\nSee [this](https://example.com).\n"),
-    "spaced target": ("contains a space", "# A\n\nSee [notes](my notes.md).\n",
-                      "# A\n\nSee [notes](<my notes.md>) and [more](more.md \"More\").\n"),
-    "long sentence": ("sentence has", "# A\n\n" + "word " * 45 + "end.\n",
-                      "# A\n\n" + ("Short words here. " * 20) + "\n\n- " + "item " * 20 + "\n"),
+    "spaced target": (
+        "contains a space",
+        "# A\n\nSee [notes](my notes.md).\n",
+        '# A\n\nSee [notes](<my notes.md>) and [more](more.md "More").\n',
+    ),
+    "long sentence": (
+        "sentence has",
+        "# A\n\n" + "word " * 45 + "end.\n",
+        "# A\n\n" + ("Short words here. " * 20) + "\n\n- " + "item " * 20 + "\n",
+    ),
 }
 
 

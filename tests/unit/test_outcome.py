@@ -8,11 +8,19 @@ from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
 
 def test_runtime_outcomes_carry_their_reason_and_message() -> None:
     cases = [
-        (Outcome.timed_out(600), OutcomeKind.retryable, Reason.timeout,
-         "attempt exceeded PROCESSING_TIMEOUT_SECONDS=600"),
+        (
+            Outcome.timed_out(600),
+            OutcomeKind.retryable,
+            Reason.timeout,
+            "attempt exceeded PROCESSING_TIMEOUT_SECONDS=600",
+        ),
         (Outcome.shut_down(), OutcomeKind.release, Reason.shutdown, "worker shut down before the attempt finished"),
-        (Outcome.misconfigured(ConfigurationError("401")), OutcomeKind.release, Reason.llm_configuration,
-         "LLM configuration error: 401"),
+        (
+            Outcome.misconfigured(ConfigurationError("401")),
+            OutcomeKind.release,
+            Reason.llm_configuration,
+            "LLM configuration error: 401",
+        ),
         (Outcome.crashed(RuntimeError("boom")), OutcomeKind.retryable, Reason.reviewer_bug, "RuntimeError: boom"),
     ]
     for outcome, kind, reason, error in cases:

@@ -29,11 +29,27 @@ def test_a_built_report_is_valid_and_complete():
 
 
 def test_a_model_answer_is_normalised_and_keeps_its_extra_fields():
-    answer = validate_answer({"summary": "s", "findings": [
-        {"category": " Clarity ", "severity": "LOW", "message": "Vague.", "location": "Intro", "quote": None,
-         "confidence": 0.7},
-        {"category": "code", "severity": "high", "message": "Bad.", "location": {"line_start": "7", "line_end": 5}},
-    ]})
+    answer = validate_answer(
+        {
+            "summary": "s",
+            "findings": [
+                {
+                    "category": " Clarity ",
+                    "severity": "LOW",
+                    "message": "Vague.",
+                    "location": "Intro",
+                    "quote": None,
+                    "confidence": 0.7,
+                },
+                {
+                    "category": "code",
+                    "severity": "high",
+                    "message": "Bad.",
+                    "location": {"line_start": "7", "line_end": 5},
+                },
+            ],
+        }
+    )
     first, second = answer["findings"]
     assert (first["category"], first["severity"], first["quote"], first["suggestion"]) == ("clarity", "low", "", "")
     assert first["location"] == {"heading": "Intro", "line_start": None, "line_end": None}
@@ -41,30 +57,43 @@ def test_a_model_answer_is_normalised_and_keeps_its_extra_fields():
     assert second["location"] == {"heading": "", "line_start": 7, "line_end": 7}
 
 
-@pytest.mark.parametrize("bad, field", [
-    ([], "must be a JSON object"),
-    ({"summary": "s"}, "findings must be a list"),
-    ({"findings": [], "summary": 3}, "summary"),
-    ({"findings": ["x"]}, r"findings[0] must be an object"),
-    ({"findings": [{"category": "style!", "severity": "low", "message": "m"}]}, "findings[0].category"),
-    ({"findings": [{"category": "code", "severity": "urgent", "message": "m"}]}, "findings[0].severity"),
-    ({"findings": [{"category": "code", "severity": "low", "message": " "}]}, "findings[0].message"),
-    ({"findings": [{"category": "code", "severity": "low", "message": "m", "quote": 3}]}, "findings[0].quote"),
-    ({"findings": [{"category": "code", "severity": "low", "message": "m", "location": {"line_start": 0}}]},
-     "findings[0].location.line_start"),
-    ({"findings": [{"category": "code", "severity": "low", "message": "m", "location": [1]}]},
-     "findings[0].location must be an object"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ([], "must be a JSON object"),
+        ({"summary": "s"}, "findings must be a list"),
+        ({"findings": [], "summary": 3}, "summary"),
+        ({"findings": ["x"]}, r"findings[0] must be an object"),
+        ({"findings": [{"category": "style!", "severity": "low", "message": "m"}]}, "findings[0].category"),
+        ({"findings": [{"category": "code", "severity": "urgent", "message": "m"}]}, "findings[0].severity"),
+        ({"findings": [{"category": "code", "severity": "low", "message": " "}]}, "findings[0].message"),
+        ({"findings": [{"category": "code", "severity": "low", "message": "m", "quote": 3}]}, "findings[0].quote"),
+        (
+            {"findings": [{"category": "code", "severity": "low", "message": "m", "location": {"line_start": 0}}]},
+            "findings[0].location.line_start",
+        ),
+        (
+            {"findings": [{"category": "code", "severity": "low", "message": "m", "location": [1]}]},
+            "findings[0].location must be an object",
+        ),
+    ],
+)
 def test_a_bad_answer_names_its_bad_field(bad, field):
     with pytest.raises(ValueError) as caught:
         validate_answer(bad)
     assert field in str(caught.value)
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"reviewer": "gpt"}, "reviewer"), ({"model": None}, "model"), ({"chunks": -1}, "chunks"),
-    ({"usage": None}, "usage"), ({"usage": {"prompt_tokens": 1, "completion_tokens": True}}, "usage.completion_tokens"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"reviewer": "gpt"}, "reviewer"),
+        ({"model": None}, "model"),
+        ({"chunks": -1}, "chunks"),
+        ({"usage": None}, "usage"),
+        ({"usage": {"prompt_tokens": 1, "completion_tokens": True}}, "usage.completion_tokens"),
+    ],
+)
 def test_a_bad_report_names_its_bad_field(change, field):
     with pytest.raises(ValueError, match=field):
         validate_report({**report(), **change})
@@ -73,11 +102,17 @@ def test_a_bad_report_names_its_bad_field(change, field):
 def test_merge_folds_duplicates_keeping_the_higher_severity_and_sums_the_rest():
     general = finding("completeness", "low", "No  conclusion.")
     one = report(finding("links", "medium", "Broken.", line_start=3), general, summary="Part one.")
-    two = report(finding("links", "medium", "Broken.", line_start=30), {**general, "message": "no conclusion.",
-                                                                       "severity": "high"}, summary="Part two.")
+    two = report(
+        finding("links", "medium", "Broken.", line_start=30),
+        {**general, "message": "no conclusion.", "severity": "high"},
+        summary="Part two.",
+    )
     merged = merge_reports([one, two])
     assert [(f["message"], f["severity"], f["location"]["line_start"]) for f in merged["findings"]] == [
-        ("Broken.", "medium", 3), ("No  conclusion.", "high", None), ("Broken.", "medium", 30)]
+        ("Broken.", "medium", 3),
+        ("No  conclusion.", "high", None),
+        ("Broken.", "medium", 30),
+    ]
     assert (merged["chunks"], merged["usage"]) == (2, {"prompt_tokens": 6, "completion_tokens": 4})
     assert merged["summary"] == "Part one. Part two."
     assert validate_report(merged) == merged

@@ -53,8 +53,9 @@ class World:
     retry: RetryPolicy
 
     def worker(self, name="w1", reviewer=None, limits=Limits()):
-        return TaskProcessor(self.queue, self.repo, reviewer or Reviewer(), self.clock, self.retry, LEASE,
-                             name, limits, self.events)
+        return TaskProcessor(
+            self.queue, self.repo, reviewer or Reviewer(), self.clock, self.retry, LEASE, name, limits, self.events
+        )
 
     def reaper(self):
         return Reaper(self.queue, self.repo, self.retry, events=self.events)
@@ -80,9 +81,13 @@ class World:
 def w():
     clock = ManualClock()
     tokens = itertools.count(1)
-    return World(clock, InMemoryTaskQueue(clock, token_factory=lambda: f"t{next(tokens)}"),
-                 InMemoryTaskRepository(clock), RecordingEvents(),
-                 RetryPolicy(max_attempts=3, base_seconds=1, cap_seconds=4, rng=random.Random(0)))
+    return World(
+        clock,
+        InMemoryTaskQueue(clock, token_factory=lambda: f"t{next(tokens)}"),
+        InMemoryTaskRepository(clock),
+        RecordingEvents(),
+        RetryPolicy(max_attempts=3, base_seconds=1, cap_seconds=4, rng=random.Random(0)),
+    )
 
 
 def test_happy_path_commits_once_and_empties_the_queue(w):
@@ -95,8 +100,13 @@ def test_happy_path_commits_once_and_empties_the_queue(w):
     assert (s.ready, s.processing, s.delayed, s.dead) == (0, 0, 0, 0)
 
 
-@pytest.mark.parametrize("raw, text, reason", [("garbage", "malformed payload", Reason.malformed_payload),
-                                               ('{"task_id": 424242}', "unknown task", Reason.unknown_task)])
+@pytest.mark.parametrize(
+    "raw, text, reason",
+    [
+        ("garbage", "malformed payload", Reason.malformed_payload),
+        ('{"task_id": 424242}', "unknown task", Reason.unknown_task),
+    ],
+)
 def test_bad_payloads_are_dead_lettered_with_a_reason_never_dropped(w, raw, text, reason):  # D7, I7
     w.queue.push(raw)
     proc = w.worker()
@@ -304,6 +314,7 @@ class FlakyQueue:
         if not self.failed:
             self.failed = True
             from docllm.domain.errors import Unavailable
+
             raise Unavailable("redis is down")
         return self.inner.dead_letter(*args, **kwargs)
 

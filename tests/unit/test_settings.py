@@ -10,18 +10,21 @@ def test_defaults_run_on_a_laptop():
     assert s.queue_prefix == "docllm"
 
 
-@pytest.mark.parametrize("env, named", [
-    ({"DOCLLM_LEASE_SECONDS": "-5"}, "DOCLLM_LEASE_SECONDS"),
-    ({"DOCLLM_LEASE_SECONDS": "abc"}, "DOCLLM_LEASE_SECONDS"),
-    ({"DOCLLM_CONCURRENCY": "2.5"}, "DOCLLM_CONCURRENCY"),
-    ({"DOCLLM_CONCURRENCY": "0"}, "DOCLLM_CONCURRENCY"),
-    ({"DOCLLM_LLM_PROVIDER": "gpt"}, "DOCLLM_LLM_PROVIDER"),
-    ({"PROCESSING_TIMEOUT_SECONDS": "0"}, "PROCESSING_TIMEOUT_SECONDS"),
-    ({"DOCLLM_MAX_ATTEMPTS": "many"}, "DOCLLM_MAX_ATTEMPTS"),
-    ({"DOCLLM_REDIS_URL": "localhost:6379"}, "DOCLLM_REDIS_URL"),
-    ({"DOCLLM_LOG_FORMAT": "xml"}, "DOCLLM_LOG_FORMAT"),
-    ({"DOCLLM_LLM_PROVIDER": "openai"}, "DOCLLM_LLM_API_KEY"),
-])
+@pytest.mark.parametrize(
+    "env, named",
+    [
+        ({"DOCLLM_LEASE_SECONDS": "-5"}, "DOCLLM_LEASE_SECONDS"),
+        ({"DOCLLM_LEASE_SECONDS": "abc"}, "DOCLLM_LEASE_SECONDS"),
+        ({"DOCLLM_CONCURRENCY": "2.5"}, "DOCLLM_CONCURRENCY"),
+        ({"DOCLLM_CONCURRENCY": "0"}, "DOCLLM_CONCURRENCY"),
+        ({"DOCLLM_LLM_PROVIDER": "gpt"}, "DOCLLM_LLM_PROVIDER"),
+        ({"PROCESSING_TIMEOUT_SECONDS": "0"}, "PROCESSING_TIMEOUT_SECONDS"),
+        ({"DOCLLM_MAX_ATTEMPTS": "many"}, "DOCLLM_MAX_ATTEMPTS"),
+        ({"DOCLLM_REDIS_URL": "localhost:6379"}, "DOCLLM_REDIS_URL"),
+        ({"DOCLLM_LOG_FORMAT": "xml"}, "DOCLLM_LOG_FORMAT"),
+        ({"DOCLLM_LLM_PROVIDER": "openai"}, "DOCLLM_LLM_API_KEY"),
+    ],
+)
 def test_a_bad_setting_names_its_variable(env, named):
     with pytest.raises(SettingsError, match=named):
         Settings.from_env(env)
@@ -39,7 +42,8 @@ def test_every_setting_has_a_variable():
 
 
 def test_urls_lose_their_passwords_in_repr_and_messages():
-    s = Settings.from_env({"DOCLLM_DATABASE_URL": "mysql+pymysql://u:hunter2@db/docllm",
-                           "DOCLLM_REDIS_URL": "redis://:sekret@r:6379/0"})
+    s = Settings.from_env(
+        {"DOCLLM_DATABASE_URL": "mysql+pymysql://u:hunter2@db/docllm", "DOCLLM_REDIS_URL": "redis://:sekret@r:6379/0"}
+    )
     assert "hunter2" not in repr(s) and "sekret" not in repr(s)
     assert "mysql+pymysql://u:***@db/docllm" in repr(s)

@@ -36,5 +36,10 @@ def test_the_rollback_command_moves_waiting_retries_back_to_ready() -> None:
     assert client.eval(script, 2, delayed, ready) == 2
     assert client.zcard(delayed) == 0
     assert sorted(client.lrange(ready, 0, -1)) == sorted(
-        s.encode() for s in ('{"task_id": 1, "task_name": "甲"}', '{"task_id": 2, "task_name": "乙"}',
-                             '{"task_id": 3, "task_name": "丙"}'))
+        s.encode()
+        for s in (
+            '{"task_id": 1, "task_name": "甲"}',
+            '{"task_id": 2, "task_name": "乙"}',
+            '{"task_id": 3, "task_name": "丙"}',
+        )
+    )

@@ -90,8 +90,9 @@ class Rig:
         self.reviewer = reviewer
         self.lease = LeasePolicy(lease_seconds=lease, max_runtime_seconds=max_runtime, reaper_interval_seconds=0.05)
         self.retry = RetryPolicy(max_attempts=3, base_seconds=0.05, cap_seconds=0.1)
-        self.proc = TaskProcessor(self.queue, self.repo, reviewer, self.clock, self.retry, self.lease, "w",
-                                  events=self.events)
+        self.proc = TaskProcessor(
+            self.queue, self.repo, reviewer, self.clock, self.retry, self.lease, "w", events=self.events
+        )
         self.gate = ConfigGate(reviewer, logging.getLogger("test"), base=0.05, cap=0.1)
         self.calls = ThreadedPortCalls(4)
         self.worker = Worker(self.proc, self.calls, self.gate, concurrency, idle_wait_seconds=idle_wait)

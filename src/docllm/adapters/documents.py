@@ -12,8 +12,29 @@ from pathlib import Path
 
 DEFAULT_MAX_BYTES = 1_000_000
 _HTML_START = re.compile(r"\s*(<!doctype\s+html|<html[\s>])", re.I)
-_BLOCKS = {"p", "div", "section", "article", "header", "footer", "main", "nav", "aside", "table", "tr",
-           "ul", "ol", "dl", "dt", "dd", "blockquote", "figure", "hr", "br", "title"}
+_BLOCKS = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "main",
+    "nav",
+    "aside",
+    "table",
+    "tr",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "blockquote",
+    "figure",
+    "hr",
+    "br",
+    "title",
+}
 _SKIP = {"script", "style", "head", "template", "noscript", "svg"}
 
 

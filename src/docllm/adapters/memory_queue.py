@@ -167,8 +167,9 @@ class InMemoryTaskQueue:
             self._to_ready(lease.raw, front)
             return True
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
-                    unless_lettered: bool = False) -> bool:
+    def dead_letter(
+        self, token: str | None, raw: str, reason: str, task_id: int | None = None, unless_lettered: bool = False
+    ) -> bool:
         now = self._clock.now_ms()
         with self._changed:
             if token is not None:
@@ -185,7 +186,9 @@ class InMemoryTaskQueue:
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         now = self._clock.now_ms()
         with self._changed:
-            late = sorted((lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now)
+            late = sorted(
+                (lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now
+            )
             first = int(start * max(0, len(late) - limit))
             return [self._leases[token].delivery(token) for _, token in late[first : first + max(0, limit)]]
 
@@ -278,4 +281,3 @@ class InMemoryTaskQueue:
         with self._changed:
             oldest = min((lease.claimed_at_ms for lease in self._leases.values()), default=None)
             return QueueStats(len(self._ready), len(self._leases), len(self._delayed), len(self._dead), oldest)
-

@@ -45,17 +45,22 @@ class Metrics:
         self.dead_lettered = counter("tasks_dead_lettered", "Payloads moved to the dead-letter list", "reason")
         self.renewals = counter("lease_renewals", "Leases renewed by a heartbeat")
         self.leases_lost = counter("leases_lost", "Heartbeats that found the lease gone")
-        self.backend_errors = counter("backend_errors", "Calls that found Redis or the database unavailable",
-                                      "backend")
+        self.backend_errors = counter("backend_errors", "Calls that found Redis or the database unavailable", "backend")
         self.llm_errors = counter("llm_errors", "Reviews that raised, by error class", "provider", "error_class")
-        self.llm_seconds = Histogram("docllm_llm_review_seconds", "Time of one document review (all LLM calls)",
-                                     ["provider", "outcome"], buckets=SLOW, registry=r)
-        self.attempt_seconds = Histogram("docllm_attempt_duration_seconds", "Attempts from start to outcome",
-                                         ["outcome"], buckets=SLOW, registry=r)
-        self.reaper_cycle = Histogram("docllm_reaper_cycle_seconds", "One reaper cycle",
-                                      buckets=FAST, registry=r)
-        self.reconcile_cycle = Histogram("docllm_reconciler_cycle_seconds", "One reconciler cycle",
-                                         buckets=FAST, registry=r)
+        self.llm_seconds = Histogram(
+            "docllm_llm_review_seconds",
+            "Time of one document review (all LLM calls)",
+            ["provider", "outcome"],
+            buckets=SLOW,
+            registry=r,
+        )
+        self.attempt_seconds = Histogram(
+            "docllm_attempt_duration_seconds", "Attempts from start to outcome", ["outcome"], buckets=SLOW, registry=r
+        )
+        self.reaper_cycle = Histogram("docllm_reaper_cycle_seconds", "One reaper cycle", buckets=FAST, registry=r)
+        self.reconcile_cycle = Histogram(
+            "docllm_reconciler_cycle_seconds", "One reconciler cycle", buckets=FAST, registry=r
+        )
 
     def watch(self, queue: TaskQueue, in_flight: Callable[[], int] | None = None) -> None:
         """Publish the queue's depths (and this process's attempts in flight) at every scrape."""
@@ -70,11 +75,21 @@ class PrometheusEvents:
 
     def __init__(self, metrics: Metrics):
         m = self.m = metrics
-        self._plain = {ev.CLAIMED: m.claimed, ev.STARTED: m.started, ev.SUCCEEDED: m.succeeded,
-                       ev.LEASE_RENEWED: m.renewals, ev.LEASE_LOST: m.leases_lost}
-        self._by_reason = {ev.FAILED: m.failed, ev.RETRIED: m.retried, ev.RELEASED: m.released,
-                           ev.DEAD_LETTERED: m.dead_lettered, ev.RECLAIMED: m.reclaimed,
-                           ev.REQUEUED: m.reclaimed}  # REQUEUED: claimed, never started, lease expired
+        self._plain = {
+            ev.CLAIMED: m.claimed,
+            ev.STARTED: m.started,
+            ev.SUCCEEDED: m.succeeded,
+            ev.LEASE_RENEWED: m.renewals,
+            ev.LEASE_LOST: m.leases_lost,
+        }
+        self._by_reason = {
+            ev.FAILED: m.failed,
+            ev.RETRIED: m.retried,
+            ev.RELEASED: m.released,
+            ev.DEAD_LETTERED: m.dead_lettered,
+            ev.RECLAIMED: m.reclaimed,
+            ev.REQUEUED: m.reclaimed,
+        }  # REQUEUED: claimed, never started, lease expired
 
     def emit(self, event: str, **fields: Any) -> None:
         m = self.m
@@ -175,8 +190,9 @@ class QueueGauges:
 
     def collect(self):
         if self.in_flight is not None:
-            yield GaugeMetricFamily("docllm_attempts_in_flight", "Attempts running in this process",
-                                    value=self.in_flight())
+            yield GaugeMetricFamily(
+                "docllm_attempts_in_flight", "Attempts running in this process", value=self.in_flight()
+            )
         try:
             stats, now_ms = self.queue.stats(), self.queue.now_ms()
         except Exception as exc:  # noqa: BLE001 - Redis down: no depths this scrape, the rest still served
@@ -188,5 +204,6 @@ class QueueGauges:
         yield depth
         oldest = stats.oldest_claimed_at_ms
         age = 0.0 if oldest is None else max(0, now_ms - oldest) / 1000.0
-        yield GaugeMetricFamily("docllm_oldest_processing_age_seconds",
-                                "Age of the oldest current lease (0 when none)", value=age)
+        yield GaugeMetricFamily(
+            "docllm_oldest_processing_age_seconds", "Age of the oldest current lease (0 when none)", value=age
+        )

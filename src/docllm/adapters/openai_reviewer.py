@@ -33,8 +33,16 @@ log = logging.getLogger(__name__)
 class OpenAIReviewer:
     name = "openai"
 
-    def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout_seconds: float = 60.0,
-                 max_chunk_chars: int = 12000, max_retries: int = 0, max_connections: int = 100):
+    def __init__(
+        self,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        timeout_seconds: float = 60.0,
+        max_chunk_chars: int = 12000,
+        max_retries: int = 0,
+        max_connections: int = 100,
+    ):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
         self.model = model
@@ -46,9 +54,13 @@ class OpenAIReviewer:
         # Servers on a laptop often need no key, but the client insists on one. One connection per
         # attempt in flight: the default pool would queue requests of a large worker behind each other.
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client = openai.AsyncOpenAI(base_url=base_url or None, api_key=api_key or "unset",
-                                          timeout=timeout_seconds, max_retries=max_retries,
-                                          http_client=openai.DefaultAsyncHttpxClient(limits=limits))
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url or None,
+            api_key=api_key or "unset",
+            timeout=timeout_seconds,
+            max_retries=max_retries,
+            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+        )
 
     async def close(self) -> None:
         await self._client.close()
@@ -62,7 +74,8 @@ class OpenAIReviewer:
                     raise
                 # Not every compatible server serves /models/{id}: ask for one token instead.
                 await self._client.chat.completions.create(
-                    model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1)
+                    model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1
+                )
         except openai.BadRequestError:
             return  # the model exists; the server only disliked the probe's parameters
         except openai.OpenAIError as e:
@@ -108,8 +121,9 @@ class OpenAIReviewer:
     async def _create(self, messages: list[dict[str, str]]) -> ChatCompletion:
         sent = cast("list[ChatCompletionMessageParam]", messages)  # the domain's plain role/content dicts
         if self._json_mode:
-            return await self._client.chat.completions.create(model=self.model, messages=sent,
-                                                              response_format={"type": "json_object"})
+            return await self._client.chat.completions.create(
+                model=self.model, messages=sent, response_format={"type": "json_object"}
+            )
         return await self._client.chat.completions.create(model=self.model, messages=sent)
 
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
@@ -156,4 +170,3 @@ def _retry_after(headers: Any) -> float | None:
         return max(0.0, email.utils.parsedate_to_datetime(date).timestamp() - time.time()) if date else None
     except (TypeError, ValueError):
         return None
-

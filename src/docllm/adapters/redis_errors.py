@@ -29,9 +29,7 @@ _UNAVAILABLE = (
 # raised by redis.call inside a script it can arrive as a plain ResponseError, wrapped
 # ("Error running script (call to f_...): @user_script:9: -READONLY You can't write ...",
 # Redis 6) or not.
-UNAVAILABLE_REPLIES = frozenset(
-    {"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "BUSY"}
-)
+UNAVAILABLE_REPLIES = frozenset({"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "BUSY"})
 _REPLY_CODE = re.compile(r"(?:Error running script [^\n]*?: -)?(?:ERR )?([A-Z]+)\b")
 
 

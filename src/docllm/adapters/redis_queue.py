@@ -13,7 +13,7 @@ import heapq
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from importlib import resources
 from typing import Any
 
@@ -108,8 +108,10 @@ class RedisTaskQueue:
         now = self._clock.now_ms()
         tokens = [self._new_token() for _ in range(limit)]
         raws = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
-        return [Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
-                for raw, token in zip(raws, tokens, strict=False)]  # fewer payloads than tokens: fine
+        return [
+            Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
+            for raw, token in zip(raws, tokens, strict=False)
+        ]  # fewer payloads than tokens: fine
 
     def stage(self, timeout_s: float) -> str | None:
         """``BLMOVE ready staging``: one waiter wakes per pushed payload (a no-op ``ready ready``
@@ -120,8 +122,9 @@ class RedisTaskQueue:
             if timeout_s < 0.001:  # BLMOVE's timeout 0 would block forever
                 raw = self._client.lmove(keys.ready, keys.staging, "RIGHT", "LEFT")
             else:
-                raw = self._blocking("BLMOVE", keys.ready, keys.staging, "RIGHT", "LEFT", f"{timeout_s:.3f}",
-                                     timeout_s=timeout_s)
+                raw = self._blocking(
+                    "BLMOVE", keys.ready, keys.staging, "RIGHT", "LEFT", f"{timeout_s:.3f}", timeout_s=timeout_s
+                )
         return None if raw is None else _text(raw)
 
     def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
@@ -147,8 +150,9 @@ class RedisTaskQueue:
         if timeout_s < 0.001:  # BLMOVE's timeout 0 would block forever
             return
         with redis_errors("wait"):
-            self._blocking("BLMOVE", self._keys.ready, self._keys.ready, "RIGHT", "RIGHT", f"{timeout_s:.3f}",
-                           timeout_s=timeout_s)
+            self._blocking(
+                "BLMOVE", self._keys.ready, self._keys.ready, "RIGHT", "RIGHT", f"{timeout_s:.3f}", timeout_s=timeout_s
+            )
 
     def extend(self, token: str, lease_ms: int) -> bool:
         return self.extend_many([token], lease_ms)[0]
@@ -171,8 +175,9 @@ class RedisTaskQueue:
     def requeue(self, token: str, front: bool = False) -> bool:
         return bool(self._run("requeue", token, "1" if front else "0"))
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
-                    unless_lettered: bool = False) -> bool:
+    def dead_letter(
+        self, token: str | None, raw: str, reason: str, task_id: int | None = None, unless_lettered: bool = False
+    ) -> bool:
         tid = "" if task_id is None else task_id
         once = "1" if unless_lettered and not token else ""
         return bool(self._run("dead_letter", token or "", _wire(raw), reason, self._clock.now_ms(), tid, once))
@@ -268,7 +273,7 @@ class RedisTaskQueue:
         named = {int(lease["task_id"]) for lease in held if isinstance(lease.get("task_id"), (int, float))}
         payloads = [raw for raw, count in extra.items() for _ in range(count)]  # count <= 0: none
         stamps = []
-        for key, value in zip(flat_stamps[::2], flat_stamps[1::2]):
+        for key, value in zip(flat_stamps[::2], flat_stamps[1::2], strict=True):
             task_id = _text(key)
             if task_id.isdigit() and int(task_id) not in named:  # every writer's key is a task id
                 stamps.append((int(task_id), _text(value)))
@@ -306,7 +311,6 @@ def _text(value: bytes | str) -> str:
 
 def _wire(raw: str | bytes) -> bytes:
     return raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
-
 
 
 def _delivery(token: bytes | str, deadline: bytes | float, lease: dict[str, Any]) -> Delivery:

@@ -89,8 +89,9 @@ def _sqlite_engine(url: URL, pool_size: int) -> Engine:
         return create_engine(url, poolclass=TakeTurnsPool, connect_args={"check_same_thread": False})
     # A file database: one connection per port thread (QueuePool's default of 5 + 10 would make
     # the rest wait 30 s and fail under a large worker).
-    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=60,
-                           connect_args={"check_same_thread": False})
+    engine = create_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=60, connect_args={"check_same_thread": False}
+    )
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection, _record):
@@ -168,6 +169,8 @@ class TransientRetry:
                 if kind == "lost" and on_lost is not None:
                     on_lost()
                 if tried >= self.tries:
-                    raise Unavailable(f"database unavailable after {tried} tries: {getattr(exc, 'orig', exc)}") from None
+                    raise Unavailable(
+                        f"database unavailable after {tried} tries: {getattr(exc, 'orig', exc)}"
+                    ) from None
             delay = min(self.max_delay, self.base_delay * 2 ** (tried - 1))
             self.sleep(delay * (0.5 + random.random() / 2))

@@ -45,10 +45,14 @@ START_ATTEMPT = (
 )
 COMMIT_ATTEMPT = (
     update(t)
-    .where(t.c.task_id == bindparam("b_task_id"), t.c.attempt == bindparam("b_attempt"),
-           t.c.status == PROCESSING.value)
-    .values(status=SUCCESS.value, updated_at=utcnow(), result=bindparam("b_result", type_=t.c.result.type),
-            error=None, finished_at=utcnow())
+    .where(t.c.task_id == bindparam("b_task_id"), t.c.attempt == bindparam("b_attempt"), t.c.status == PROCESSING.value)
+    .values(
+        status=SUCCESS.value,
+        updated_at=utcnow(),
+        result=bindparam("b_result", type_=t.c.result.type),
+        error=None,
+        finished_at=utcnow(),
+    )
 )
 
 
@@ -63,9 +67,7 @@ def _tasks(stmt: Any, conn: Connection) -> list[Task]:
 
 
 class SqlAlchemyTaskRepository:
-    def __init__(
-        self, engine: Engine, default_max_attempts: int | None = None, retry: TransientRetry | None = None
-    ):
+    def __init__(self, engine: Engine, default_max_attempts: int | None = None, retry: TransientRetry | None = None):
         self._engine = engine
         self._default_max_attempts = default_max_attempts
         self._retry = retry or TransientRetry()
@@ -83,8 +85,9 @@ class SqlAlchemyTaskRepository:
             return self._retry(once)
         return self._retry(once, on_lost=_give_up)
 
-    def _write(self, stmt, task_id: int, landed: Callable[[Task | None], bool],
-               params: dict[str, Any] | None = None) -> bool:
+    def _write(
+        self, stmt, task_id: int, landed: Callable[[Task | None], bool], params: dict[str, Any] | None = None
+    ) -> bool:
         """Execute one conditional statement; True when it changed exactly one row.
 
         After a lost connection an earlier try may have committed, so a zero rowcount is then

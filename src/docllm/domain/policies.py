@@ -26,9 +26,7 @@ class RetryPolicy:
 
     def max_total_backoff(self) -> float:
         """Upper bound of all delays one task can accumulate (used by liveness bounds, I2)."""
-        return sum(
-            min(self.cap_seconds, self.base_seconds * 2.0 ** (n - 1)) for n in range(1, self.max_attempts + 1)
-        )
+        return sum(min(self.cap_seconds, self.base_seconds * 2.0 ** (n - 1)) for n in range(1, self.max_attempts + 1))
 
 
 @dataclass(frozen=True)

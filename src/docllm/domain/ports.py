@@ -68,8 +68,9 @@ class TaskQueue(Protocol):
     def requeue(self, token: str, front: bool = False) -> bool:
         """Move the leased payload back to ready at once."""
 
-    def dead_letter(self, token: str | None, raw: str, reason: str, task_id: int | None = None,
-                    unless_lettered: bool = False) -> bool:
+    def dead_letter(
+        self, token: str | None, raw: str, reason: str, task_id: int | None = None, unless_lettered: bool = False
+    ) -> bool:
         """Keep the payload in the dead-letter list with its reason; with a token, only while it holds.
 
         ``unless_lettered`` (without a token, with a task id): not when the list already holds a

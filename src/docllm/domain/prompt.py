@@ -59,8 +59,7 @@ def document_message(task_name: str, text: str, heading: str = "", part: int = 1
     )
 
 
-def build_messages(task_name: str, text: str, heading: str = "", part: int = 1,
-                   parts: int = 1) -> list[dict[str, str]]:
+def build_messages(task_name: str, text: str, heading: str = "", part: int = 1, parts: int = 1) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": document_message(task_name, text, heading, part, parts)},

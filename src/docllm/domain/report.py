@@ -14,8 +14,16 @@ from typing import Any
 from docllm.domain.errors import PermanentError
 
 CATEGORIES = (
-    "correctness", "consistency", "completeness", "clarity", "formatting", "links", "code",
-    "style", "security", "other",
+    "correctness",
+    "consistency",
+    "completeness",
+    "clarity",
+    "formatting",
+    "links",
+    "code",
+    "style",
+    "security",
+    "other",
 )
 SEVERITIES = ("low", "medium", "high", "critical")
 REVIEWERS = ("openai", "offline")
@@ -39,25 +47,48 @@ def location(heading: str = "", line_start: int | None = None, line_end: int | N
 
 
 def finding(
-    category: str, severity: str, message: str, *, heading: str = "",
-    line_start: int | None = None, line_end: int | None = None, quote: str = "", suggestion: str = "",
+    category: str,
+    severity: str,
+    message: str,
+    *,
+    heading: str = "",
+    line_start: int | None = None,
+    line_end: int | None = None,
+    quote: str = "",
+    suggestion: str = "",
 ) -> dict[str, Any]:
     return {
-        "category": category, "severity": severity, "location": location(heading, line_start, line_end),
-        "quote": quote, "message": message, "suggestion": suggestion,
+        "category": category,
+        "severity": severity,
+        "location": location(heading, line_start, line_end),
+        "quote": quote,
+        "message": message,
+        "suggestion": suggestion,
     }
 
 
 def make_report(
-    findings: list[dict[str, Any]], summary: str, reviewer: str, model: str,
-    chunks: int = 1, usage: dict[str, int] | None = None,
+    findings: list[dict[str, Any]],
+    summary: str,
+    reviewer: str,
+    model: str,
+    chunks: int = 1,
+    usage: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     usage = usage or {}
-    return validate_report({
-        "findings": findings, "summary": summary, "reviewer": reviewer, "model": model, "chunks": chunks,
-        "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
-                  "completion_tokens": usage.get("completion_tokens", 0)},
-    })
+    return validate_report(
+        {
+            "findings": findings,
+            "summary": summary,
+            "reviewer": reviewer,
+            "model": model,
+            "chunks": chunks,
+            "usage": {
+                "prompt_tokens": usage.get("prompt_tokens", 0),
+                "completion_tokens": usage.get("completion_tokens", 0),
+            },
+        }
+    )
 
 
 def _line(value: Any, field: str) -> int | None:
@@ -147,7 +178,9 @@ def validate_report(obj: Any) -> dict[str, Any]:
     if not isinstance(usage, dict):
         raise ValueError("usage must be an object")
     report.update(
-        reviewer=obj["reviewer"], model=obj["model"], chunks=_count(obj.get("chunks"), "chunks"),
+        reviewer=obj["reviewer"],
+        model=obj["model"],
+        chunks=_count(obj.get("chunks"), "chunks"),
         usage={k: _count(usage.get(k), f"usage.{k}") for k in ("prompt_tokens", "completion_tokens")},
     )
     return report
@@ -180,6 +213,10 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
         summary = " ".join(dict.fromkeys(r["summary"].strip() for r in reports if r["summary"].strip()))
     usage = {k: sum(r["usage"][k] for r in reports) for k in ("prompt_tokens", "completion_tokens")}
     return make_report(
-        list(merged.values()), summary, reports[0]["reviewer"], reports[0]["model"],
-        chunks=sum(r["chunks"] for r in reports), usage=usage,
+        list(merged.values()),
+        summary,
+        reports[0]["reviewer"],
+        reports[0]["model"],
+        chunks=sum(r["chunks"] for r in reports),
+        usage=usage,
     )

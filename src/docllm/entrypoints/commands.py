@@ -50,8 +50,7 @@ def submit(args: argparse.Namespace) -> int:
                 docs.append((args.name or os.path.basename(path), read_document(path, limit)))
             except DocumentError as exc:
                 raise CommandError(str(exc)) from None
-        created = [submit_task(c.repository(), c.queue(), name, text, c.settings().max_attempts)
-                   for name, text in docs]
+        created = [submit_task(c.repository(), c.queue(), name, text, c.settings().max_attempts) for name, text in docs]
     if args.json:
         print_json([{"task_id": t.task_id, "task_name": t.task_name} for t in created])
     else:
@@ -132,4 +131,3 @@ def demo(args: argparse.Namespace) -> int:
     from docllm.entrypoints.demo import run_demo
 
     return run_demo(workers=args.workers)
-

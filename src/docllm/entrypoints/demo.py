@@ -66,8 +66,10 @@ def run_demo(workers: int = 3) -> int:
 
     tasks = [submit(repo, queue, p.name, read_document(str(p), settings.max_document_bytes)) for p in docs]
     ids = [t.task_id for t in tasks]
-    console.print(f"[bold]docllm demo[/]: {len(ids)} documents from {docs[0].parent} queued; "
-                  f"starting {workers} worker processes (lease {DEMO_ENV['DOCLLM_LEASE_SECONDS']} s)")
+    console.print(
+        f"[bold]docllm demo[/]: {len(ids)} documents from {docs[0].parent} queued; "
+        f"starting {workers} worker processes (lease {DEMO_ENV['DOCLLM_LEASE_SECONDS']} s)"
+    )
 
     logs = home / "logs"
     logs.mkdir(exist_ok=True)
@@ -103,11 +105,15 @@ def run_demo(workers: int = 3) -> int:
         console.print(line)
     ok = all(r.status is TaskStatus.success for r in rows) and killed is not None
     docllm = Path(sys.executable).parent / "docllm"
-    console.print(f"Reports are stored in {settings.sqlite_path} (table task_doc_llm, column result); "
-                  f"see them with: DOCLLM_HOME={home} {docllm} status --json")
+    console.print(
+        f"Reports are stored in {settings.sqlite_path} (table task_doc_llm, column result); "
+        f"see them with: DOCLLM_HOME={home} {docllm} status --json"
+    )
     console.print(f"Worker logs: {logs}")
-    console.print(f"[bold {'green' if ok else 'red'}]{'every task succeeded' if ok else 'demo did not finish'}"
-                  f"[/] in {time.monotonic() - started:.1f} s")
+    console.print(
+        f"[bold {'green' if ok else 'red'}]{'every task succeeded' if ok else 'demo did not finish'}"
+        f"[/] in {time.monotonic() - started:.1f} s"
+    )
     container.shutdown_resources()
     return 0 if ok else 1
 
@@ -124,8 +130,12 @@ def _reset(container, home: Path) -> None:
 
 def _start_worker(worker_id: str, env: dict, logs: Path) -> subprocess.Popen:
     with open(logs / f"{worker_id}.log", "w") as out:  # the child has its own copy of the descriptor
-        return subprocess.Popen([sys.executable, "-m", "docllm.entrypoints.worker"],
-                                env={**env, "DOCLLM_WORKER_ID": worker_id}, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "docllm.entrypoints.worker"],
+            env={**env, "DOCLLM_WORKER_ID": worker_id},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _kill_one(queue, procs: dict[str, subprocess.Popen], story: list[str]) -> tuple[str, int] | None:
@@ -145,8 +155,10 @@ def _follow(rows: list[Task], task_id: int, story: list[str]) -> None:
     """Tell the killed task's recovery as it happens: each milestone once, in order."""
     row = next(r for r in rows if r.task_id == task_id)
     milestones = [
-        (row.retry_count >= 1 or row.attempt >= 2,
-         f"[yellow]reaper[/] reclaimed task {task_id}: {row.error or 'lease expired'}"),
+        (
+            row.retry_count >= 1 or row.attempt >= 2,
+            f"[yellow]reaper[/] reclaimed task {task_id}: {row.error or 'lease expired'}",
+        ),
         (row.attempt >= 2, f"[cyan]another worker[/] started task {task_id} again (attempt {row.attempt})"),
         (row.status is TaskStatus.success, f"[green]task {task_id} committed once[/] by attempt {row.attempt}"),
     ]

@@ -35,8 +35,7 @@ def stats_json(counts: dict[str, int], queue: QueueStats, now_ms: int) -> dict[s
         oldest = round(max(0, now_ms - queue.oldest_claimed_at_ms) / 1000.0, 3)
     return {
         "tasks": {s.value: int(counts.get(s.value, 0)) for s in TaskStatus},
-        "queue": {"ready": queue.ready, "processing": queue.processing, "delayed": queue.delayed,
-                  "dead": queue.dead},
+        "queue": {"ready": queue.ready, "processing": queue.processing, "delayed": queue.delayed, "dead": queue.dead},
         "oldest_processing_s": oldest,
     }
 
@@ -48,8 +47,7 @@ def printable(raw: str) -> str:
 
 
 def dead_json(letter: DeadLetter) -> dict[str, Any]:
-    return {"task_id": letter.task_id, "reason": letter.reason, "payload": printable(letter.raw),
-            "at_ms": letter.at_ms}
+    return {"task_id": letter.task_id, "reason": letter.reason, "payload": printable(letter.raw), "at_ms": letter.at_ms}
 
 
 def findings_count(task: Task) -> int | None:
@@ -66,9 +64,15 @@ def tasks_table(tasks: list[Task], title: str = "tasks") -> Table:
     for t in tasks:
         found = findings_count(t)
         # Names and errors are data, not markup: "[v2] 文档" must print as it is.
-        table.add_row(str(t.task_id), escape(t.task_name or ""), f"[{colours[t.status.value]}]{t.status.value}[/]",
-                      str(t.attempt), str(t.retry_count), "" if found is None else str(found),
-                      escape((t.error or "")[:80]))
+        table.add_row(
+            str(t.task_id),
+            escape(t.task_name or ""),
+            f"[{colours[t.status.value]}]{t.status.value}[/]",
+            str(t.attempt),
+            str(t.retry_count),
+            "" if found is None else str(found),
+            escape((t.error or "")[:80]),
+        )
     return table
 
 

@@ -38,8 +38,14 @@ def readiness_checks(redis_client: Any, engine: Any) -> dict[str, Callable[[], o
 
 
 class HttpEndpoints:
-    def __init__(self, host: str, port: int, registry: CollectorRegistry, health: Health,
-                 checks: Mapping[str, Callable[[], object]]):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        health: Health,
+        checks: Mapping[str, Callable[[], object]],
+    ):
         self.host, self.requested_port = host, port
         self.registry, self.health, self.checks = registry, health, checks
         self.server: ThreadingHTTPServer | None = None
@@ -53,8 +59,7 @@ class HttpEndpoints:
         self.server = ThreadingHTTPServer((self.host, self.requested_port), _handler(self))
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, name="http-endpoints", daemon=True).start()
-        log_fields(log, logging.INFO, f"metrics listening on {self.host}:{self.port}",
-                   host=self.host, port=self.port)
+        log_fields(log, logging.INFO, f"metrics listening on {self.host}:{self.port}", host=self.host, port=self.port)
         return self
 
     def stop(self) -> None:

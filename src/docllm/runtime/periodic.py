@@ -18,8 +18,15 @@ class PeriodicLoop:
     ``step`` returning True (more work waiting) runs it again at once. ``last_beat`` (event-loop
     time) feeds the health check."""
 
-    def __init__(self, name: str, step: Callable[[], bool], interval: float, calls: PortCalls,
-                 logger: logging.Logger, on_cycle: Callable[[float], None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        step: Callable[[], bool],
+        interval: float,
+        calls: PortCalls,
+        logger: logging.Logger,
+        on_cycle: Callable[[float], None] | None = None,
+    ):
         self.name, self.step, self.interval, self.calls, self.logger = name, step, interval, calls, logger
         self.on_cycle = on_cycle
         self.outage = Outage(name, logger)

@@ -66,9 +66,16 @@ class Service:
             def reap() -> bool:  # a full batch means more may be waiting: go again at once
                 return reaper.reap_once() >= reaper.batch
 
-            self.loops.append(PeriodicLoop("reaper", reap, s.reaper_interval_seconds, self.calls,
-                                           logging.getLogger("docllm.reaper"),
-                                           on_cycle=m.reaper_cycle.observe if m else None))
+            self.loops.append(
+                PeriodicLoop(
+                    "reaper",
+                    reap,
+                    s.reaper_interval_seconds,
+                    self.calls,
+                    logging.getLogger("docllm.reaper"),
+                    on_cycle=m.reaper_cycle.observe if m else None,
+                )
+            )
         if p.reconciler is not None:
             reconciler = p.reconciler
 
@@ -76,9 +83,16 @@ class Service:
                 reconciler.reconcile_once()
                 return False
 
-            self.loops.append(PeriodicLoop("reconciler", reconcile, s.reconcile_interval_seconds, self.calls,
-                                           logging.getLogger("docllm.reconciler"),
-                                           on_cycle=m.reconcile_cycle.observe if m else None))
+            self.loops.append(
+                PeriodicLoop(
+                    "reconciler",
+                    reconcile,
+                    s.reconcile_interval_seconds,
+                    self.calls,
+                    logging.getLogger("docllm.reconciler"),
+                    on_cycle=m.reconcile_cycle.observe if m else None,
+                )
+            )
 
     # -- running -----------------------------------------------------------------------------
     async def run(self, signals: bool = False) -> None:
@@ -86,9 +100,14 @@ class Service:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         self._build()
         s = self.settings
-        log.info("starting: worker=%s concurrency=%s lease=%ss reaper_interval=%ss provider=%s",
-                 s.worker_id, s.concurrency if self.worker else 0, s.lease_seconds,
-                 s.reaper_interval_seconds, s.llm_provider)
+        log.info(
+            "starting: worker=%s concurrency=%s lease=%ss reaper_interval=%ss provider=%s",
+            s.worker_id,
+            s.concurrency if self.worker else 0,
+            s.lease_seconds,
+            s.reaper_interval_seconds,
+            s.llm_provider,
+        )
         if signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self.request_stop)
@@ -99,7 +118,9 @@ class Service:
                 self.tasks["worker"] = asyncio.create_task(self.worker.run(), name="worker")
             self.started.set()
             await self._stop.wait()
-            for name, result in zip(self.tasks, await asyncio.gather(*self.tasks.values(), return_exceptions=True)):
+            for name, result in zip(
+                self.tasks, await asyncio.gather(*self.tasks.values(), return_exceptions=True), strict=True
+            ):
                 if isinstance(result, BaseException):
                     log.error("%s ended with %s: %s", name, type(result).__name__, result)
         finally:
@@ -116,8 +137,9 @@ class Service:
 
         worker = self.worker
         m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
-        self.endpoints = HttpEndpoints(self.settings.metrics_host, self.settings.metrics_port, m.registry,
-                                       self.healthy, self.parts.readiness).start()
+        self.endpoints = HttpEndpoints(
+            self.settings.metrics_host, self.settings.metrics_port, m.registry, self.healthy, self.parts.readiness
+        ).start()
 
     def run_forever(self) -> None:
         """The program's main: SIGTERM and SIGINT request a stop."""
@@ -133,8 +155,7 @@ class Service:
             return
         assert self._stop is not None
         if not self._stop.is_set():
-            log.info("stop requested: no new claims; in-flight attempts get %ss",
-                     self.settings.shutdown_grace_seconds)
+            log.info("stop requested: no new claims; in-flight attempts get %ss", self.settings.shutdown_grace_seconds)
             if self.worker:
                 self.worker.stop(self.settings.shutdown_grace_seconds)
             self._stop.set()

@@ -19,7 +19,7 @@ from docllm.domain.backoff import Backoff
 from docllm.domain.errors import ConfigurationError, Unavailable
 from docllm.domain.model import Delivery
 from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.outcome import Outcome
+from docllm.domain.services.outcome import Outcome, Reason
 from docllm.runtime.config_gate import ConfigGate
 from docllm.runtime.outage import Outage
 from docllm.runtime.port_calls import PortCalls
@@ -30,8 +30,15 @@ log = logging.getLogger("docllm.worker")
 
 
 class Worker:
-    def __init__(self, proc: TaskProcessor, calls: PortCalls, gate: ConfigGate, concurrency: int,
-                 idle_wait_seconds: float = 1.0, logger: logging.Logger = log):
+    def __init__(
+        self,
+        proc: TaskProcessor,
+        calls: PortCalls,
+        gate: ConfigGate,
+        concurrency: int,
+        idle_wait_seconds: float = 1.0,
+        logger: logging.Logger = log,
+    ):
         self.proc, self.calls, self.gate, self.log = proc, calls, gate, logger
         self.concurrency, self.idle_wait = concurrency, idle_wait_seconds
         self.lease = proc.lease
@@ -112,8 +119,10 @@ class Worker:
         self._slot_freed.set()
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
-            self.log.error("unexpected error in an attempt; its lease expires and the reaper settles it",
-                           exc_info=(type(exc), exc, exc.__traceback__) if exc else None)
+            self.log.error(
+                "unexpected error in an attempt; its lease expires and the reaper settles it",
+                exc_info=(type(exc), exc, exc.__traceback__) if exc else None,
+            )
 
     # -- one attempt -------------------------------------------------------------------------
     async def _attempt(self, delivery: Delivery) -> None:
@@ -149,8 +158,7 @@ class Worker:
         if self.releasing:
             return SHUT_DOWN
         limit = self.lease.max_runtime_seconds
-        timer = asyncio.get_running_loop().call_later(
-            limit, self._abandon, run, Outcome.timed_out(limit))
+        timer = asyncio.get_running_loop().call_later(limit, self._abandon, run, Outcome.timed_out(limit))
         run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
         try:
             outcome = await run.review
@@ -186,8 +194,15 @@ class Worker:
         if run.abandoned:
             return
         a = run.attempt
-        self.proc.events.emit(ev.ABANDONED, task_id=a.task_id, attempt=a.number, token=a.token,
-                              reason=verdict.error if verdict else "lease lost", worker=self.proc.holder)
+        self.proc.events.emit(
+            ev.ABANDONED,
+            task_id=a.task_id,
+            attempt=a.number,
+            token=a.token,
+            reason=verdict.reason if verdict else Reason.lease_lost,
+            error=verdict.error if verdict else "lease lost",
+            worker=self.proc.holder,
+        )
         run.abandon(verdict)
 
     # -- heartbeats --------------------------------------------------------------------------
@@ -207,7 +222,7 @@ class Worker:
             except Exception:  # a bug must not stop every renewal of the process
                 self.log.exception("heartbeat of %d attempts failed unexpectedly", len(runs))
                 continue
-            for run, ok in zip(runs, renewed):
+            for run, ok in zip(runs, renewed, strict=True):
                 if ok:
                     run.renewed = sent
                 elif self.running.get(run.attempt.token) is run:  # not one that ended meanwhile
@@ -229,4 +244,3 @@ async def _until_done(tasks: dict[str, asyncio.Task[None]], timeout: float) -> N
     """Wait until every task in ``tasks`` (which shrinks as they end) is done, or ``timeout``."""
     if tasks and timeout > 0:
         await asyncio.wait(list(tasks.values()), timeout=timeout)
-

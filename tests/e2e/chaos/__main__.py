@@ -27,8 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, help="documents to submit (default 200, soak 5000)")
     parser.add_argument("--minutes", type=float, help="how long the faults go on (default 1, soak 30)")
     parser.add_argument("--seed", type=int, default=0, help="replay a run (default: random)")
-    parser.add_argument("--summary", type=Path, help="write the summary here: JSON, and Markdown next to it (.md); "
-                        "default with --soak: ./chaos-soak-summary.json")
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        help="write the summary here: JSON, and Markdown next to it (.md); "
+        "default with --soak: ./chaos-soak-summary.json",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, server data)")
     args = parser.parse_args(argv)
 
@@ -41,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.soak and not args.summary:
         args.summary = Path("chaos-soak-summary.json")
     if find_libfaketime() is None:
-        print("scripts/chaos: libfaketime is missing (apt-get install faketime, or run scripts/test once)",
-              file=sys.stderr)
+        print(
+            "scripts/chaos: libfaketime is missing (apt-get install faketime, or run scripts/test once)",
+            file=sys.stderr,
+        )
         return 2
 
     workdir = Path(tempfile.mkdtemp(prefix="docllm-chaos-"))
@@ -62,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         args.summary.parent.mkdir(parents=True, exist_ok=True)
         args.summary.write_text(json.dumps(result.summary | {"command": command.strip()}, indent=2) + "\n")
         args.summary.with_suffix(".md").write_text(text + "\n")
-    print(f"{'PASSED' if result.ok else 'FAILED'} in {time.monotonic() - started:.0f}s; work directory {workdir}"
-          + ("" if args.keep or not result.ok else " (removed)"))
+    print(
+        f"{'PASSED' if result.ok else 'FAILED'} in {time.monotonic() - started:.0f}s; work directory {workdir}"
+        + ("" if args.keep or not result.ok else " (removed)")
+    )
     if result.ok and not args.keep:
         import shutil
 

@@ -11,20 +11,32 @@ from tests.e2e.chaos.settings import ChaosSettings
 from tests.e2e.chaos.workload import Workload
 from tests.e2e.harness import Harness, Probe, commits, report_matches
 
-RECOVERY_EVENTS = ("reclaimed", "requeued", "reconciled", "released", "stale_attempt", "lease_lost",
-                   "duplicate_ignored", "stale_lease_dropped", "retried", "dead_lettered")
+RECOVERY_EVENTS = (
+    "reclaimed",
+    "requeued",
+    "reconciled",
+    "released",
+    "stale_attempt",
+    "lease_lost",
+    "duplicate_ignored",
+    "stale_lease_dropped",
+    "retried",
+    "dead_lettered",
+)
 
 
 def settled(probe: Probe) -> bool:
     """No task open, nothing left in Redis but dead letters."""
     counts = probe.counts()
     sizes = probe.queue_sizes()
-    return (counts["pending"] == counts["processing"] == 0
-            and all(sizes[k] == 0 for k in ("ready", "processing", "delayed", "leases", "lease_index")))
+    return counts["pending"] == counts["processing"] == 0 and all(
+        sizes[k] == 0 for k in ("ready", "processing", "delayed", "leases", "lease_index")
+    )
 
 
-def check(settings: ChaosSettings, harness: Harness, probe: Probe, workload: Workload, faults: Faults,
-          problems: list[str]) -> dict[str, Any]:
+def check(
+    settings: ChaosSettings, harness: Harness, probe: Probe, workload: Workload, faults: Faults, problems: list[str]
+) -> dict[str, Any]:
     """Every check of the end state; a failed one appended to ``problems``. Returns the figures of the summary."""
     h, p = harness, probe
     stats = h.stats()
@@ -62,8 +74,9 @@ def check(settings: ChaosSettings, harness: Harness, probe: Probe, workload: Wor
         made = audit.get(tid, [])
         expected = [row["attempt"]] if row["status"] == "success" else []
         if made != expected:
-            problems.append(f"task {tid}: commits by attempts {made}, the row is {row['status']} "
-                            f"at attempt {row['attempt']}")
+            problems.append(
+                f"task {tid}: commits by attempts {made}, the row is {row['status']} at attempt {row['attempt']}"
+            )
     stray = sorted(set(audit) - set(rows))
     if stray:
         problems.append(f"commits for tasks without a row: {stray[:10]}")
@@ -74,8 +87,10 @@ def check(settings: ChaosSettings, harness: Harness, probe: Probe, workload: Wor
         problems.append(f"tasks with more than one `succeeded` event in the logs: {twice}")
     for e in events:
         if e["event"] == "succeeded" and e["task_id"] in rows and e["attempt"] != rows[e["task_id"]]["attempt"]:
-            problems.append(f"task {e['task_id']}: `succeeded` by attempt {e['attempt']}, the row holds "
-                            f"attempt {rows[e['task_id']]['attempt']}")
+            problems.append(
+                f"task {e['task_id']}: `succeeded` by attempt {e['attempt']}, the row holds "
+                f"attempt {rows[e['task_id']]['attempt']}"
+            )
 
     slowest = max(faults.sigterm_seconds, default=0.0)
     if slowest > settings.shutdown_grace_s + 5:
@@ -108,14 +123,20 @@ def check(settings: ChaosSettings, harness: Harness, probe: Probe, workload: Wor
     errors = [r for r in all_errors if str(r.get("logger", "")).startswith("docllm")]
     if errors:
         first = errors[0]
-        problems.append(f"{len(errors)} error log lines, the first from {first['_proc']}: {first.get('message')} "
-                        f"{(first.get('exc') or '')[-600:]}")
+        problems.append(
+            f"{len(errors)} error log lines, the first from {first['_proc']}: {first.get('message')} "
+            f"{(first.get('exc') or '')[-600:]}"
+        )
     recoveries = collections.Counter(e["event"] for e in events if e["event"] in RECOVERY_EVENTS)
     return {
-        "rows": len(rows), "by_status": dict(by_status), "dead_letters": len(dead),
+        "rows": len(rows),
+        "by_status": dict(by_status),
+        "dead_letters": len(dead),
         "commits_max_per_task": max((len(v) for v in audit.values()), default=0),
         "recoveries": dict(sorted(recoveries.items())),
         "error_log_lines": len(all_errors),
-        "error_log_messages": sorted(collections.Counter(
-            f"{r.get('logger')}: {r.get('message')}"[:160] for r in all_errors).items(), key=lambda kv: -kv[1])[:8],
+        "error_log_messages": sorted(
+            collections.Counter(f"{r.get('logger')}: {r.get('message')}"[:160] for r in all_errors).items(),
+            key=lambda kv: -kv[1],
+        )[:8],
     }

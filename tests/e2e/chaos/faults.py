@@ -25,9 +25,19 @@ from tests.servers import MariaDBServer, RedisServer
 
 
 class Faults:
-    def __init__(self, settings: ChaosSettings, rng: random.Random, harness: Harness, probe: Probe,
-                 redis_server: RedisServer, mariadb_server: MariaDBServer, workload: Workload, count: Counters,
-                 problems: list[str], say: Callable[[str], None]):
+    def __init__(
+        self,
+        settings: ChaosSettings,
+        rng: random.Random,
+        harness: Harness,
+        probe: Probe,
+        redis_server: RedisServer,
+        mariadb_server: MariaDBServer,
+        workload: Workload,
+        count: Counters,
+        problems: list[str],
+        say: Callable[[str], None],
+    ):
         self.s, self.rng, self.harness, self.probe = settings, rng, harness, probe
         self.redis, self.mariadb, self.workload = redis_server, mariadb_server, workload
         self.count, self.problems, self.say = count, problems, say
@@ -58,8 +68,15 @@ class Faults:
         """Server faults, SIGTERMs and bad input at fixed fractions of the phase (each at least once):
         (when, what, until when to try again if there is nothing to act on yet)."""
         d = self.s.fault_seconds
-        plan = [(0.15, "flushall"), (0.30, "malformed"), (0.35, "big_document"), (0.40, "restart_redis"),
-                (0.55, "restart_mariadb"), (0.70, "crash_redis"), (0.85, "crash_mariadb")]
+        plan = [
+            (0.15, "flushall"),
+            (0.30, "malformed"),
+            (0.35, "big_document"),
+            (0.40, "restart_redis"),
+            (0.55, "restart_mariadb"),
+            (0.70, "crash_redis"),
+            (0.85, "crash_mariadb"),
+        ]
         sigterms = max(3, int(d / 120))  # 3 in a short run, one every 2 minutes in a soak
         plan += [(0.1 + 0.8 * i / sigterms, "sigterm") for i in range(sigterms)]
         plan += [(0.3, "pause"), (0.6, "pause")]  # more come at random with the kills
@@ -75,8 +92,11 @@ class Faults:
         return sorted((start + frac * d, what, start + frac * d + retry_for) for frac, what in plan)
 
     def _procs(self, kind: str) -> list[Proc]:
-        return [p for p in self.harness.procs.values()
-                if p.kind == kind and p.alive and p.name not in self.terminated and p.name not in self.paused]
+        return [
+            p
+            for p in self.harness.procs.values()
+            if p.kind == kind and p.alive and p.name not in self.terminated and p.name not in self.paused
+        ]
 
     def process_fault(self) -> None:
         """SIGKILL a worker (in the middle of an attempt when one is) or a reaper; now and then
@@ -167,8 +187,12 @@ class Faults:
                 del self.restart_at[name]
                 self.start(name)
         for proc in list(self.harness.procs.values()):
-            if (proc.kind in ("worker", "reaper") and not proc.alive and proc.name not in self.restart_at
-                    and proc.name not in self.terminated):
+            if (
+                proc.kind in ("worker", "reaper")
+                and not proc.alive
+                and proc.name not in self.restart_at
+                and proc.name not in self.terminated
+            ):
                 self.problems.append(f"{proc.name} died on its own (exit code {proc.returncode}): {proc.tail(3)}")
                 self.start(proc.name)
 
@@ -214,13 +238,17 @@ class Faults:
         except Exception as exc:  # noqa: BLE001 - Redis is restarting
             self.say(f"delete_row: {exc}")
             return False
-        candidates = [lease["task_id"] for lease in leases
-                      if isinstance(lease.get("task_id"), int) and lease["task_id"] != self.workload.big_task]
+        candidates = [
+            lease["task_id"]
+            for lease in leases
+            if isinstance(lease.get("task_id"), int) and lease["task_id"] != self.workload.big_task
+        ]
         self.rng.shuffle(candidates)
         for task_id in candidates:
             try:
-                deleted = self.probe.execute("DELETE FROM task_doc_llm WHERE task_id = :id AND status = 'processing'",
-                                             id=task_id)
+                deleted = self.probe.execute(
+                    "DELETE FROM task_doc_llm WHERE task_id = :id AND status = 'processing'", id=task_id
+                )
             except Exception as exc:  # noqa: BLE001 - MariaDB is restarting
                 self.say(f"delete_row: {exc}")
                 return False

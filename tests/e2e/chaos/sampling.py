@@ -20,9 +20,12 @@ class Sampler:
             leases = self.probe.leases()
             backlog = self.probe.redis.llen(self.probe.keys.ready)
             with self.probe.engine.connect() as conn:
-                age = conn.execute(sa.text(
-                    "SELECT MAX(TIMESTAMPDIFF(MICROSECOND, processing_started_at, UTC_TIMESTAMP(6))) "
-                    "FROM task_doc_llm WHERE status = 'processing'")).scalar()
+                age = conn.execute(
+                    sa.text(
+                        "SELECT MAX(TIMESTAMPDIFF(MICROSECOND, processing_started_at, UTC_TIMESTAMP(6))) "
+                        "FROM task_doc_llm WHERE status = 'processing'"
+                    )
+                ).scalar()
         except Exception:  # noqa: BLE001 - a server is down right now
             return
         if leases:

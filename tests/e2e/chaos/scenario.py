@@ -33,30 +33,49 @@ class ChaosResult:
 class Chaos:
     """One run: set up, faults, settle, checks. ``run()`` returns the summary and the problems."""
 
-    def __init__(self, settings: ChaosSettings, redis_server: RedisServer, mariadb_server: MariaDBServer,
-                 database_url: str, workdir: Path, say: Callable[[str], None] = print):
+    def __init__(
+        self,
+        settings: ChaosSettings,
+        redis_server: RedisServer,
+        mariadb_server: MariaDBServer,
+        database_url: str,
+        workdir: Path,
+        say: Callable[[str], None] = print,
+    ):
         self.s = settings
         self.seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
         self.rng = random.Random(self.seed)
         self.workdir = workdir
         self.say = say
         prefix = f"chaos-{self.seed}"
-        self.harness = Harness(workdir, product_env(redis_server.url, database_url, prefix, workdir / "home",
-                                                    **settings.env()))
+        self.harness = Harness(
+            workdir, product_env(redis_server.url, database_url, prefix, workdir / "home", **settings.env())
+        )
         self.probe = Probe(redis_server.url, database_url, prefix)
         self.count = Counters()
         self.problems: list[str] = []
         self.workload = Workload(settings, self.harness, workdir, self.count, self.problems, say)
-        self.faults = Faults(settings, self.rng, self.harness, self.probe, redis_server, mariadb_server,
-                             self.workload, self.count, self.problems, say)
+        self.faults = Faults(
+            settings,
+            self.rng,
+            self.harness,
+            self.probe,
+            redis_server,
+            mariadb_server,
+            self.workload,
+            self.count,
+            self.problems,
+            say,
+        )
         self.sampler = Sampler(self.probe)
         self.llm: Proc | None = None
 
     def _setup(self) -> None:
         h = self.harness
         low, high = self.s.llm_latency_ms
-        self.llm, port = start_llm_server(h, latency_ms=f"{low}-{high}", rate_429=self.s.rate_429,
-                                          rate_500=self.s.rate_500, seed=self.seed)
+        self.llm, port = start_llm_server(
+            h, latency_ms=f"{low}-{high}", rate_429=self.s.rate_429, rate_500=self.s.rate_500, seed=self.seed
+        )
         h.env["DOCLLM_LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
         h.init_db()
         install_commit_audit(self.probe)
@@ -118,9 +137,11 @@ class Chaos:
             counts = self.probe.counts()
         except Exception:  # noqa: BLE001 - a server is down right now
             counts = {}
-        return (f"[{elapsed:6.1f}s] submitted {len(self.workload.submitted)} rows {counts} kills {c.kills} "
-                f"sigterms {c.worker_sigterms} redis {c.redis_restarts}+{c.redis_crashes}/flush {c.redis_flushes} "
-                f"mariadb {c.mariadb_restarts}+{c.mariadb_crashes}")
+        return (
+            f"[{elapsed:6.1f}s] submitted {len(self.workload.submitted)} rows {counts} kills {c.kills} "
+            f"sigterms {c.worker_sigterms} redis {c.redis_restarts}+{c.redis_crashes}/flush {c.redis_flushes} "
+            f"mariadb {c.mariadb_restarts}+{c.mariadb_crashes}"
+        )
 
     def _settle(self) -> tuple[float, float, int]:
         backlog = sum(v for k, v in self.probe.counts().items() if k in ("pending", "processing"))
@@ -129,9 +150,11 @@ class Chaos:
         try:
             wait_until(lambda: settled(self.probe), bound, "every task to settle", interval=0.25)
         except AssertionError as exc:
-            self.problems.append(f"not settled within the bound of {bound:.0f}s ({backlog} tasks open when the "
-                                 f"faults stopped): {exc}; counts {self.probe.counts()} "
-                                 f"redis {self.probe.queue_sizes()}")
+            self.problems.append(
+                f"not settled within the bound of {bound:.0f}s ({backlog} tasks open when the "
+                f"faults stopped): {exc}; counts {self.probe.counts()} "
+                f"redis {self.probe.queue_sizes()}"
+            )
         return time.monotonic() - started, bound, backlog
 
     def _stop_all(self) -> None:
@@ -151,8 +174,10 @@ class Chaos:
 
     def run(self) -> ChaosResult:
         began = time.monotonic()
-        self.say(f"chaos: seed {self.seed}, {self.s.tasks} tasks, {self.s.fault_seconds:g}s of faults, "
-                 f"logs in {self.harness.logs}")
+        self.say(
+            f"chaos: seed {self.seed}, {self.s.tasks} tasks, {self.s.fault_seconds:g}s of faults, "
+            f"logs in {self.harness.logs}"
+        )
         try:
             self._setup()
             set_up = time.monotonic() - began
@@ -189,8 +214,11 @@ class Chaos:
             "max_ready_backlog": self.sampler.max_backlog,
             "deleted_rows": sorted(self.faults.deleted),
             "big_task": self.workload.big_task,
-            "skews": {"workers": list(self.s.worker_skews), "reapers": list(self.s.reaper_skews),
-                      "submit": self.s.submit_skew},
+            "skews": {
+                "workers": list(self.s.worker_skews),
+                "reapers": list(self.s.reaper_skews),
+                "submit": self.s.submit_skew,
+            },
             "problems": list(self.problems),
         }
         return ChaosResult(summary, list(self.problems))

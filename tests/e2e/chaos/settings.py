@@ -40,8 +40,14 @@ class ChaosSettings:
 
     @classmethod
     def soak(cls) -> ChaosSettings:
-        return cls(tasks=5000, fault_seconds=30 * 60.0, process_fault_every_s=(3.0, 8.0), server_fault_every_s=180.0,
-                   deleted_rows=10, reconcile_interval_s=2.0)
+        return cls(
+            tasks=5000,
+            fault_seconds=30 * 60.0,
+            process_fault_every_s=(3.0, 8.0),
+            server_fault_every_s=180.0,
+            deleted_rows=10,
+            reconcile_interval_s=2.0,
+        )
 
     def env(self) -> dict[str, str]:
         return {

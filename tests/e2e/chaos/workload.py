@@ -14,8 +14,15 @@ from tests.e2e.harness import Harness, skewed, write_documents
 
 
 class Workload:
-    def __init__(self, settings: ChaosSettings, harness: Harness, workdir: Path, count: Counters,
-                 problems: list[str], say: Callable[[str], None]):
+    def __init__(
+        self,
+        settings: ChaosSettings,
+        harness: Harness,
+        workdir: Path,
+        count: Counters,
+        problems: list[str],
+        say: Callable[[str], None],
+    ):
         self.s, self.harness, self.workdir = settings, harness, workdir
         self.count, self.problems, self.say = count, problems, say
         self.headings: dict[str, str] = {}  # document name -> first heading
@@ -51,8 +58,9 @@ class Workload:
         size = self.s.big_document_bytes
         path.write_text((heading + "\n\n" + paragraph * (size // len(paragraph) + 1))[:size], encoding="utf-8")
         # The producer accepts it; the workers' limit (DOCLLM_MAX_DOCUMENT_BYTES, 5 MB) does not.
-        result = self.harness.cli("submit", "--json", str(path), check=False,
-                                  env={"DOCLLM_MAX_DOCUMENT_BYTES": str(size + (1 << 20))})
+        result = self.harness.cli(
+            "submit", "--json", str(path), check=False, env={"DOCLLM_MAX_DOCUMENT_BYTES": str(size + (1 << 20))}
+        )
         if result.returncode != 0:
             self.problems.append(f"could not submit the 10 MB document: {result.stderr.strip()[:300]}")
             return

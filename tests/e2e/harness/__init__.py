@@ -27,7 +27,21 @@ from tests.e2e.harness.programs import CommandFailed, Harness
 from tests.e2e.harness.waiting import wait_until
 
 __all__ = [
-    "FAST_SETTINGS", "ROOT", "CommandFailed", "Harness", "Probe", "Proc", "commits", "cpu_seconds", "docllm_argv",
-    "find_libfaketime", "install_commit_audit", "product_env", "report_matches", "skewed", "start_llm_server",
-    "wait_until", "write_documents",
+    "FAST_SETTINGS",
+    "ROOT",
+    "CommandFailed",
+    "Harness",
+    "Probe",
+    "Proc",
+    "commits",
+    "cpu_seconds",
+    "docllm_argv",
+    "find_libfaketime",
+    "install_commit_audit",
+    "product_env",
+    "report_matches",
+    "skewed",
+    "start_llm_server",
+    "wait_until",
+    "write_documents",
 ]

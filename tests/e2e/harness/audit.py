@@ -16,17 +16,21 @@ def install_commit_audit(probe: Probe) -> None:
     holds the fencing token), so the audit counts commits independently of the product's own logs.
     """
     with probe.engine.begin() as conn:
-        conn.execute(sa.text(
-            f"CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
-            "task_id BIGINT NOT NULL, attempt INT NOT NULL, lease_token VARCHAR(64), "
-            "at DATETIME(6) NOT NULL)"
-        ))
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
+                "task_id BIGINT NOT NULL, attempt INT NOT NULL, lease_token VARCHAR(64), "
+                "at DATETIME(6) NOT NULL)"
+            )
+        )
         conn.execute(sa.text("DROP TRIGGER IF EXISTS e2e_commit_audit_trg"))
-        conn.execute(sa.text(
-            "CREATE TRIGGER e2e_commit_audit_trg AFTER UPDATE ON task_doc_llm FOR EACH ROW "
-            f"BEGIN IF NEW.status = 'success' THEN INSERT INTO {AUDIT_TABLE} (task_id, attempt, lease_token, at) "
-            "VALUES (NEW.task_id, NEW.attempt, NEW.lease_token, NOW(6)); END IF; END"
-        ))
+        conn.execute(
+            sa.text(
+                "CREATE TRIGGER e2e_commit_audit_trg AFTER UPDATE ON task_doc_llm FOR EACH ROW "
+                f"BEGIN IF NEW.status = 'success' THEN INSERT INTO {AUDIT_TABLE} (task_id, attempt, lease_token, at) "
+                "VALUES (NEW.task_id, NEW.attempt, NEW.lease_token, NOW(6)); END IF; END"
+            )
+        )
 
 
 def commits(probe: Probe) -> dict[int, list[int]]:

@@ -38,5 +38,10 @@ def skewed(offset: str, pythonpath: str = "") -> dict[str, str]:
     lib = find_libfaketime()
     if lib is None:
         raise RuntimeError("libfaketime is not installed (apt-get install faketime; scripts/test does it)")
-    return {"LD_PRELOAD": lib, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_NO_CACHE": "1",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(SHIM), pythonpath]))}
+    return {
+        "LD_PRELOAD": lib,
+        "FAKETIME": offset,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "FAKETIME_NO_CACHE": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SHIM), pythonpath])),
+    }

@@ -14,8 +14,10 @@ def write_documents(directory: Path, count: int, tag: str = "doc", start: int = 
     for i in range(start, start + count):
         name = f"{tag}-{i:05d}.md"
         heading = f"# {tag.capitalize()} {i}: checking report {i * 7919 % 100003}"
-        body = (f"{heading}\n\nThis document number {i} explains one thing.\n\n## Details\n\n"
-                f"Step {i} is described here. It has a [link](https://example.com/{i}).\n")
+        body = (
+            f"{heading}\n\nThis document number {i} explains one thing.\n\n## Details\n\n"
+            f"Step {i} is described here. It has a [link](https://example.com/{i}).\n"
+        )
         (directory / name).write_text(body, encoding="utf-8")
         headings[name] = heading
     return headings

@@ -22,8 +22,9 @@ class Probe:
     def __init__(self, redis_url: str, database_url: str, prefix: str):
         self.keys = RedisKeys(prefix)
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
-        self.engine = sa.create_engine(database_url, pool_pre_ping=True, pool_size=2,
-                                       connect_args={"connect_timeout": 5, "read_timeout": 30})
+        self.engine = sa.create_engine(
+            database_url, pool_pre_ping=True, pool_size=2, connect_args={"connect_timeout": 5, "read_timeout": 30}
+        )
 
     def close(self) -> None:
         self.redis.close()
@@ -45,8 +46,12 @@ class Probe:
     def queue_sizes(self) -> dict[str, int]:
         k, r = self.keys, self.redis
         return {
-            "ready": r.llen(k.ready), "processing": r.llen(k.processing), "delayed": r.zcard(k.delayed),
-            "dead": r.llen(k.dead), "leases": r.hlen(k.leases), "lease_index": r.zcard(k.lease_index),
+            "ready": r.llen(k.ready),
+            "processing": r.llen(k.processing),
+            "delayed": r.zcard(k.delayed),
+            "dead": r.llen(k.dead),
+            "leases": r.hlen(k.leases),
+            "lease_index": r.zcard(k.lease_index),
             "processing_ts": r.hlen(k.processing_ts),
         }
 

@@ -21,8 +21,6 @@ def _pdeathsig() -> Callable[[], None] | None:
 
 
 @dataclass
-
-
 class Proc:
     """One program with its log file (appended to across restarts)."""
 
@@ -48,8 +46,14 @@ class Proc:
             self.worker_id = env.setdefault("DOCLLM_WORKER_ID", f"{self.name}.{self.incarnation}")
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen(  # noqa: S603 - argv built by the tests
-                self.argv, env=env, cwd=str(ROOT), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_pdeathsig(),
+                self.argv,
+                env=env,
+                cwd=str(ROOT),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_pdeathsig(),
             )
         self.started_at = time.monotonic()
         return self
@@ -123,6 +127,6 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (all its threads), from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name may contain spaces
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may contain spaces
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
     return (utime + stime) / os.sysconf("SC_CLK_TCK")

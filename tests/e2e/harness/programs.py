@@ -21,8 +21,6 @@ class CommandFailed(AssertionError):
 
 
 @dataclass
-
-
 class Harness:
     """docllm processes and CLI commands against one pair of servers and one queue prefix."""
 
@@ -39,15 +37,22 @@ class Harness:
         return self.env["DOCLLM_QUEUE_PREFIX"]
 
     # -- CLI ----------------------------------------------------------------------------------
-    def cli(self, *args: str, env: Mapping[str, str] | None = None, timeout: float = 120.0,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, env: Mapping[str, str] | None = None, timeout: float = 120.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         raw = subprocess.run(  # noqa: S603
-            [*docllm_argv(), *args], env={**self.env, **(env or {})}, cwd=str(ROOT),
-            capture_output=True, timeout=timeout, check=False,
+            [*docllm_argv(), *args],
+            env={**self.env, **(env or {})},
+            cwd=str(ROOT),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
         )
         # Bytes that are not UTF-8 survive as surrogate escapes; a test that cares checks for them.
         result = subprocess.CompletedProcess(
-            raw.args, raw.returncode, raw.stdout.decode("utf-8", "surrogateescape"),
+            raw.args,
+            raw.returncode,
+            raw.stdout.decode("utf-8", "surrogateescape"),
             raw.stderr.decode("utf-8", "surrogateescape"),
         )
         if check and result.returncode != 0:
@@ -77,8 +82,9 @@ class Harness:
         return self.cli_json("stats")
 
     # -- processes ----------------------------------------------------------------------------
-    def spawn(self, name: str, argv: list[str], kind: str, env: Mapping[str, str] | None = None,
-              skew: str | None = None) -> Proc:
+    def spawn(
+        self, name: str, argv: list[str], kind: str, env: Mapping[str, str] | None = None, skew: str | None = None
+    ) -> Proc:
         if name in self.procs and self.procs[name].alive:
             raise ValueError(f"{name} is already running")
         full_env = {**self.env, **(env or {})}
@@ -111,5 +117,6 @@ class Harness:
 
     def dump(self) -> str:
         """The end of every process's log, for a failure message."""
-        return "\n".join(f"--- {p.name} (pid {p.pid}, rc {p.returncode}) ---\n{p.tail(15)}"
-                         for p in self.procs.values())
+        return "\n".join(
+            f"--- {p.name} (pid {p.pid}, rc {p.returncode}) ---\n{p.tail(15)}" for p in self.procs.values()
+        )

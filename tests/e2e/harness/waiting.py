@@ -9,8 +9,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def wait_until(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1,
-               on_timeout: Callable[[], str] | None = None) -> T:
+def wait_until(
+    check: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    interval: float = 0.1,
+    on_timeout: Callable[[], str] | None = None,
+) -> T:
     """Call ``check`` until it returns something truthy (returned), or fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     last: Any = None

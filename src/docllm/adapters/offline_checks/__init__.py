@@ -7,8 +7,14 @@ from docllm.adapters.offline_checks.prose import long_sentences, markers
 from docllm.adapters.offline_checks.structure import duplicate_headings, empty_sections, heading_levels, unclosed_fences
 
 CHECKS = (
-    markers, empty_sections, heading_levels, duplicate_headings, unclosed_fences, unparsable_code,
-    broken_links, long_sentences,
+    markers,
+    empty_sections,
+    heading_levels,
+    duplicate_headings,
+    unclosed_fences,
+    unparsable_code,
+    broken_links,
+    long_sentences,
 )
 
 __all__ = ["CHECKS", "Doc"]

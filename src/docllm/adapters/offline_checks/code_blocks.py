@@ -41,8 +41,12 @@ def _python(body: str) -> tuple[str, int] | None:
 
 
 PARSERS: dict[str, tuple[str, Callable[[str], tuple[str, int] | None]]] = {
-    "json": ("JSON", _json), "yaml": ("YAML", _yaml), "yml": ("YAML", _yaml),
-    "python": ("Python", _python), "py": ("Python", _python), "python3": ("Python", _python),
+    "json": ("JSON", _json),
+    "yaml": ("YAML", _yaml),
+    "yml": ("YAML", _yaml),
+    "python": ("Python", _python),
+    "py": ("Python", _python),
+    "python3": ("Python", _python),
 }
 
 
@@ -56,5 +60,10 @@ def unparsable_code(doc: Doc) -> Iterator[dict[str, Any]]:
         if problem:
             reason, line = problem
             at = min(fence.start + max(line, 1), fence.end - 1)
-            yield doc.finding("code", "medium", f"This {name} block does not parse: {reason}.", at,
-                              suggestion=f"Fix the {name} so that readers can copy it as it is.")
+            yield doc.finding(
+                "code",
+                "medium",
+                f"This {name} block does not parse: {reason}.",
+                at,
+                suggestion=f"Fix the {name} so that readers can copy it as it is.",
+            )

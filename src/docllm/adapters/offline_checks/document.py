@@ -38,12 +38,28 @@ class Doc:
             if no not in self.code:
                 yield no, _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)
 
-    def finding(self, category: str, severity: str, message: str, start: int, end: int | None = None,
-                quote: str | None = None, suggestion: str = "") -> dict[str, Any]:
+    def finding(
+        self,
+        category: str,
+        severity: str,
+        message: str,
+        start: int,
+        end: int | None = None,
+        quote: str | None = None,
+        suggestion: str = "",
+    ) -> dict[str, Any]:
         """A finding at lines ``start``..``end``; the quote defaults to the first line, trimmed."""
         if quote is None:
             quote = self.lines[start - 1].strip()
         quote = quote if len(quote) <= 160 else quote[:157] + "..."
         heading = " > ".join(self.outline.heading_path(start))
-        return finding(category, severity, message, heading=heading, line_start=start, line_end=end,
-                       quote=quote, suggestion=suggestion)
+        return finding(
+            category,
+            severity,
+            message,
+            heading=heading,
+            line_start=start,
+            line_end=end,
+            quote=quote,
+            suggestion=suggestion,
+        )

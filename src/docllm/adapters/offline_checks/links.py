@@ -52,16 +52,35 @@ def broken_links(doc: Doc) -> Iterator[dict[str, Any]]:
                 continue  # <...> allows spaces; anything there is the author's choice
             target = re.sub(r"""\s+(["'(]).*$""", "", target)  # drop a title: [x](url "title")
             if not target:
-                yield doc.finding("links", "medium", f"Link {m.group(0)!r} has no target.", no,
-                                  quote=m.group(0), suggestion=fix)
+                yield doc.finding(
+                    "links", "medium", f"Link {m.group(0)!r} has no target.", no, quote=m.group(0), suggestion=fix
+                )
             elif " " in target:
-                yield doc.finding("links", "medium", f"Link target {target!r} contains a space: it will not render.",
-                                  no, quote=m.group(0), suggestion="Encode spaces as %20 or wrap the target in <>.")
+                yield doc.finding(
+                    "links",
+                    "medium",
+                    f"Link target {target!r} contains a space: it will not render.",
+                    no,
+                    quote=m.group(0),
+                    suggestion="Encode spaces as %20 or wrap the target in <>.",
+                )
             elif target.startswith("#") and target[1:].lower() not in known and target[1:] not in known:
-                yield doc.finding("links", "medium", f"Anchor {target!r} matches no heading in this document.",
-                                  no, quote=m.group(0), suggestion=fix)
+                yield doc.finding(
+                    "links",
+                    "medium",
+                    f"Anchor {target!r} matches no heading in this document.",
+                    no,
+                    quote=m.group(0),
+                    suggestion=fix,
+                )
         for m in _REFERENCE.finditer(line):
             label = _label(m.group(2) or m.group(1))
             if label not in defined:
-                yield doc.finding("links", "medium", f"Reference link [{label}] is never defined.", no,
-                                  quote=m.group(0), suggestion=fix)
+                yield doc.finding(
+                    "links",
+                    "medium",
+                    f"Reference link [{label}] is never defined.",
+                    no,
+                    quote=m.group(0),
+                    suggestion=fix,
+                )

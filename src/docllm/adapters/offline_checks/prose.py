@@ -23,8 +23,13 @@ def markers(doc: Doc) -> Iterator[dict[str, Any]]:
     for no in sorted(lines):
         m = _MARKER.search(lines[no])
         if m:
-            yield doc.finding("completeness", "medium", f"{m.group(1)} marker: this part is unfinished.", no,
-                              suggestion="Finish the text, or track the work elsewhere and remove the marker.")
+            yield doc.finding(
+                "completeness",
+                "medium",
+                f"{m.group(1)} marker: this part is unfinished.",
+                no,
+                suggestion="Finish the text, or track the work elsewhere and remove the marker.",
+            )
 
 
 def _paragraphs(doc: Doc) -> Iterator[list[tuple[int, str]]]:
@@ -54,6 +59,13 @@ def long_sentences(doc: Doc) -> Iterator[dict[str, Any]]:
             if words > MAX_SENTENCE_WORDS:
                 first = run[bisect.bisect_right(starts, at) - 1][0]
                 last = run[bisect.bisect_right(starts, at + len(sentence.rstrip()) - 1) - 1][0]
-                yield doc.finding("clarity", "low", f"This sentence has {words} words.", first, last,
-                                  quote=sentence.strip(), suggestion="Split it into shorter sentences.")
+                yield doc.finding(
+                    "clarity",
+                    "low",
+                    f"This sentence has {words} words.",
+                    first,
+                    last,
+                    quote=sentence.strip(),
+                    suggestion="Split it into shorter sentences.",
+                )
             at += len(sentence)

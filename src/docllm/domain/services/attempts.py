@@ -76,8 +76,9 @@ class TaskProcessor:
             return None
         started = self.repo.start_attempt(ref.task_id, delivery.token)
         if started.result is StartResult.missing:
-            self._dead_letter(delivery, Reason.unknown_task, f"unknown task: no row with task_id {ref.task_id}",
-                              ref.task_id)
+            self._dead_letter(
+                delivery, Reason.unknown_task, f"unknown task: no row with task_id {ref.task_id}", ref.task_id
+            )
             return None
         if started.result in (StartResult.terminal, StartResult.busy):
             # A duplicate delivery: the row is finished, or another live attempt holds it.
@@ -103,8 +104,13 @@ class TaskProcessor:
             if ok:
                 self.events.emit(ev.LEASE_RENEWED, task_id=attempt.task_id, attempt=attempt.number)
             else:
-                self.events.emit(ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number,
-                                 token=attempt.token, worker=self.holder)
+                self.events.emit(
+                    ev.LEASE_LOST,
+                    task_id=attempt.task_id,
+                    attempt=attempt.number,
+                    token=attempt.token,
+                    worker=self.holder,
+                )
         return renewed
 
     def hand_back(self, attempt: Attempt) -> bool:
@@ -115,8 +121,14 @@ class TaskProcessor:
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
-        self.events.emit(ev.RELEASED, task_id=attempt.task_id, attempt=attempt.number, reason=Reason.lease_lost,
-                         error=LEASE_LOST_REASON, worker=self.holder)
+        self.events.emit(
+            ev.RELEASED,
+            task_id=attempt.task_id,
+            attempt=attempt.number,
+            reason=Reason.lease_lost,
+            error=LEASE_LOST_REASON,
+            worker=self.holder,
+        )
         return True
 
     def overran(self, attempt: Attempt) -> bool:
@@ -199,8 +211,12 @@ class TaskProcessor:
         if wrote:
             return True
         row = self.repo.get(attempt.task_id)
-        return (row is not None and row.attempt == attempt.number and row.status is status
-                and (error is None or row.error == error))
+        return (
+            row is not None
+            and row.attempt == attempt.number
+            and row.status is status
+            and (error is None or row.error == error)
+        )
 
     def _stale(self, attempt: Attempt) -> bool:
         # Another attempt (or the reaper) moved the row on. The lease, if it still exists, is
@@ -209,11 +225,11 @@ class TaskProcessor:
         if row is None:
             self._dead_letter(attempt.delivery, Reason.row_deleted, "task row deleted while in flight", attempt.task_id)
         status = row.status.value if row else "deleted"
-        self.events.emit(ev.STALE, task_id=attempt.task_id, attempt=attempt.number, row_status=status,
-                         worker=self.holder)
+        self.events.emit(
+            ev.STALE, task_id=attempt.task_id, attempt=attempt.number, row_status=status, worker=self.holder
+        )
         return False
 
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
         self.queue.dead_letter(delivery.token, delivery.raw, error, task_id)
         self.events.emit(ev.DEAD_LETTERED, reason=reason, error=error, task_id=task_id, worker=self.holder)
-

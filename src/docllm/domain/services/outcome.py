@@ -52,8 +52,9 @@ class Outcome:
         return cls(OutcomeKind.success, report=report)
 
     @classmethod
-    def retryable(cls, error: str, retry_after: float | None = None,
-                  reason: Reason = Reason.transient_error) -> Outcome:
+    def retryable(
+        cls, error: str, retry_after: float | None = None, reason: Reason = Reason.transient_error
+    ) -> Outcome:
         return cls(OutcomeKind.retryable, error=error, retry_after=retry_after, reason=reason)
 
     @classmethod

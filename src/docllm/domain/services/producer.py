@@ -9,8 +9,14 @@ from docllm.domain.payload import make_payload
 from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
 
 
-def submit(repo: TaskRepository, queue: TaskQueue, task_name: str, document: str,
-           max_attempts: int | None = None, events: EventSink | None = None) -> Task:
+def submit(
+    repo: TaskRepository,
+    queue: TaskQueue,
+    task_name: str,
+    document: str,
+    max_attempts: int | None = None,
+    events: EventSink | None = None,
+) -> Task:
     """Row first, then payload (as existing producers do); a crash between is the reconciler's."""
     task = repo.create(task_name, document, max_attempts)
     queue.push(make_payload(task.task_id, task.task_name))
@@ -18,8 +24,9 @@ def submit(repo: TaskRepository, queue: TaskQueue, task_name: str, document: str
     return task
 
 
-def retry_dead(repo: TaskRepository, queue: TaskQueue, task_id: int | None,
-               events: EventSink | None = None, page: int = 1000) -> list[int]:
+def retry_dead(
+    repo: TaskRepository, queue: TaskQueue, task_id: int | None, events: EventSink | None = None, page: int = 1000
+) -> list[int]:
     """Operator's retry: reopen failed tasks with a fresh budget and queue them again.
 
     Dead letters that name no retryable task (malformed, unknown row) stay in the list. Linear in

@@ -83,8 +83,7 @@ class Reaper:
         if row.status is TaskStatus.pending:
             # Claimed but never started (D2), or a reaper died between its row write and this move.
             if self.queue.requeue(delivery.token):
-                self.events.emit(ev.REQUEUED, task_id=task_id, reason=Reason.never_started,
-                                 worker=self.name)
+                self.events.emit(ev.REQUEUED, task_id=task_id, reason=Reason.never_started, worker=self.name)
             return True
         if row.lease_token != delivery.token:
             # A newer attempt holds the row; this lease is an old duplicate.
@@ -103,8 +102,14 @@ class Reaper:
         # crashed worker's task runs again within lease + reaper interval (a waiting slot's BLMOVE
         # wakes at once). The attempt budget still ends a task that keeps killing its workers.
         self.queue.requeue(delivery.token, front=True)
-        self.events.emit(ev.RECLAIMED, task_id=task_id, attempt=row.attempt, reason=Reason.lease_expired, delay_s=0.0,
-                         worker=self.name)
+        self.events.emit(
+            ev.RECLAIMED,
+            task_id=task_id,
+            attempt=row.attempt,
+            reason=Reason.lease_expired,
+            delay_s=0.0,
+            worker=self.name,
+        )
         return True
 
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:

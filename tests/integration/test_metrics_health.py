@@ -176,9 +176,13 @@ def test_healthz_fails_when_the_worker_dispatcher_dies(make_service):
 
 
 def test_healthz_stays_ok_while_draining(make_service):
-    service = make_service()
+    service = make_service(offline_latency_seconds=10.0, shutdown_grace_seconds=3.0)
+    c = service.container
+    submit(c.repository(), c.queue(), "doc", "# Title\n\nA short document.\n")
+    eventually(lambda: service.worker is not None and service.worker.in_flight == 1, 5, "an attempt in flight")
     service.request_stop()
     eventually(lambda: all(service.tasks[loop.name].done() for loop in service.loops), 5, "loops to end")
+    assert not service.tasks["worker"].done()  # still draining its attempt
     assert _health(service)[0] == 200
 
 

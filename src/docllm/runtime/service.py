@@ -148,7 +148,7 @@ class Service:
     def request_stop(self, *_: object) -> None:
         """Stop claiming; in-flight attempts get the shutdown grace. Safe from any thread."""
         loop = self._loop
-        if loop is None:
+        if loop is None or loop.is_closed():  # not started, or already over
             return
         if threading.current_thread() is not self._thread and self._thread is not None:
             loop.call_soon_threadsafe(self.request_stop)

@@ -103,8 +103,14 @@ class TaskProcessor:
         if row is None or row.lease_token is None or self.queue.lease_exists(row.lease_token):
             return False
         if self.repo.retry(row.task_id, row.attempt, ORPHANED_REASON, count_failure=False):
-            self.events.emit(ev.RELEASED, task_id=row.task_id, attempt=row.attempt, reason=Reason.lease_lost,
-                             error=ORPHANED_REASON, worker=self.holder)
+            self.events.emit(
+                ev.RELEASED,
+                task_id=row.task_id,
+                attempt=row.attempt,
+                reason=Reason.lease_lost,
+                error=ORPHANED_REASON,
+                worker=self.holder,
+            )
         return True
 
     # -- while it runs -----------------------------------------------------------------------

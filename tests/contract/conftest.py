@@ -64,7 +64,7 @@ def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
 
 @pytest.fixture
 def blocking_subject(subject: QueueUnderTest, request: pytest.FixtureRequest) -> QueueUnderTest:
-    """For tests that need ``wait`` to block. fakeredis (2.41) answers BLMOVE on a missing key at
+    """For tests that need ``stage`` to block. fakeredis (2.41) answers BLMOVE on a missing key at
     once instead of blocking; strict, so that a fixed fakeredis shows up as XPASS."""
     if subject.name == "fakeredis":
         reason = "fakeredis: BLMOVE on a missing source key does not block"

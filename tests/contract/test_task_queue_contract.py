@@ -419,30 +419,42 @@ def test_stats(subject: QueueUnderTest) -> None:
 # -- blocking wait --------------------------------------------------------------------------------
 
 
-def test_wait_returns_promptly_when_a_payload_arrives(blocking_subject: QueueUnderTest) -> None:
+def test_stage_returns_promptly_when_a_payload_arrives(blocking_subject: QueueUnderTest) -> None:
     subject = blocking_subject
     pusher = threading.Timer(0.2, subject.queue.push, args=(payload(1),))
     started = time.monotonic()
     pusher.start()
-    subject.queue.wait(5.0)
+    raw = subject.queue.stage(5.0)
     elapsed = time.monotonic() - started
     pusher.join()
-    assert 0.15 < elapsed < 2.0
-    assert claim(subject).raw == payload(1)  # wait took nothing
+    assert 0.15 < elapsed < 2.0 and raw == payload(1)
+    delivery = subject.queue.lease_staged(raw, "w1", LEASE)
+    assert delivery is not None and subject.queue.stats().processing == 1
 
 
-def test_wait_returns_at_once_when_ready_is_not_empty(subject: QueueUnderTest) -> None:
+def test_stage_returns_at_once_when_ready_is_not_empty(subject: QueueUnderTest) -> None:
     subject.queue.push(payload(1))
     started = time.monotonic()
-    subject.queue.wait(5.0)
+    assert subject.queue.stage(5.0) == payload(1)
     assert time.monotonic() - started < 1.0
-    assert subject.queue.stats().ready == 1
 
 
-def test_wait_times_out_when_nothing_comes(blocking_subject: QueueUnderTest) -> None:
+def test_stage_times_out_when_nothing_comes(blocking_subject: QueueUnderTest) -> None:
     subject = blocking_subject
     # 0.8 s is longer than the real-server client's socket timeout (0.5 s, see conftest.py).
     started = time.monotonic()
-    subject.queue.wait(0.8)
+    assert subject.queue.stage(0.8) is None
     assert 0.7 < time.monotonic() - started < 3.0
-    assert subject.queue.claim("w1", LEASE) is None
+
+
+def test_one_push_wakes_one_blocked_claimer(blocking_subject: QueueUnderTest) -> None:
+    subject = blocking_subject
+    got: list[str | None] = []
+    waiters = [threading.Thread(target=lambda: got.append(subject.queue.stage(1.5))) for _ in range(3)]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.3)  # all three are blocked now
+    subject.queue.push(payload(1))
+    for waiter in waiters:
+        waiter.join()
+    assert sorted(got, key=str) == [None, None, payload(1)]

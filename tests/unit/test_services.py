@@ -127,6 +127,30 @@ def test_crash_after_claim_before_start_is_requeued_by_the_reaper(w):  # D1/D2
     assert ok and w.status(task.task_id) is TaskStatus.success
 
 
+def test_a_worker_that_stalled_past_its_lease_before_starting_leaves_no_orphan(w):  # issue 13, item 1a
+    task = w.submit()
+    stalled = w.worker("stalled")
+    delivery = stalled.claim()  # ... and the worker stalls here (GC, SIGSTOP, a row lock)
+    w.expire()
+    assert w.reaper().reap_once() == 1  # the row is still pending: the payload goes back to ready
+    assert stalled.begin(delivery) is not None  # it wakes and starts, under a lease that is gone
+    attempt, ok = w.run_one(w.worker("w2"))  # the next claimer finds the row busy under no lease
+    assert attempt is not None and attempt.number == 2 and ok
+    row = w.repo.get(task.task_id)
+    assert row.status is TaskStatus.success and row.retry_count == 0  # handed back uncharged
+    assert w.queue.stats().processing == 0
+
+
+def test_a_start_whose_answer_was_lost_and_payload_requeued_leaves_no_orphan(w):  # issue 13, item 1b
+    task = w.submit()
+    first = w.worker("w1")
+    delivery = first.claim()
+    w.repo.start_attempt(task.task_id, delivery.token)  # it landed; the answer never came back
+    w.queue.requeue(delivery.token, front=True)  # so the runtime handed the payload back
+    attempt, ok = w.run_one(w.worker("w2"))
+    assert attempt is not None and ok and w.status(task.task_id) is TaskStatus.success
+
+
 def test_reaper_crash_between_row_and_queue_is_finished_by_the_next_one(w):  # D2
     task = w.submit()
     proc = w.worker("dead")

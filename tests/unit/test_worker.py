@@ -37,9 +37,10 @@ class FakeReviewer:
         self.seconds = seconds
         self.running = self.peak = self.calls = self.cancelled = self.completed = 0
         self.broken = False  # ConfigurationError while True
+        self.refused: set[str] = set()  # documents a filtering gateway refuses (403) while the key works
 
     async def review(self, task_name, document):
-        if self.broken:
+        if self.broken or task_name in self.refused:
             raise ConfigurationError("401 Unauthorized: check DOCLLM_LLM_API_KEY")
         self.calls += 1
         self.running += 1
@@ -97,8 +98,8 @@ class Rig:
         self.calls = ThreadedPortCalls(4)
         self.worker = Worker(self.proc, self.calls, self.gate, concurrency, idle_wait_seconds=idle_wait)
 
-    def submit(self, n=1):
-        return [submit(self.repo, self.queue, f"d{i}.md", "# T\n\nx\n").task_id for i in range(n)]
+    def submit(self, n=1, prefix="d"):
+        return [submit(self.repo, self.queue, f"{prefix}{i}.md", "# T\n\nx\n").task_id for i in range(n)]
 
     def statuses(self, ids):
         return [self.repo.get(i).status for i in ids]
@@ -244,3 +245,22 @@ def test_a_configuration_error_stops_claiming_without_failing_tasks():
         await rig.until(lambda: all(s is TaskStatus.success for s in rig.statuses(ids)))
 
     run(rig, scenario)
+
+
+def test_a_configuration_error_of_one_document_is_charged_to_it_not_looped():  # issue 13 item 4
+    rig = Rig(FakeReviewer(0.0), concurrency=1)
+    [refused] = rig.submit(1, prefix="filtered")
+    rig.reviewer.refused.add("filtered0.md")
+    others = rig.submit(3)
+    reaper = Reaper(rig.queue, rig.repo, rig.retry)
+
+    async def scenario(rig):
+        end = time.monotonic() + 10
+        while not all(s.terminal for s in rig.statuses([refused, *others])) and time.monotonic() < end:
+            reaper.reap_once()  # moves the delayed retries back to ready
+            await asyncio.sleep(0.02)
+
+    run(rig, scenario)
+    row = rig.repo.get(refused)
+    assert row.status is TaskStatus.failed and row.attempt == 3 and "refused this document" in row.error
+    assert rig.statuses(others) == [TaskStatus.success] * 3 and rig.gate.open

@@ -1,7 +1,7 @@
 """The TaskQueue port in memory: the Redis adapter's semantics in plain Python, thread-safe.
 
 For unit and property tests and the simulation; it passes the same contract tests as
-``RedisTaskQueue``. One lock guards everything, and its Condition wakes ``wait`` on a push.
+``RedisTaskQueue``. One lock guards everything, and its Condition wakes ``stage`` on a push.
 """
 
 from __future__ import annotations
@@ -121,10 +121,6 @@ class InMemoryTaskQueue:
             for raw in [r for r in self._staged_seen if r not in self._staged]:
                 del self._staged_seen[raw]
         return moved
-
-    def wait(self, timeout_s: float) -> None:
-        with self._changed:
-            self._changed.wait_for(lambda: bool(self._ready), timeout=max(0.0, timeout_s))
 
     def extend(self, token: str, lease_ms: int) -> bool:
         return self.extend_many([token], lease_ms)[0]

@@ -145,15 +145,6 @@ class RedisTaskQueue:
         finally:
             pool.release(conn)
 
-    def wait(self, timeout_s: float) -> None:
-        """``BLMOVE ready ready RIGHT RIGHT``: a no-op move that blocks until ready has an item."""
-        if timeout_s < 0.001:  # BLMOVE's timeout 0 would block forever
-            return
-        with redis_errors("wait"):
-            self._blocking(
-                "BLMOVE", self._keys.ready, self._keys.ready, "RIGHT", "RIGHT", f"{timeout_s:.3f}", timeout_s=timeout_s
-            )
-
     def extend(self, token: str, lease_ms: int) -> bool:
         return self.extend_many([token], lease_ms)[0]
 

@@ -46,9 +46,6 @@ class TaskQueue(Protocol):
         """Put payloads staged for longer than ``grace_ms`` (their claimer died) back at the front
         of ready; returns how many."""
 
-    def wait(self, timeout_s: float) -> None:
-        """Block until ready may hold a payload, or ``timeout_s`` passes. Takes nothing."""
-
     def extend(self, token: str, lease_ms: int) -> bool:
         """Renew the lease; False when the token no longer holds it."""
 

@@ -168,11 +168,21 @@ class Worker:
                 raise  # the worker itself is being cancelled, not just this review
             outcome = None
         except ConfigurationError as exc:
-            self.gate.trip(exc)
-            outcome = Outcome.misconfigured(exc)
+            outcome = await self._configuration_error(exc)
         finally:
             timer.cancel()
         return run.verdict if run.abandoned else outcome
+
+    async def _configuration_error(self, error: ConfigurationError) -> Outcome:
+        """A 401/403/404: the deployment's (stop claiming, charge nothing) or this document's? The
+        configuration probe tells: when it passes, released uncharged the task would only come
+        straight back and fail the same way, forever."""
+        try:
+            await self.gate.reviewer.check()
+        except Exception:  # noqa: BLE001 - the configuration is wrong (or unreachable): the deployment's
+            self.gate.trip(error)
+            return Outcome.misconfigured(error)
+        return Outcome.refused(error)
 
     async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the

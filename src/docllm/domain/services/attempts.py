@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload, ConfigurationError, PermanentError, TransientError, Unavailable
 from docllm.domain.events import NullEvents
-from docllm.domain.model import Attempt, Delivery, StartResult, TaskStatus
+from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
 from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
 
 LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
+ORPHANED_REASON = "its attempt had no lease left: handed back without charging an attempt"
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class TaskProcessor:
             self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
             return None
         started = self.repo.start_attempt(ref.task_id, delivery.token)
+        if started.result is StartResult.busy and self._orphaned(started.task):
+            started = self.repo.start_attempt(ref.task_id, delivery.token)
         if started.result is StartResult.missing:
             self._dead_letter(
                 delivery, Reason.unknown_task, f"unknown task: no row with task_id {ref.task_id}", ref.task_id
@@ -91,6 +94,24 @@ class TaskProcessor:
         attempt = Attempt(delivery=delivery, task=task, started_ms=self.clock.now_ms())
         self.events.emit(ev.STARTED, task_id=task.task_id, attempt=task.attempt, worker=self.holder)
         return attempt
+
+    def _orphaned(self, row: Task | None) -> bool:
+        """A row ``processing`` under an attempt whose lease no longer exists (its claimer stalled
+        past the lease before starting, or its start's answer was lost and the payload requeued):
+        nothing in Redis would ever settle it (I1), so hand it back uncharged, fenced on that
+        attempt. True when this delivery may start now."""
+        if row is None or row.lease_token is None or self.queue.lease_exists(row.lease_token):
+            return False
+        if self.repo.retry(row.task_id, row.attempt, ORPHANED_REASON, count_failure=False):
+            self.events.emit(
+                ev.RELEASED,
+                task_id=row.task_id,
+                attempt=row.attempt,
+                reason=Reason.lease_lost,
+                error=ORPHANED_REASON,
+                worker=self.holder,
+            )
+        return True
 
     # -- while it runs -----------------------------------------------------------------------
     def heartbeat(self, attempt: Attempt) -> bool:

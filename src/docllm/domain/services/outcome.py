@@ -29,6 +29,7 @@ class Reason(enum.StrEnum):
     shutdown = "shutdown"
     lease_lost = "lease_lost"  # the worker found its lease gone and handed the row back
     llm_configuration = "llm_configuration"
+    refused_document = "refused_document"  # a 401/403/404 for one document while the configuration works
     malformed_payload = "malformed_payload"
     unknown_task = "unknown_task"
     row_deleted = "row_deleted"
@@ -78,6 +79,12 @@ class Outcome:
     @classmethod
     def shut_down(cls) -> Outcome:
         return cls.release("worker shut down before the attempt finished", Reason.shutdown)
+
+    @classmethod
+    def refused(cls, error: Exception) -> Outcome:
+        """A configuration error for one document (a content-filtering gateway's 403) while the
+        configuration itself works: the document's, so it costs an attempt (issue 13 item 4)."""
+        return cls.retryable(f"the LLM refused this document: {error}", reason=Reason.refused_document)
 
     @classmethod
     def misconfigured(cls, error: Exception) -> Outcome:

@@ -35,8 +35,8 @@ class QueueUnderTest:
 def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
     clock = ManualClock()
     if request.param == "memory":
-        queue = InMemoryTaskQueue(clock)
-        yield QueueUnderTest(request.param, queue, clock, queue.push, queue.original_take, queue.original_stamp)
+        memory = InMemoryTaskQueue(clock)
+        yield QueueUnderTest(request.param, memory, clock, memory.push, memory.original_take, memory.original_stamp)
         return
     if request.param == "fakeredis":
         client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
@@ -51,7 +51,9 @@ def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
         raw = client.rpoplpush(keys.ready, keys.processing)
         if raw is not None and stamp is not None:
             client.hset(keys.processing_ts, json.loads(raw)["task_id"], stamp)
-        return None if raw is None else raw.decode("utf-8", "surrogateescape")
+        if raw is None or isinstance(raw, str):  # str only with decode_responses, which is off here
+            return raw
+        return raw.decode("utf-8", "surrogateescape")
 
     def original_stamp(task_id: int, stamp: str) -> None:
         client.hset(keys.processing_ts, task_id, stamp)

@@ -6,12 +6,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from docllm.domain.model import Leftovers
+from docllm.domain.model import Delivery, Leftovers
 from docllm.domain.payload import make_payload
+from docllm.domain.ports import TaskQueue
 
 from .conftest import QueueUnderTest
 
 LEASE = 30_000
+
+
+def claimed(queue: TaskQueue) -> Delivery:
+    """A claim the test expects to find a payload."""
+    delivery = queue.claim("w", LEASE)
+    assert delivery is not None
+    return delivery
 
 
 def payload(task_id: int) -> str:
@@ -22,7 +30,7 @@ def test_a_queue_used_only_by_docllm_has_no_leftovers(subject: QueueUnderTest) -
     q = subject.queue
     for task_id in (1, 2, 3):
         q.push(payload(task_id))
-    first, second = q.claim("w", LEASE), q.claim("w", LEASE)
+    first, second = claimed(q), claimed(q)
     assert q.leftovers(100) == Leftovers()
     assert q.ack(first.token) and q.requeue(second.token)
     assert q.leftovers(100) == Leftovers()
@@ -52,7 +60,7 @@ def test_leftovers_respects_its_limit(subject: QueueUnderTest) -> None:
 def test_a_stamp_of_a_task_a_lease_names_is_not_a_leftover(subject: QueueUnderTest) -> None:
     subject.original_stamp(1, "1700000001")
     subject.queue.push(payload(1))
-    delivery = subject.queue.claim("w", LEASE)
+    delivery = claimed(subject.queue)
     assert subject.queue.leftovers(100) == Leftovers()
     assert subject.queue.ack(delivery.token)
     assert subject.queue.leftovers(100) == Leftovers()  # the claim's stamp went with its lease
@@ -62,7 +70,7 @@ def test_only_the_extra_copy_of_a_leased_payload_is_a_leftover(subject: QueueUnd
     subject.lpush(payload(1))
     subject.original_take(None)
     subject.lpush(payload(1))  # the reconciler (or the producer) pushed it again
-    delivery = subject.queue.claim("w", LEASE)
+    delivery = claimed(subject.queue)
     seen_at = subject.clock.now_ms()
     assert subject.queue.leftovers(100).payloads == (payload(1),)
     # Claimed in the second of the sighting: the copies cannot be told apart, so both stay.
@@ -86,10 +94,10 @@ def test_release_puts_payloads_at_the_claim_end_and_deletes_their_stamps(subject
     found = q.leftovers(100)
     assert q.release_leftovers(found.payloads, found.stamps, subject.clock.now_ms()) == 2
     assert q.leftovers(100) == Leftovers()
-    claimed = [q.claim("w", LEASE) for _ in range(3)]
-    assert Counter(d.raw for d in claimed[:2]) == Counter([payload(1), payload(2)])
-    assert claimed[2].raw == payload(3)
-    for delivery in claimed:
+    deliveries = [claimed(q) for _ in range(3)]
+    assert Counter(d.raw for d in deliveries[:2]) == Counter([payload(1), payload(2)])
+    assert deliveries[2].raw == payload(3)
+    for delivery in deliveries:
         assert q.ack(delivery.token)
     assert q.leftovers(100) == Leftovers()
     assert (q.stats().processing, q.claim("w", LEASE)) == (0, None)
@@ -98,7 +106,7 @@ def test_release_puts_payloads_at_the_claim_end_and_deletes_their_stamps(subject
 def test_release_never_takes_a_leased_payload(subject: QueueUnderTest) -> None:
     q = subject.queue
     q.push(payload(1))
-    delivery = q.claim("w", LEASE)
+    delivery = claimed(q)
     # What a sweep that saw payload 1 lease-less a moment before its claim would ask for.
     assert q.release_leftovers([payload(1)], [], subject.clock.now_ms()) == 0
     assert q.claim("w", LEASE) is None
@@ -120,7 +128,7 @@ def test_release_never_takes_a_payload_another_sweeper_released_and_a_worker_cla
     assert delivery is not None and delivery.raw == payload(1)
     # Processing still holds a lease-less entry (payload 2), so only the claim's stamp protects payload 1.
     assert q.release_leftovers(found.payloads, found.stamps, seen_at) == 1  # payload 2 only
-    assert q.claim("w", LEASE).raw == payload(2)
+    assert claimed(q).raw == payload(2)
     assert q.claim("w", LEASE) is None  # payload 1 was not put in ready a second time
     assert q.ack(delivery.token)
 

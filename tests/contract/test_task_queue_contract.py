@@ -361,7 +361,8 @@ def test_referenced_task_ids_covers_ready_delayed_and_leased(subject: QueueUnder
     subject.queue.dead_letter(dead.token, dead.raw, "poison")
     assert leased.raw == payload(1)
     assert subject.queue.referenced_task_ids() == {1, 2, 5, 6, 7, 8}
-    named, cursor, pages = set(), None, 0
+    named: set[int] = set()
+    cursor, pages = None, 0
     while True:  # a lap in bounded pages names the same
         found, cursor = subject.queue.referenced_page(cursor, 2)
         named, pages = named | found, pages + 1

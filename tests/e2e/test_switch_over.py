@@ -53,7 +53,9 @@ def build_the_original_deployment(old: OriginalDeployment) -> tuple[set[int], di
     def dies_after(name: str, *steps: str) -> int:
         """An old worker runs its loop up to ``steps`` on a fresh task, then its container dies."""
         task_id = old.produce(name, document(name))
-        _, raw = old.take()  # BRPOPLPUSH ready -> processing
+        taken = old.take()  # BRPOPLPUSH ready -> processing
+        assert taken is not None, "the task just produced is in ready"
+        _, raw = taken
         for step in steps:
             if step == "stamp":
                 old.stamp(task_id, now)

@@ -272,7 +272,8 @@ def test_a_page_of_the_reconcilers_scan_reads_about_limit_payloads(client: redis
     client.lpush(queue.keys.ready, *(make_payload(i, "x") for i in range(1, 5_001)))
     for _ in range(300):
         queue.claim("w", 60_000)  # 4 700 ready, 300 leased (a hash table, not a listpack)
-    named, cursor, pages = set(), None, 0
+    named: set[int] = set()
+    cursor, pages = None, 0
     while True:
         client.config_resetstat()
         found, cursor = queue.referenced_page(cursor, 100)

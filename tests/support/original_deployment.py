@@ -86,7 +86,10 @@ class OriginalDeployment:
     def take(self) -> tuple[int, bytes] | None:
         """``brpoplpush(ready, processing)`` without the wait."""
         raw = self.redis.rpoplpush(self.keys.ready, self.keys.processing)
-        return None if raw is None else (int(json.loads(raw)["task_id"]), raw)
+        if raw is None:
+            return None
+        assert isinstance(raw, bytes)  # the client is built without decode_responses
+        return int(json.loads(raw)["task_id"]), raw
 
     def stamp(self, task_id: int, start_ts: int) -> None:
         """``hset(processing_ts, task_id, int(time.time()))``: the worker's own clock."""
@@ -109,7 +112,8 @@ class OriginalDeployment:
 
     def unlist(self, raw: bytes) -> None:
         """The ``finally`` block's first step: ``lrem(processing, 1, raw)``."""
-        self.redis.lrem(self.keys.processing, 1, raw)
+        # redis-py's annotation says str, but LREM's value is encoded like any other (bytes as is)
+        self.redis.lrem(self.keys.processing, 1, raw)  # type: ignore[arg-type]
 
     def unstamp(self, task_id: int) -> None:
         """The ``finally`` block's second step: ``hdel(processing_ts, task_id)``."""

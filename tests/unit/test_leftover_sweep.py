@@ -14,7 +14,7 @@ from docllm.adapters.memory_queue import InMemoryTaskQueue
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import Leftovers, TaskStatus
+from docllm.domain.model import Attempt, Delivery, Leftovers, Task, TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
@@ -55,7 +55,13 @@ class World:
 
     def started(self) -> list[str]:
         """The task name of every attempt that started, in order."""
-        return [self.repo.get(f["task_id"]).task_name for name, f in self.events.events if name == ev.STARTED]
+        return [self.row(f["task_id"]).task_name for name, f in self.events.events if name == ev.STARTED]
+
+    def row(self, task_id: int) -> Task:
+        """The row of a task the test created."""
+        task = self.repo.get(task_id)
+        assert task is not None
+        return task
 
     def old_producer(self, name: str) -> int:
         """The original producer: INSERT the row, LPUSH the payload (ensure_ascii=False)."""
@@ -66,6 +72,7 @@ class World:
     def old_worker_dies(self, mark_processing: bool, stamp: bool = True) -> int:
         """BRPOPLPUSH (+ HSET processing_ts), maybe mark_task_processing, then the container dies."""
         raw = self.queue.original_take("1700000000" if stamp else None)
+        assert raw is not None, "nothing in ready for the old worker to take"
         task_id = json.loads(raw)["task_id"]
         if mark_processing:
             self.mark_processing(task_id)
@@ -95,6 +102,20 @@ class World:
                 assert proc.finish(attempt, report(attempt.task_id))
 
 
+def claimed(proc: TaskProcessor) -> Delivery:
+    """A claim the test expects to find a payload."""
+    delivery = proc.claim()
+    assert delivery is not None
+    return delivery
+
+
+def begun(proc: TaskProcessor) -> Attempt:
+    """A claim and the attempt the test expects it to start."""
+    attempt = proc.begin(claimed(proc))
+    assert attempt is not None
+    return attempt
+
+
 @pytest.fixture
 def w() -> World:
     return World()
@@ -110,7 +131,7 @@ def test_a_leftover_is_released_after_two_sightings_a_grace_apart(w: World) -> N
     assert w.sweep.sweep_once() == 1
     assert w.queue.leftovers(100) == Leftovers()
     w.run_all()
-    assert w.repo.get(task_id).status is TaskStatus.success
+    assert w.row(task_id).status is TaskStatus.success
     assert w.started() == ["接口文档"]
 
 
@@ -120,10 +141,10 @@ def test_a_row_the_old_worker_marked_processing_is_handed_back_and_runs(w: World
     w.sweep.sweep_once()
     w.clock.advance(GRACE)
     assert w.sweep.sweep_once() == 1
-    row = w.repo.get(task_id)
+    row = w.row(task_id)
     assert (row.status, row.retry_count, row.attempt) == (TaskStatus.pending, 0, 0)
     w.run_all()  # without the hand-back the released payload would meet a busy row and be dropped
-    assert w.repo.get(task_id).status is TaskStatus.success
+    assert w.row(task_id).status is TaskStatus.success
 
 
 def test_stamps_without_a_payload_are_deleted(w: World) -> None:
@@ -137,13 +158,13 @@ def test_stamps_without_a_payload_are_deleted(w: World) -> None:
 def test_a_live_lease_is_never_touched(w: World) -> None:
     task_id = w.old_producer("t")
     proc = w.worker()
-    attempt = proc.begin(proc.claim())
+    attempt = begun(proc)
     for _ in range(15):  # 150 s: sweeps more than two graces apart, heartbeats every lease/3
         assert w.sweep.sweep_once() == 0
         w.clock.advance(LEASE.lease_ms // 3)
         assert proc.heartbeat(attempt)
     assert proc.finish(attempt, report(attempt.task_id))
-    assert w.repo.get(task_id).status is TaskStatus.success
+    assert w.row(task_id).status is TaskStatus.success
 
 
 def test_a_leftover_that_went_away_and_came_back_starts_its_grace_over(w: World) -> None:
@@ -175,7 +196,7 @@ def test_with_the_reconciler_every_open_task_runs_once_and_nothing_is_left(w: Wo
         rec.reconcile_once()
         w.clock.advance(GRACE // 2)
     w.run_all()
-    assert {w.repo.get(i).status for i in ids} == {TaskStatus.success}
+    assert {w.row(i).status for i in ids} == {TaskStatus.success}
     assert sorted(w.started()) == sorted(f"t{i}" for i in range(7))  # each once
     assert w.queue.leftovers(100) == Leftovers()
     stats = w.queue.stats()
@@ -195,8 +216,8 @@ def test_a_payload_delivered_twice_starts_one_attempt(w: World) -> None:  # fenc
     assert w.sweep.sweep_once() == 1
     assert w.queue.stats().ready == 2
     first, second = w.worker("a"), w.worker("b")
-    attempt = first.begin(first.claim())
-    assert second.begin(second.claim()) is None  # busy: acknowledged, not run
+    attempt = begun(first)
+    assert second.begin(claimed(second)) is None  # busy: acknowledged, not run
     assert first.finish(attempt, report(attempt.task_id))
-    assert w.started() == ["t"] and w.repo.get(task_id).attempt == 1
+    assert w.started() == ["t"] and w.row(task_id).attempt == 1
     assert w.queue.stats().ready == 0 and w.queue.leftovers(100) == Leftovers()

@@ -85,7 +85,8 @@ class InMemoryTaskQueue:
         token = self._new_token()
         lease = _Lease(raw, holder, now, now + lease_ms, task_id_of(raw))
         self._leases[token] = lease
-        self._stamps.pop(lease.task_id, None)  # the claim writes its own stamp over an old one
+        if lease.task_id is not None:  # stamps are keyed by int task ids only
+            self._stamps.pop(lease.task_id, None)  # the claim writes its own stamp over an old one
         return lease.delivery(token)
 
     def stage(self, timeout_s: float) -> str | None:

@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.commands.core import Script
@@ -242,12 +242,14 @@ class RedisTaskQueue:
             return raws, ("ready", at + limit) if len(raws) == limit else ("staging", 0)
         if stage == "staging":  # payloads between a blocking claimer's two steps: a handful
             return client.lrange(keys.staging, 0, -1), ("leases", 0)
-        at, found = client.hscan(keys.leases, at, count=limit)
-        return [json.loads(_text(data))["raw"] for data in found.values()], ("leases", at) if at else None
+        at, found_fields = client.hscan(keys.leases, at, count=limit)
+        # redis-py types HSCAN as dict | list (the list is for no_values=True only, not used here)
+        fields = cast(dict[bytes | str, bytes | str], found_fields)
+        return [json.loads(_text(data))["raw"] for data in fields.values()], ("leases", at) if at else None
 
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
         with redis_errors("lead"):
-            args = [holder.replace(" ", "_"), self._clock.now_ms(), ttl_ms]
+            args: list[str | int] = [holder.replace(" ", "_"), self._clock.now_ms(), ttl_ms]
             return bool(self._scripts["lead"](keys=[self._keys.lead(role)], args=args))
 
     def leftovers(self, limit: int) -> Leftovers:

@@ -145,6 +145,7 @@ def _kill_one(queue, procs: dict[str, subprocess.Popen], story: list[str]) -> tu
         if proc is None or queue.now_ms() - delivery.claimed_at_ms < 700:
             continue
         task_id = task_id_of(delivery.raw)
+        assert task_id is not None  # the demo enqueues only its own well-formed payloads
         proc.kill()
         story.append(f"[red]SIGKILL[/] {delivery.holder} (pid {proc.pid}) in the middle of task {task_id}")
         return delivery.holder, task_id

@@ -135,10 +135,12 @@ class Service:
             return
         from docllm.runtime.http_endpoints import HttpEndpoints
 
+        port = self.settings.metrics_port
+        assert port is not None  # container.py builds metrics only when the port is set
         worker = self.worker
         m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
         self.endpoints = HttpEndpoints(
-            self.settings.metrics_host, self.settings.metrics_port, m.registry, self.healthy, self.parts.readiness
+            self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness
         ).start()
 
     def run_forever(self) -> None:

@@ -113,7 +113,8 @@ def test_a_stopped_server_raises_unavailable_then_works_again(redis_server: Redi
             calls: list[Any] = [
                 lambda: queue.push(make_payload(2, "b")),
                 lambda: queue.claim("w1", LEASE),
-                lambda: queue.wait(0.1),
+                lambda: queue.stage(0.1),
+                lambda: queue.extend_many([delivery.token], LEASE),
                 lambda: queue.extend(delivery.token, LEASE),
                 lambda: queue.ack(delivery.token),
                 lambda: queue.expired(10),
@@ -186,7 +187,7 @@ def test_claim_and_ack_cost_two_round_trips(redis_server: RedisServer, redis_url
 def test_an_idle_wait_costs_one_command(client: redis.Redis, queue: RedisTaskQueue) -> None:
     client.config_resetstat()
     started = time.monotonic()
-    queue.wait(0.5)
+    assert queue.stage(0.5) is None
     assert time.monotonic() - started >= 0.45
     assert command_calls(client) == {"blmove": 1}
 

@@ -7,7 +7,9 @@ so this adapter only classifies every failure into the domain's error tree.
 from __future__ import annotations
 
 import email.utils
+import itertools
 import logging
+import math
 import re
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
+
+POOL_CONNECTIONS = 32  # the most connections one HTTP pool of the reviewer holds
 
 
 class OpenAIReviewer:
@@ -52,18 +56,32 @@ class OpenAIReviewer:
         self._max_chunk_chars = max_chunk_chars
         self._json_mode = True  # off for good once the server rejects response_format
         # Servers on a laptop often need no key, but the client insists on one. One connection per
-        # attempt in flight: the default pool would queue requests of a large worker behind each other.
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url or None,
-            api_key=api_key or "unset",
-            timeout=timeout_seconds,
-            max_retries=max_retries,
-            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
-        )
+        # attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
+        # connections in time that grows with connections x waiting requests, so one pool of a
+        # thousand costs more CPU than the requests themselves; several small ones do not.
+        shards = max(1, math.ceil(max_connections / POOL_CONNECTIONS))
+        per_pool = math.ceil(max_connections / shards)
+        limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
+        self._clients = [
+            openai.AsyncOpenAI(
+                base_url=base_url or None,
+                api_key=api_key or "unset",
+                timeout=timeout_seconds,
+                max_retries=max_retries,
+                http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+            )
+            for _ in range(shards)
+        ]
+        self._turn = itertools.cycle(self._clients)
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        """The next pool, in turn."""
+        return next(self._turn)
 
     async def close(self) -> None:
-        await self._client.close()
+        for client in self._clients:
+            await client.close()
 
     async def check(self) -> None:
         try:

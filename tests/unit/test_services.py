@@ -227,14 +227,6 @@ def test_heartbeats_keep_a_long_attempt_and_a_dead_one_is_reclaimed_after_one_le
     assert w.repo.get(dead_task.task_id).error.startswith("lease expired")
 
 
-def test_an_attempt_past_the_maximum_runtime_is_abandoned_by_its_worker(w):  # I8
-    w.submit()
-    proc = w.worker()
-    attempt = proc.begin(proc.claim())
-    w.clock.advance(LEASE.max_runtime_seconds * 1000 + 1)
-    assert proc.overran(attempt)
-
-
 def test_redis_data_loss_is_recovered_by_the_reconciler(w):  # D10, I3
     pending, processing = w.submit(), w.submit()
     proc = w.worker()

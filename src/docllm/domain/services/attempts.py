@@ -102,15 +102,16 @@ class TaskProcessor:
         attempt. True when this delivery may start now."""
         if row is None or row.lease_token is None or self.queue.lease_exists(row.lease_token):
             return False
-        if self.repo.retry(row.task_id, row.attempt, ORPHANED_REASON, count_failure=False):
-            self.events.emit(
-                ev.RELEASED,
-                task_id=row.task_id,
-                attempt=row.attempt,
-                reason=Reason.lease_lost,
-                error=ORPHANED_REASON,
-                worker=self.holder,
-            )
+        self._release_row(row.task_id, row.attempt, ORPHANED_REASON)
+        return True
+
+    def _release_row(self, task_id: int, attempt: int, why: str) -> bool:
+        """processing -> pending for ``attempt`` only, charging no attempt; True when it landed."""
+        if not self.repo.retry(task_id, attempt, why, count_failure=False):
+            return False
+        self.events.emit(
+            ev.RELEASED, task_id=task_id, attempt=attempt, reason=Reason.lease_lost, error=why, worker=self.holder
+        )
         return True
 
     # -- while it runs -----------------------------------------------------------------------
@@ -138,23 +139,11 @@ class TaskProcessor:
         """Lease loss (DESIGN section 5): the row goes back to pending without charging an attempt,
         fenced, and the payload back to ready when that lands. When it does not land, someone else
         already settled the row (the reaper reclaimed it, or a newer attempt holds it)."""
-        if not self.repo.retry(attempt.task_id, attempt.number, LEASE_LOST_REASON, count_failure=False):
+        if not self._release_row(attempt.task_id, attempt.number, LEASE_LOST_REASON):
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
-        self.events.emit(
-            ev.RELEASED,
-            task_id=attempt.task_id,
-            attempt=attempt.number,
-            reason=Reason.lease_lost,
-            error=LEASE_LOST_REASON,
-            worker=self.holder,
-        )
         return True
-
-    def overran(self, attempt: Attempt) -> bool:
-        """I8: an attempt past PROCESSING_TIMEOUT_SECONDS is abandoned by its own worker."""
-        return self.clock.now_ms() - attempt.started_ms > self.lease.max_runtime_seconds * 1000
 
     async def review(self, attempt: Attempt) -> Outcome:
         """Run the reviewer and classify what happened. ConfigurationError propagates; so does

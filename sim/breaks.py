@@ -41,6 +41,14 @@ class AckAnyTokenQueue(RedisTaskQueue):
         return done
 
 
+class NoClampQueue(RedisTaskQueue):
+    """Deadlines are taken as written: a backward step of the Redis server's clock leaves a crashed
+    worker's lease (and every delayed retry) an hour in the future."""
+
+    def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
+        return 0
+
+
 class UnfencedCommitRepository(SqlAlchemyTaskRepository):
     """``commit`` conditional on the status only, not on the attempt (no fencing token)."""
 
@@ -102,6 +110,9 @@ BREAKS = {
             "commit checks the status but not the attempt (fencing token)",
             "d5",
             repo_class=UnfencedCommitRepository,
+        ),
+        Break(
+            "no-clamp", "deadlines a backward clock step pushed out are left there", "skew", queue_class=NoClampQueue
         ),
         Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
         Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -22,10 +23,11 @@ from docllm.adapters.manual_clock import ManualClock
 from sim.world import EPOCH_MS, World
 
 
-def authority_clock(world: World, offset_ms: int = 0) -> ManualClock:
-    """The Redis server's clock: true time plus ``offset_ms``, moved by the world as time passes."""
-    clock = ManualClock(EPOCH_MS + offset_ms)
-    world.on_advance.append(lambda t: clock.set(EPOCH_MS + offset_ms + t))
+def authority_clock(world: World, offset_ms: Callable[[], int]) -> ManualClock:
+    """The Redis server's clock: true time plus ``offset_ms()`` (a step changes it), moved by the
+    world as time passes."""
+    clock = ManualClock(EPOCH_MS + offset_ms())
+    world.on_advance.append(lambda t: clock.set(EPOCH_MS + offset_ms() + t))
     return clock
 
 

@@ -55,6 +55,9 @@ class Checker:
         """When an attempt whose owner was last alive at ``last_life`` is overdue (I1)."""
         led, windows, now = self.sys.ledger, self.sys.world.windows, self.sys.world.now
         deadline, kinds = last_life + bound_ms, REAP_BLOCKERS
+        for step in self.sys.clock_steps:  # a backward step: reclaimed within a lease of it (clamp)
+            if step >= last_life:
+                deadline = max(deadline, step + bound_ms)
         loss = led.last_loss_after(last_life)
         if loss is not None:
             deadline, kinds = max(deadline, loss + self.sys.recovery_ms), ALL_BLOCKERS
@@ -113,6 +116,10 @@ class Checker:
         """The worker crashed during its shutdown: a crash, not a shutdown; I1 applies."""
         self.releases = [r for r in self.releases if r[4] != worker]
 
+    def _paused_since(self, label: str, t: int) -> bool:
+        actor = next((a for a in self.sys.actors if a.label == label), None)
+        return actor is not None and actor.last_pause_end > t
+
     def _check_releases(self, now: int) -> None:
         led, windows = self.sys.ledger, self.sys.world.windows
         keep = []
@@ -124,6 +131,8 @@ class Checker:
                 continue  # Redis lost the lease: the reconciler's bound (I1, I3) applies
             if windows.overlap(("redis", "db"), by - self.sys.grace_ms - 2_000, by):
                 continue  # the release could not be written: the lease's expiry settles it (I1)
+            if self._paused_since(worker, by - self.sys.grace_ms - 2_000):
+                continue  # a frozen process cannot release: the lease's expiry settles it (I1)
             if now > by:
                 led.violate(
                     "I1",

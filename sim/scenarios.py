@@ -93,6 +93,7 @@ ALL_FAULTS = (
     "duplicate",
     "malformed",
     "sigterm",
+    "clock_back",
     "worker:after_claim",
     "worker:after_stage",
     "worker:before_start",
@@ -206,8 +207,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "skew",
-            "every clock off by up to +/- 12 h with drift, the DB in UTC+8, with crashes",
-            faults=dict(CRASHES, pause=1, no_heartbeat=1),
+            "every clock off by up to +/- 12 h with drift, the DB in UTC+8, Redis clock stepping back, crashes",
+            faults=dict(CRASHES, pause=1, no_heartbeat=1, clock_back=1.5),
             llm=LlmProfile(p_long=0.2),
             clocks=ClockSpec(skew_h=12.0, min_skew_h=0.0, drift_ppm=500, db_tz=(8.0,), skew_redis=True),
             expect_original=("I1",),

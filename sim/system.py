@@ -73,7 +73,8 @@ class System:
     def _setup_clocks(self) -> None:
         spec, r = self.scenario.clocks, self.world.rng_for("clocks")
         self.redis_offset_ms = int(r.uniform(-spec.skew_h, spec.skew_h) * 3_600_000) if spec.skew_redis else 0
-        self.clock = authority_clock(self.world, self.redis_offset_ms)
+        self.clock = authority_clock(self.world, lambda: self.redis_offset_ms)
+        self.clock_steps: list[int] = []  # true times the authority's clock stepped (back)
         self._clock_rng = r
         tz = r.choice(spec.db_tz)
         self.db_clock = DbClock(self.world, self._offset(spec, r), self._drift(spec, r), tz_hours=tz)
@@ -191,6 +192,14 @@ class System:
         self.ledger.cause(None, why)
         self.after_data_loss()
         self.outage("redis", int(self.rng.uniform(1_000, 3_000)))
+
+    def step_clock_back(self, ms: int) -> None:
+        """The Redis server's clock steps back (an NTP step, a failover to a host behind)."""
+        from sim.world import EPOCH_MS
+
+        self.redis_offset_ms -= ms
+        self.clock.set(EPOCH_MS + self.redis_offset_ms + self.world.now)
+        self.clock_steps.append(self.world.now)
 
     def failover(self, snap: list, lag_ms: int) -> None:
         if not self.faults_active:

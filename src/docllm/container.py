@@ -163,7 +163,7 @@ class Container(containers.DeclarativeContainer):
         repository,
         retry_policy,
         max_payload_bytes=settings.provided.max_payload_bytes,
-        staged_grace_ms=lease_policy.provided.lease_ms,
+        lease_ms=lease_policy.provided.lease_ms,
         events=events,
         name=settings.provided.worker_id,
     )

@@ -459,3 +459,19 @@ def test_one_push_wakes_one_blocked_claimer(blocking_subject: QueueUnderTest) ->
     for waiter in waiters:
         waiter.join()
     assert sorted(got, key=str) == [None, None, payload(1)]
+
+
+def test_clamp_brings_deadlines_a_backward_clock_step_pushed_out_back_in(subject: QueueUnderTest) -> None:
+    # DESIGN section 6: the authority's clock stepped back an hour after these were written.
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    crashed, live, _ = subject.queue.claim_batch("w1", 1_000, 3)
+    subject.queue.retry_later(live.token, 10_000)
+    subject.clock.advance(-3_600_000)
+    assert subject.queue.expired(10) == []  # an hour away, seen from the new clock
+    assert subject.queue.clamp(1_000, 20_000, 100) == 3  # two leases, one retry
+    assert subject.queue.clamp(1_000, 20_000, 100) == 0  # nothing more to move
+    subject.clock.advance(1_001)
+    assert {d.token for d in subject.queue.expired(10)} >= {crashed.token}
+    subject.clock.advance(20_000)
+    assert subject.queue.promote_due(10) == 1  # the retry is due within its longest delay

@@ -76,7 +76,7 @@ def test_a_401_fails_no_task_and_the_worker_resumes_when_the_key_works():
     seen = []
 
     async def until(row, gate):
-        if not gate.open and not seen:
+        if not gate.open and row.status is not TaskStatus.processing and not seen:  # its release written
             seen.append((row.status, row.retry_count))  # stopped claiming; the task kept its budget
             await asyncio.sleep(0.3)
             llm.unauthorized = False  # the operator fixes the key; the same worker must resume

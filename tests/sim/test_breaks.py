@@ -12,6 +12,7 @@ EXPECTED = {
     "ack-any-token": {"I8", "I3", "I1"},
     "reaper-client-clock": {"I8", "I1"},
     "no-cancel": {"I11"},
+    "no-clamp": {"I1", "I2"},
     "no-heartbeat": {"I8"},
 }
 

@@ -113,7 +113,7 @@ class InMemoryTaskQueue:
         moved = 0
         with self._changed:
             for raw in list(self._staged[:limit]):
-                seen = self._staged_seen.setdefault(raw, now)
+                seen = self._staged_seen[raw] = min(self._staged_seen.get(raw, now), now)
                 if now - seen >= grace_ms:
                     self._staged.remove(raw)
                     self._staged_seen.pop(raw)
@@ -122,6 +122,17 @@ class InMemoryTaskQueue:
             for raw in [r for r in self._staged_seen if r not in self._staged]:
                 del self._staged_seen[raw]
         return moved
+
+    def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
+        now, moved = self._clock.now_ms(), 0
+        with self._changed:
+            for lease in [lease for lease in self._leases.values() if lease.deadline_ms > now + lease_ms + 1_000]:
+                if moved < limit:
+                    lease.deadline_ms, moved = now + lease_ms, moved + 1
+            far = [raw for raw, due in self._delayed.items() if due > now + max_delay_ms + 1_000][:limit]
+            for raw in far:
+                self._delayed[raw] = now + max_delay_ms
+        return moved + len(far)
 
     def extend(self, token: str, lease_ms: int) -> bool:
         return self.extend_many([token], lease_ms)[0]

@@ -31,6 +31,7 @@ SCRIPT_NAMES = (
     "claim",
     "lease_staged",
     "unstage",
+    "clamp",
     "extend_many",
     "ack",
     "retry_later",
@@ -44,6 +45,10 @@ SCRIPT_NAMES = (
     "release_leftovers",
     "lead",
 )
+
+# Processes read the authority clock at slightly different moments: a deadline this much past the
+# horizon is still legitimate (clamp).
+CLAMP_SLACK_MS = 1_000
 
 # A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
 BLOCK_READ_MARGIN_S = 5.0
@@ -135,6 +140,9 @@ class RedisTaskQueue:
 
     def unstage(self, grace_ms: int, limit: int) -> int:
         return int(self._run("unstage", self._clock.now_ms(), grace_ms, limit))
+
+    def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
+        return int(self._run("clamp", self._clock.now_ms(), lease_ms, max_delay_ms, limit, CLAMP_SLACK_MS))
 
     def _blocking(self, *command: str, timeout_s: float) -> Any:
         pool = self._client.connection_pool

@@ -49,6 +49,10 @@ class TaskQueue(Protocol):
     def extend(self, token: str, lease_ms: int) -> bool:
         """Renew the lease; False when the token no longer holds it."""
 
+    def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
+        """Bring lease deadlines past now + ``lease_ms`` and retry due times past now +
+        ``max_delay_ms`` (a backward step of the authority clock) to those horizons; how many."""
+
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """``extend`` every token in one round trip; a lease already past its deadline is not
         renewed (the reaper may be acting on it)."""

@@ -10,7 +10,7 @@ local now, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local present, moved = {}, 0
 for _, raw in ipairs(redis.call('LRANGE', STAGING, 0, tonumber(ARGV[3]) - 1)) do
   local seen = tonumber(redis.call('HGET', STAGING_SEEN, raw))
-  if not seen then
+  if not seen or seen > now then  -- (seen later than now: the clock stepped back; count from now)
     redis.call('HSET', STAGING_SEEN, raw, now)
     present[raw] = true
   elseif now - seen >= grace then

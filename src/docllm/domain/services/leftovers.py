@@ -97,7 +97,8 @@ def _due(first_seen: dict[K, int], items: Iterable[K], now: int, grace_ms: int) 
     first_seen.clear()
     due = []
     for item in items:
-        first_seen[item] = since = previous.get(item, now)
+        # min(): a sighting "in the future" means the authority's clock stepped back; count from now.
+        first_seen[item] = since = min(previous.get(item, now), now)
         if item in previous and now - since >= grace_ms:
             due.append(item)
     return due

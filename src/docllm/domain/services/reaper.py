@@ -31,20 +31,23 @@ class Reaper:
         batch: int = 100,
         events: EventSink | None = None,
         name: str = "reaper",
-        staged_grace_ms: int = 30_000,
+        lease_ms: int = 30_000,
         rng: random.Random | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
         self.max_payload_bytes, self.batch, self.name = max_payload_bytes, batch, name
         self.events = events or NullEvents()
-        self.staged_grace_ms = staged_grace_ms
+        self.lease_ms = lease_ms
         self.rng = rng or random.Random()
 
     def reap_once(self) -> int:
         """One cycle: move due retries to ready, payloads a dead claimer left staged back to ready
-        (D1), then settle up to ``batch`` expired leases."""
+        (D1), deadlines a backward clock step pushed out back in, then settle up to ``batch``
+        expired leases."""
         self.queue.promote_due(self.batch)
-        self.queue.unstage(self.staged_grace_ms, self.batch)
+        self.queue.unstage(self.lease_ms, self.batch)
+        # A backward step of the authority clock (DESIGN section 6) would push every deadline out.
+        self.queue.clamp(self.lease_ms, int(self.retry.cap_seconds * 1000), self.batch)
         # From a random point of the backlog: reapers take different batches (issue 13). A backlog
         # no larger than one batch is taken whole, by every reaper alike.
         expired = self.queue.expired(self.batch, start=self.rng.random())

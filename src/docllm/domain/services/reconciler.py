@@ -98,6 +98,7 @@ class Reconciler:
             self._suspects[row.task_id] = _Suspect(now, key, need, self._table_laps)
             return False
         seen.table_lap = self._table_laps
+        seen.since_ms = min(seen.since_ms, now)  # the authority's clock stepped back: count from now
         return now - seen.since_ms >= self.grace_ms and self._laps >= seen.clear_after_lap
 
     def _forget_rows_not_seen_in_the_lap(self) -> None:

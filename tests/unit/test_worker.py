@@ -264,3 +264,21 @@ def test_a_configuration_error_of_one_document_is_charged_to_it_not_looped():  #
     row = rig.repo.get(refused)
     assert row.status is TaskStatus.failed and row.attempt == 3 and "refused this document" in row.error
     assert rig.statuses(others) == [TaskStatus.success] * 3 and rig.gate.open
+
+
+def test_an_unexpected_error_while_claiming_does_not_stop_the_dispatcher():
+    rig = Rig(FakeReviewer(0.0))
+    [tid] = rig.submit()
+    real, failures = rig.queue.claim_batch, [RuntimeError("a bug in a claim")]
+
+    def claim_batch(holder, lease_ms, limit):
+        if failures:
+            raise failures.pop()
+        return real(holder, lease_ms, limit)
+
+    rig.queue.claim_batch = claim_batch
+
+    async def scenario(rig):
+        await rig.until(lambda: rig.repo.get(tid).status is TaskStatus.success)
+
+    run(rig, scenario)

@@ -106,6 +106,10 @@ class Worker:
             except Unavailable as exc:
                 await sleep_unless(self.stop_requested, self.outage.failed(exc))
                 continue
+            except Exception:  # a bug must not stop the process claiming for good
+                self.log.exception("unexpected error while claiming; next try in 1 s")
+                await sleep_unless(self.stop_requested, 1.0)
+                continue
             for delivery in found:
                 self._start(delivery)
 

@@ -90,7 +90,7 @@ def test_budget_owes_a_crash_when_its_last_allowed_call_ended_the_step():
 
 def test_clocks_follow_true_time_with_their_offsets():
     world = World(1)
-    authority = authority_clock(world, offset_ms=-3_600_000)
+    authority = authority_clock(world, offset_ms=lambda: -3_600_000)
     wall = WallClock(world, offset_ms=5_000, drift_ppm=1_000)
     world.after(1_000_000, lambda: None)
     world.run(lambda: False, until=1_000_000)

@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from docllm.settings import Settings
+from sim.faults import KINDS, POINTS
 from sim.llm import POISON_KINDS, LlmProfile
 
 SETTINGS = Settings(
@@ -76,31 +77,7 @@ class Scenario:
 
 
 CRASHES = {"crash_worker": 2, "kill_llm": 1, "crash_reaper": 1}
-ALL_FAULTS = (
-    "crash_worker",
-    "kill_llm",
-    "crash_reaper",
-    "crash_reconciler",
-    "crash_producer",
-    "crash_operator",
-    "pause",
-    "no_heartbeat",
-    "redis_down",
-    "db_down",
-    "redis_restart",
-    "redis_flush",
-    "redis_failover",
-    "duplicate",
-    "malformed",
-    "sigterm",
-    "clock_back",
-    "worker:after_claim",
-    "worker:after_stage",
-    "worker:before_start",
-    "worker:after_llm",
-    "worker:after_commit",
-    "reaper:after_reclaim",
-)
+ALL_FAULTS = KINDS + POINTS  # every fault the plan can fire (sim.faults)
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s

@@ -475,3 +475,38 @@ def test_clamp_brings_deadlines_a_backward_clock_step_pushed_out_back_in(subject
     assert {d.token for d in subject.queue.expired(10)} >= {crashed.token}
     subject.clock.advance(20_000)
     assert subject.queue.promote_due(10) == 1  # the retry is due within its longest delay
+
+
+def test_after_a_forward_clock_step_no_lease_is_reclaimed_for_a_lease_and_live_ones_renew(
+    subject: QueueUnderTest,
+) -> None:
+    # DESIGN section 6: the authority's clock jumps an hour ahead. One worker heartbeats (it held
+    # its lease until the step), one lease had lapsed before the step, one worker died.
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    lapsed = claim(subject, 1_000)
+    subject.clock.advance(1_500)
+    live, dead = subject.queue.claim_batch("w1", 1_000, 2)
+    before = subject.queue.now_ms()
+    subject.clock.advance(3_600_000)
+    now = subject.queue.now_ms()
+    assert subject.queue.note_clock_step(now + 1_000, before, now)
+    assert not subject.queue.note_clock_step(now + 1_000, before, now)  # a second report: no change
+    assert subject.queue.expired(10) == []  # quiet: everything looks expired on the new clock
+    assert subject.queue.extend_many([live.token, lapsed.token], 1_000) == [True, False]
+    subject.clock.advance(1_000)  # the quiet period is over
+    assert subject.queue.extend_many([dead.token], 1_000) == [False]  # too late: it stays lost
+    assert {d.token for d in subject.queue.expired(10)} == {lapsed.token, dead.token}
+    assert subject.queue.lease_exists(live.token)
+
+
+def test_a_backward_step_after_a_forward_one_does_not_keep_reclaims_quiet_for_long(subject: QueueUnderTest) -> None:
+    subject.queue.push(payload(1))
+    crashed = claim(subject, 1_000)
+    now = subject.queue.now_ms()
+    assert subject.queue.note_clock_step(now + 3_600_000, now - 1, now)  # as if an hour ahead
+    subject.clock.advance(2_000)
+    assert subject.queue.expired(10) == []
+    subject.queue.clamp(1_000, 20_000, 100)  # the reaper's cycle: quiet ends within a lease
+    subject.clock.advance(1_000)
+    assert [d.token for d in subject.queue.expired(10)] == [crashed.token]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from docllm.adapters.clock_steps import ClockSteps
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
@@ -56,6 +57,7 @@ class InMemoryTaskQueue:
         # first) and their processing_ts stamps. A lease's own stamp is implied by the lease.
         self._unleased: list[str] = []
         self._stamps: dict[int, str] = {}
+        self._steps = ClockSteps()
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
@@ -126,6 +128,7 @@ class InMemoryTaskQueue:
     def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
         now, moved = self._clock.now_ms(), 0
         with self._changed:
+            self._steps.clamp(now, lease_ms)
             for lease in [lease for lease in self._leases.values() if lease.deadline_ms > now + lease_ms + 1_000]:
                 if moved < limit:
                     lease.deadline_ms, moved = now + lease_ms, moved + 1
@@ -143,12 +146,16 @@ class InMemoryTaskQueue:
             out = []
             for token in tokens:
                 lease = self._leases.get(token)
-                if lease is not None and lease.deadline_ms >= now:
+                if lease is not None and self._steps.renewable(lease.deadline_ms, now):
                     lease.deadline_ms = now + lease_ms
                     out.append(True)
                 else:
                     out.append(False)
             return out
+
+    def note_clock_step(self, quiet_until_ms: int, step_from_ms: int, now_ms: int) -> bool:
+        with self._changed:
+            return self._steps.record(quiet_until_ms, step_from_ms, now_ms)
 
     def lease_exists(self, token: str) -> bool:
         with self._changed:
@@ -194,6 +201,8 @@ class InMemoryTaskQueue:
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         now = self._clock.now_ms()
         with self._changed:
+            if self._steps.quiet(now):
+                return []
             late = sorted(
                 (lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now
             )

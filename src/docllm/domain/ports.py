@@ -55,7 +55,14 @@ class TaskQueue(Protocol):
 
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """``extend`` every token in one round trip; a lease already past its deadline is not
-        renewed (the reaper may be acting on it)."""
+        renewed (the reaper may be acting on it), unless it expired only because the authority's
+        clock stepped forward (``note_clock_step``)."""
+
+    def note_clock_step(self, quiet_until_ms: int, step_from_ms: int, now_ms: int) -> bool:
+        """Record, for the fleet, that the authority's clock stepped forward from ``step_from_ms``
+        (DESIGN section 6): ``expired`` finds nothing before ``quiet_until_ms``, and leases live
+        before the step may be renewed until then. Called by the clock before it hands out the
+        new time; whether this report extended the quiet period."""
 
     def lease_exists(self, token: str) -> bool:
         """Whether ``token`` still holds a lease."""
@@ -79,7 +86,8 @@ class TaskQueue(Protocol):
 
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         """Leases whose deadline has passed, in deadline order, at most ``limit``: the oldest, or
-        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest."""
+        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest.
+        None within the quiet period after a forward step of the clock."""
 
     def in_flight(self, limit: int) -> list[Delivery]:
         """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""

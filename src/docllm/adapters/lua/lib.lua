@@ -1,11 +1,32 @@
 -- lib.lua: helpers prepended to every queue script by redis_queue.py (a script cannot include
 -- another). Scripts never call TIME: the adapter passes the authority's now_ms.
--- KEYS (the same nine in every script, RedisKeys.script_keys):
+-- KEYS (the same ten in every script, RedisKeys.script_keys):
 --   1 ready, 2 processing, 3 lease_index, 4 leases, 5 delayed, 6 dead, 7 processing_ts,
---   8 staging, 9 staging_seen
+--   8 staging, 9 staging_seen, 10 clock
 local READY, PROCESSING, LEASE_INDEX, LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DELAYED, DEAD, PROCESSING_TS = KEYS[5], KEYS[6], KEYS[7]
-local STAGING, STAGING_SEEN = KEYS[8], KEYS[9]
+local STAGING, STAGING_SEEN, CLOCK = KEYS[8], KEYS[9], KEYS[10]
+
+-- Forward steps of the authority clock (DESIGN section 6: an NTP step, a VM resume, a failover
+-- to a host ahead). A process's clock (redis_clock.py) sees a step when TIME disagrees with its
+-- monotonic clock, and records it here (clock_step.lua) before it hands the new time to anyone:
+-- `quiet_until`, no lease is reclaimed before it (one lease after the step, so that every live
+-- worker renews on the new clock first), and `step_from`, the time before the step: a lease live
+-- then may still be renewed although the new clock says it expired. The state lives in Redis, so
+-- every process agrees on it whatever its own schedule. Mirrored by adapters/clock_steps.py.
+
+-- Whether reclaims wait: a forward step was seen less than a lease ago.
+local function clock_quiet(now)
+  return now < (tonumber(redis.call('HGET', CLOCK, 'quiet_until')) or 0)
+end
+
+-- Whether a lease with this deadline may be renewed at `now`: it has not expired, or it expired
+-- only because the clock stepped forward under it.
+local function renewable(deadline, now)
+  if deadline >= now then return true end
+  if not clock_quiet(now) then return false end
+  return deadline > (tonumber(redis.call('HGET', CLOCK, 'step_from')) or now)
+end
 
 -- The positive integer task id a payload names, as a string, or nil. A malformed payload is
 -- still leased (its caller dead-letters it), so a decode error must not abort the script.

@@ -36,6 +36,7 @@ KINDS = CRASH_KINDS + (
     "malformed",
     "sigterm",
     "clock_back",
+    "clock_forward",
 )
 POINTS = (
     "worker:after_claim",
@@ -163,10 +164,11 @@ class FaultPlan:
             s.ledger.fault(kind, f"redis restarts (data kept, script cache lost), down {ms / 1000:.1f}s")
             s.client.script_flush()
             return s.outage("redis", ms)
-        if kind == "clock_back":
+        if kind in ("clock_back", "clock_forward"):
             ms = r.choice((60_000, 3_600_000))
-            s.ledger.fault(kind, f"the Redis server's clock steps back {ms / 60_000:.0f} min")
-            return s.step_clock_back(ms)
+            way = "back" if kind == "clock_back" else "forward"
+            s.ledger.fault(kind, f"the Redis server's clock steps {way} {ms / 60_000:.0f} min")
+            return s.step_clock(-ms if kind == "clock_back" else ms)
         if kind == "redis_flush":
             s.ledger.fault(kind, "redis restarts without persistence: FLUSHALL")
             return s.data_loss(None, "redis restarted without AOF: every key lost")

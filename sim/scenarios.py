@@ -185,7 +185,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "skew",
             "every clock off by up to +/- 12 h with drift, the DB in UTC+8, Redis clock stepping back, crashes",
-            faults=dict(CRASHES, pause=1, no_heartbeat=1, clock_back=1.5),
+            faults=dict(CRASHES, pause=1, no_heartbeat=1, clock_back=1.5, clock_forward=1.5),
             llm=LlmProfile(p_long=0.2),
             clocks=ClockSpec(skew_h=12.0, min_skew_h=0.0, drift_ppm=500, db_tz=(8.0,), skew_redis=True),
             expect_original=("I1",),

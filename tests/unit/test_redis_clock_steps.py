@@ -26,7 +26,7 @@ class FakeServer:
         return ms // 1000, (ms % 1000) * 1000
 
 
-def make(server: FakeServer, reports: list[tuple[int, int, int]]) -> RedisServerClock:
+def make(server: FakeServer, reports: list[tuple[int, int, int, int]]) -> RedisServerClock:
     clock = RedisServerClock(server, resync_seconds=10, monotonic=lambda: server.mono, lease_ms=30_000)  # type: ignore[arg-type]
     clock.watch_steps(lambda *report: reports.append(report))
     return clock
@@ -49,7 +49,7 @@ def test_a_forward_step_is_reported_before_the_new_time_is_handed_out() -> None:
     server.mono += 10
     now = clock.now_ms()
     assert now == before + 10_000 + 3_600_000
-    assert reports == [(now + 30_000, before + 10_000, now)]  # quiet for a lease, from the old time
+    assert reports == [(now, before + 10_000, 10_000, 30_000)]  # the new time, the old one, a lease
     server.mono += 10
     clock.now_ms()
     assert len(reports) == 1  # once
@@ -73,11 +73,12 @@ def test_a_report_that_fails_withholds_the_new_time_until_it_lands() -> None:
     assert len(reports) == 1
 
 
-def test_a_backward_step_is_not_reported() -> None:
+def test_a_backward_step_is_reported_too() -> None:
     server, reports = FakeServer(), []
     clock = make(server, reports)
     before = clock.now_ms()
     server.offset_ms -= 3_600_000
     server.mono += 10
-    assert clock.now_ms() == before + 10_000 - 3_600_000
-    assert reports == [] and clock.steps == 1
+    now = clock.now_ms()
+    assert now == before + 10_000 - 3_600_000
+    assert reports == [(now, before + 10_000, 10_000, 30_000)] and clock.steps == 1

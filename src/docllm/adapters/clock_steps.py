@@ -1,33 +1,31 @@
-"""Forward steps of the authority clock as the fleet records them (DESIGN section 6): the
-in-memory mirror of lib.lua's ``clock_quiet`` and ``renewable`` and of clock_step.lua; read the
-reasons there.
+"""Quiet windows after steps of the authority clock (DESIGN section 6): the in-memory mirror of
+lib.lua's ``clock_quiet`` and ``renewable`` and of clock_step.lua; read the reasons there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+KEPT = 32
 
 
 @dataclass
 class ClockSteps:
-    quiet_until: int = 0  # no reclaims before this: a forward step was seen less than a lease ago
-    step_from: int = 0  # the authority time just before that step
-    steps: int = 0
+    windows: list[tuple[int, int, int]] = field(default_factory=list)  # (from, until, floor), oldest first
 
-    def record(self, quiet_until: int, step_from: int, now: int) -> bool:
-        if quiet_until <= self.quiet_until:
-            return False
-        if self.quiet_until > now:  # within the period of an earlier report of this step
-            step_from = min(step_from, self.step_from)
-        self.quiet_until, self.step_from, self.steps = quiet_until, step_from, self.steps + 1
-        return True
+    def record(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        floor = min(new_ms, old_ms) - since_ms
+        span = lease_ms + lease_ms // 3
+        for at in (new_ms, old_ms):
+            self.windows.append((at - since_ms, at - since_ms + span, floor))
+        del self.windows[:-KEPT]
 
-    def clamp(self, now: int, lease_ms: int) -> None:
-        """A backward step after a forward one: the quiet period is measured on the new clock."""
-        self.quiet_until = min(self.quiet_until, now + lease_ms)
-
-    def quiet(self, now: int) -> bool:
-        return now < self.quiet_until
+    def quiet(self, now: int) -> int | None:
+        """The lowest floor of the windows ``now`` falls in, or None."""
+        return min((floor for start, until, floor in self.windows if start <= now < until), default=None)
 
     def renewable(self, deadline_ms: int, now: int) -> bool:
-        return deadline_ms >= now or (self.quiet(now) and deadline_ms > self.step_from)
+        if deadline_ms >= now:
+            return True
+        floor = self.quiet(now)
+        return floor is not None and deadline_ms > floor

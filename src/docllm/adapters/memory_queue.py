@@ -128,7 +128,6 @@ class InMemoryTaskQueue:
     def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
         now, moved = self._clock.now_ms(), 0
         with self._changed:
-            self._steps.clamp(now, lease_ms)
             for lease in [lease for lease in self._leases.values() if lease.deadline_ms > now + lease_ms + 1_000]:
                 if moved < limit:
                     lease.deadline_ms, moved = now + lease_ms, moved + 1
@@ -153,9 +152,9 @@ class InMemoryTaskQueue:
                     out.append(False)
             return out
 
-    def note_clock_step(self, quiet_until_ms: int, step_from_ms: int, now_ms: int) -> bool:
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
         with self._changed:
-            return self._steps.record(quiet_until_ms, step_from_ms, now_ms)
+            self._steps.record(new_ms, old_ms, since_ms, lease_ms)
 
     def lease_exists(self, token: str) -> bool:
         with self._changed:
@@ -201,7 +200,7 @@ class InMemoryTaskQueue:
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         now = self._clock.now_ms()
         with self._changed:
-            if self._steps.quiet(now):
+            if self._steps.quiet(now) is not None:
                 return []
             late = sorted(
                 (lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now

@@ -16,7 +16,7 @@ from docllm.adapters.redis_errors import redis_errors
 
 log = logging.getLogger("docllm.clock")
 
-# (quiet_until_ms, step_from_ms, now_ms): TaskQueue.note_clock_step
+# (new_ms, old_ms, since_ms, lease_ms): TaskQueue.note_clock_step
 StepReport = Callable[[int, int, int], Any]
 
 
@@ -27,10 +27,10 @@ class RedisServerClock:
     clock changes nothing). The read is stamped with the middle of its round trip.
 
     A read that disagrees with the monotonic clock by more than a quarter of ``lease_ms`` is a
-    step of the server's clock (an NTP step, a VM resume, a failover to another host). A forward
-    step is reported to the fleet (``watch_steps``: the queue records it in Redis) before this
-    clock hands out the new time, so no process reclaims leases on the new time before every live
-    worker could renew them. A backward step needs no report: the reaper's clamp handles it.
+    step of the server's clock (an NTP step, a VM resume, a failover to another host). It is
+    reported to the fleet (``watch_steps``: the queue records it in Redis) before this clock hands
+    out the new time, so that no process reclaims leases across the step before every live worker
+    could renew them on the new clock.
     """
 
     def __init__(
@@ -48,7 +48,7 @@ class RedisServerClock:
         self._server_ms: int | None = None
         self._read_at = 0.0
         self._report: StepReport | None = None
-        self._pending: tuple[int, int, int] | None = None  # a step not yet recorded in Redis
+        self._pending: tuple[int, int, int, int] | None = None  # a step not yet recorded in Redis
         self.steps = 0
 
     def watch_steps(self, report: StepReport) -> None:
@@ -73,15 +73,13 @@ class RedisServerClock:
         read_at = (sent + received) / 2
         if self._server_ms is not None:
             expected = self._server_ms + int((read_at - self._read_at) * 1000)
-            self._check_step(server_ms, expected)
+            self._check_step(server_ms, expected, int((read_at - self._read_at) * 1000))
         self._server_ms, self._read_at = server_ms, read_at
 
-    def _check_step(self, server_ms: int, expected: int) -> None:
+    def _check_step(self, server_ms: int, expected: int, since_ms: int) -> None:
         jump = server_ms - expected
         if abs(jump) <= self._lease_ms // 4:
             return
         self.steps += 1
-        direction = "forward" if jump > 0 else "back"
-        log.warning("the Redis server's clock stepped %s by %.1f s", direction, abs(jump) / 1000)
-        if jump > 0:
-            self._pending = (server_ms + self._lease_ms, expected, server_ms)
+        log.warning("the Redis server's clock stepped %s by %.1f s", "forward" if jump > 0 else "back", abs(jump) / 1000)
+        self._pending = (server_ms, expected, since_ms, self._lease_ms)

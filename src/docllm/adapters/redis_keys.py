@@ -16,7 +16,7 @@ _SUFFIXES = {
     "dead": "queue:dead",  # JSON {"payload", "reason", "at_ms", "task_id"}, newest left
     "staging": "queue:staging",  # list: taken from ready by a blocking claimer, about to be leased
     "staging_seen": "hash:staging_seen",  # payload -> when the reaper first saw it staged (ms)
-    "clock": "hash:clock",  # the authority clock as the fleet last saw it: forward steps (lib.lua)
+    "clock": "list:clock_steps",  # quiet windows after steps of the authority's clock (lib.lua)
 }
 
 

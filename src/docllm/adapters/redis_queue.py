@@ -164,8 +164,8 @@ class RedisTaskQueue:
             return []
         return [bool(ok) for ok in self._run("extend_many", self._clock.now_ms(), lease_ms, *tokens)]
 
-    def note_clock_step(self, quiet_until_ms: int, step_from_ms: int, now_ms: int) -> bool:
-        return bool(self._run("clock_step", quiet_until_ms, step_from_ms, now_ms))  # never reads the clock
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        self._run("clock_step", new_ms, old_ms, since_ms, lease_ms)  # never reads the clock: it is reporting
 
     def lease_exists(self, token: str) -> bool:
         with redis_errors("lease_exists"):

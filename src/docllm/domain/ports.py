@@ -56,13 +56,14 @@ class TaskQueue(Protocol):
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """``extend`` every token in one round trip; a lease already past its deadline is not
         renewed (the reaper may be acting on it), unless it expired only because the authority's
-        clock stepped forward (``note_clock_step``)."""
+        clock stepped (``note_clock_step``)."""
 
-    def note_clock_step(self, quiet_until_ms: int, step_from_ms: int, now_ms: int) -> bool:
-        """Record, for the fleet, that the authority's clock stepped forward from ``step_from_ms``
-        (DESIGN section 6): ``expired`` finds nothing before ``quiet_until_ms``, and leases live
-        before the step may be renewed until then. Called by the clock before it hands out the
-        new time; whether this report extended the quiet period."""
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        """Record, for the fleet, that the authority's clock stepped: it reads ``new_ms`` where
+        ``old_ms`` was expected, some time in the ``since_ms`` since the reporter's previous read
+        (DESIGN section 6). From then until ``lease_ms`` after the report, on either clock,
+        ``expired`` finds nothing and a lease live before the step may be renewed. Called by the
+        clock before it hands out the new time; never reads the clock."""
 
     def lease_exists(self, token: str) -> bool:
         """Whether ``token`` still holds a lease."""

@@ -3,7 +3,7 @@
 -- (an NTP step, a failover to a host whose clock is behind: DESIGN section 6). Bring such times
 -- to the furthest legitimate one, so a crashed worker's task is reclaimed within a lease of the
 -- step, not an hour later. Reads only the entries past the horizon: O(log n + clamped), normally 0.
--- KEYS: see lib.lua (3 lease_index, 5 delayed, 10 clock)
+-- KEYS: see lib.lua (3 lease_index, 5 delayed)
 -- ARGV[1] now_ms        authority time
 -- ARGV[2] lease_ms      the longest a lease runs from its last renewal
 -- ARGV[3] max_delay_ms  the longest retry delay
@@ -11,10 +11,6 @@
 -- ARGV[5] slack_ms      processes read the authority at slightly different moments
 -- Returns how many deadlines and due times were moved.
 local now, slack, limit = tonumber(ARGV[1]), tonumber(ARGV[5]), tonumber(ARGV[4])
--- A quiet period of a forward step is measured on the clock of that step, too.
-if tonumber(redis.call('HGET', CLOCK, 'quiet_until') or 0) > now + tonumber(ARGV[2]) then
-  redis.call('HSET', CLOCK, 'quiet_until', now + tonumber(ARGV[2]))
-end
 local moved = 0
 for _, pair in ipairs({{LEASE_INDEX, now + tonumber(ARGV[2])}, {DELAYED, now + tonumber(ARGV[3])}}) do
   local key, horizon = pair[1], pair[2]

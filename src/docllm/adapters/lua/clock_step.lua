@@ -1,18 +1,21 @@
--- clock_step.lua: a process saw the authority's clock step forward (redis_clock.py); record it for
--- the fleet (lib.lua, clock_quiet and renewable). Several processes report the same step: the
--- quiet period lasts until the latest report's end, and `step_from` keeps the earliest time
--- before the step reported within one quiet period.
+-- clock_step.lua: a process saw the authority's clock step (redis_clock.py); record it for the
+-- fleet (lib.lua, clock_quiet and renewable): a quiet window on the new clock and one on the old
+-- clock, each from the reporter's previous reading (the step came after it) to a lease and a
+-- third after that reading: long enough for every worker that holds a lease to re-read the clock
+-- (every third of a lease) and renew; a reporter that read the clock long before the step adds
+-- little. Several processes report the same step; the 32 latest windows are kept.
 -- KEYS: see lib.lua (10 clock)
--- ARGV[1] quiet_until  no reclaims before this (authority ms: the step's new time + a lease)
--- ARGV[2] step_from    the authority time just before the step
--- ARGV[3] now_ms       the new authority time
--- Returns 1 when the quiet period was extended, else 0.
-local until_ms, from, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local quiet = tonumber(redis.call('HGET', CLOCK, 'quiet_until')) or 0
-if until_ms <= quiet then return 0 end
-if quiet > now then  -- within the period of an earlier report of this step
-  from = math.min(from, tonumber(redis.call('HGET', CLOCK, 'step_from')) or from)
+-- ARGV[1] new_ms    the authority time after the step
+-- ARGV[2] old_ms    the time the reporter expected, on the clock before the step
+-- ARGV[3] since_ms  how long ago the reporter read the clock before
+-- ARGV[4] lease_ms
+-- Returns 1.
+local new, old = tonumber(ARGV[1]), tonumber(ARGV[2])
+local since, lease_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
+local floor = math.min(new, old) - since  -- a lease live at the step, on either clock
+local span = lease_ms + math.floor(lease_ms / 3)
+for _, at in ipairs({new, old}) do
+  redis.call('LPUSH', CLOCK, string.format('%d:%d:%d', at - since, at - since + span, floor))
 end
-redis.call('HSET', CLOCK, 'quiet_until', until_ms, 'step_from', from)
-redis.call('HINCRBY', CLOCK, 'steps', 1)
+redis.call('LTRIM', CLOCK, 0, 31)  -- the 32 latest windows
 return 1

@@ -12,7 +12,7 @@
 -- Returns a flat list: token, deadline_ms, lease JSON, token, ...
 -- An index entry without lease data is removed and not returned (see lib.lua, lease_of).
 local limit = tonumber(ARGV[2])
-if clock_quiet(tonumber(ARGV[1])) then return {} end
+if clock_quiet(tonumber(ARGV[1])) then return {} end  -- after a step of the clock
 local backlog = redis.call('ZCOUNT', LEASE_INDEX, '-inf', '(' .. ARGV[1])
 if backlog == 0 or limit < 1 then return {} end  -- (a ZRANGE to -1 would read them all)
 local first = math.floor((tonumber(ARGV[3]) or 0) * math.max(0, backlog - limit))

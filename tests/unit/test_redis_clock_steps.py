@@ -26,14 +26,18 @@ class FakeServer:
         return ms // 1000, (ms % 1000) * 1000
 
 
-def make(server: FakeServer, reports: list[tuple[int, int, int, int]]) -> RedisServerClock:
+class Reports(list[tuple[int, int, int, int]]):
+    pass
+
+
+def make(server: FakeServer, reports: Reports) -> RedisServerClock:
     clock = RedisServerClock(server, resync_seconds=10, monotonic=lambda: server.mono, lease_ms=30_000)  # type: ignore[arg-type]
     clock.watch_steps(lambda *report: reports.append(report))
     return clock
 
 
 def test_time_passing_is_not_a_step() -> None:
-    server, reports = FakeServer(), []
+    server, reports = FakeServer(), Reports()
     clock = make(server, reports)
     first = clock.now_ms()
     server.mono += 3_600  # an hour passes, read every 10 s or not
@@ -42,7 +46,7 @@ def test_time_passing_is_not_a_step() -> None:
 
 
 def test_a_forward_step_is_reported_before_the_new_time_is_handed_out() -> None:
-    server, reports = FakeServer(), []
+    server, reports = FakeServer(), Reports()
     clock = make(server, reports)
     before = clock.now_ms()
     server.offset_ms += 3_600_000
@@ -56,7 +60,7 @@ def test_a_forward_step_is_reported_before_the_new_time_is_handed_out() -> None:
 
 
 def test_a_report_that_fails_withholds_the_new_time_until_it_lands() -> None:
-    server, reports = FakeServer(), []
+    server, reports = FakeServer(), Reports()
     clock = make(server, reports)
     clock.now_ms()
     server.offset_ms += 60_000
@@ -74,7 +78,7 @@ def test_a_report_that_fails_withholds_the_new_time_until_it_lands() -> None:
 
 
 def test_a_backward_step_is_reported_too() -> None:
-    server, reports = FakeServer(), []
+    server, reports = FakeServer(), Reports()
     clock = make(server, reports)
     before = clock.now_ms()
     server.offset_ms -= 3_600_000

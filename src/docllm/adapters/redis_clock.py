@@ -17,7 +17,7 @@ from docllm.adapters.redis_errors import redis_errors
 log = logging.getLogger("docllm.clock")
 
 # (new_ms, old_ms, since_ms, lease_ms): TaskQueue.note_clock_step
-StepReport = Callable[[int, int, int], Any]
+StepReport = Callable[[int, int, int, int], Any]
 
 
 class RedisServerClock:
@@ -81,5 +81,6 @@ class RedisServerClock:
         if abs(jump) <= self._lease_ms // 4:
             return
         self.steps += 1
-        log.warning("the Redis server's clock stepped %s by %.1f s", "forward" if jump > 0 else "back", abs(jump) / 1000)
+        way = "forward" if jump > 0 else "back"
+        log.warning("the Redis server's clock stepped %s by %.1f s", way, abs(jump) / 1000)
         self._pending = (server_ms, expected, since_ms, self._lease_ms)

@@ -37,6 +37,7 @@ KINDS = CRASH_KINDS + (
     "sigterm",
     "clock_back",
     "clock_forward",
+    "lost_reply",
 )
 POINTS = (
     "worker:after_claim",
@@ -188,6 +189,12 @@ class FaultPlan:
             s.ledger.fault(kind, f"{why} payload {raw[:40]!r}")
             s.ledger.bad_payload(raw, why)
             return s.push_raw(raw)
+        if kind == "lost_reply":  # the write lands, its reply never comes back (issue 13 item 1)
+            actor = self._pick(s.actors_of("worker") + s.actors_of("reaper") + s.actors_of("reconciler"))
+            if actor is not None:
+                s.ledger.arm(f"arm {actor.label}: the reply of its next database write is lost")
+                actor.lost_replies = getattr(actor, "lost_replies", 0) + 1
+            return
         if kind == "sigterm":
             actor = self._pick([w for w in s.actors_of("worker") if not getattr(w, "stopping", False)])
             if actor is not None:

@@ -8,9 +8,9 @@ exactly once (the audit trigger), with a report about its own document:
 
 - a worker partitioned from Redis (not from MariaDB) past its lease: the reaper reclaims its task,
   the other worker commits it, and the partitioned worker's late commit is refused by fencing;
-- a MariaDB connection that goes half-open as it carries a COMMIT: the commit never arrives and the
-  server keeps the transaction's row locks; the worker's read timeout fires and the server ends the
-  idle transaction, then the retried commit lands;
+- a worker's pooled MariaDB connections go half-open, and a connection goes half-open as it carries
+  a COMMIT: the commit never arrives and the server keeps the transaction's row locks; the worker's
+  read timeout fires, the server ends the idle transaction, and the retried commit lands;
 - a MariaDB COMMIT that lands and whose reply is lost: the retried write finds it done;
 - 200 ms added to every round trip on every link, with both workers committing.
 """
@@ -188,7 +188,8 @@ def test_a_worker_partitioned_from_redis_past_its_lease_is_fenced_out(net: Net) 
     net.all_done({task_id: heading}, 5)
 
 
-def test_a_commit_into_a_half_open_database_connection(net: Net) -> None:
+def test_half_open_database_connections(net: Net) -> None:
+    net.links["w1"]["db"].blackhole(new=False)  # its pooled connections: the next use times out
     for name in net.workers:
         net.links[name]["db"].blackhole_at(mysql_commit(COMMIT_SQL))
     tasks = net.submit(4)

@@ -30,7 +30,7 @@ class ChaosSettings:
     rate_500: float = 0.05
     # faults
     process_fault_every_s: tuple[float, float] = (1.5, 3.5)
-    network_fault_share: float = 0.2  # of the random faults, this share hits a process's links instead
+    network_fault_share: float = 0.1  # of the random faults, this share hits a process's links instead
     restart_after_s: tuple[float, float] = (0.2, 2.0)
     server_fault_every_s: float = 0.0  # 0: each server fault once; else a cycle of them this often
     worker_skews: tuple[str | None, ...] = (None, "+8h", "-7h", "+26h")

@@ -203,8 +203,9 @@ def test_a_commit_whose_reply_is_lost_after_it_landed(net: Net) -> None:
     tasks = net.submit(4)
     net.all_done(tasks, 60)
     assert sum(net.links[name]["db"].stats["dropped_replies"] for name in net.workers) >= 1
-    rows = net.probe.rows(False)
-    assert {rows[t]["attempt"] for t in tasks} == {1}  # each recognised as done, not run again
+    # The worker whose reply was lost recognised its own commit (else: stale_attempt, no succeeded).
+    succeeded = [e["task_id"] for e in net.harness.events("succeeded") if e["task_id"] in tasks]
+    assert sorted(succeeded) == sorted(tasks)
 
 
 def test_200_ms_on_every_link(net: Net) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tests.servers import MariaDBServer, RedisServer
 from tests.servers.fault_proxy import FaultProxy
@@ -80,7 +82,7 @@ def test_a_commit_into_a_blackhole_never_arrives_and_its_locks_stay(
 def test_a_redis_script_runs_and_its_reply_is_dropped(proxy: FaultProxy, redis_server: RedisServer) -> None:
     redis_server.start()
     link = proxy.link("redis", redis_server.host, redis_server.port, protocol="redis")
-    client = redis.Redis(host=link.host, port=link.port, socket_timeout=2, retry=None)
+    client = redis.Redis(host=link.host, port=link.port, socket_timeout=2, retry=Retry(NoBackoff(), 0))
     client.delete("fault-proxy:n")
     link.drop_reply(redis_script())
     assert client.get("fault-proxy:n") is None  # not a script: answered

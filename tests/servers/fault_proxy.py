@@ -45,7 +45,7 @@ from typing import Any
 from tests.servers.ports import LOOPBACK
 from tests.servers.wire import PROTOCOLS, Match, Request
 
-_EOF = b""
+_EOF = None  # in a pipe: the other side closed; close this one once what came before is delivered
 
 
 @dataclass
@@ -61,10 +61,10 @@ class _Pipe:
 
     def __init__(self, conn: _Conn, writer: asyncio.StreamWriter, delayed: bool):
         self.conn, self.link, self.writer, self.delayed = conn, conn.link, writer, delayed
-        self.items: deque[tuple[float, bytes]] = deque()
+        self.items: deque[tuple[float, bytes | None]] = deque()
         self.wake = asyncio.Event()
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: bytes | None) -> None:
         self.items.append((asyncio.get_running_loop().time(), data))
         self.wake.set()
 
@@ -336,6 +336,7 @@ class Link:
             self.server.close()
         for conn in list(self.conns):
             conn.reset()
+        await asyncio.sleep(0)  # the cancelled tasks end
 
 
 class FaultProxy:

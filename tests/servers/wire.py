@@ -18,6 +18,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 COM_QUERY = 0x03
 _IN_TRANS, _AUTOCOMMIT = 0x0001, 0x0002
@@ -37,21 +38,33 @@ class Request:
     action: object = None  # the rule that acts on its reply (set by the proxy)
 
 
-Match = Callable[[Request], bool]
+Match = Callable[[Request | None], bool]
+
+
+class Framer(Protocol):
+    def feed(self, data: bytes) -> list[bytes]: ...
+
+
+class Tracker(Protocol):
+    def request(self, message: bytes) -> Request | None: ...
+
+    def reply(self, message: bytes) -> Request | None: ...
 
 
 def mysql_commit(statement: str | None = None) -> Match:
     """The COMMIT (or autocommitted statement) that makes durable a statement matching ``statement``
     (a regular expression searched in the SQL; None: any commit)."""
     pattern = re.compile(statement, re.I | re.S) if statement else None
-    return lambda r: r.commits and (pattern is None or any(pattern.search(s) for s in r.statements))
+    return lambda r: r is not None and r.commits and (pattern is None or any(pattern.search(s) for s in r.statements))
 
 
 def redis_script(argument: str | None = None) -> Match:
     """EVAL/EVALSHA/FCALL, optionally only when ``argument`` (a regular expression) is found in its
     arguments (a script's SHA, a key)."""
     pattern = re.compile(argument) if argument else None
-    return lambda r: r.command in SCRIPT_COMMANDS and (pattern is None or bool(pattern.search(r.text)))
+    return lambda r: (
+        r is not None and r.command in SCRIPT_COMMANDS and (pattern is None or bool(pattern.search(r.text)))
+    )
 
 
 # -- framing -------------------------------------------------------------------------------------
@@ -147,7 +160,8 @@ class MySQLTracker:
         self.uncommitted: list[str] = []
         self.waiting: Request | None = None
 
-    def request(self, packet: bytes) -> Request | None:
+    def request(self, message: bytes) -> Request | None:
+        packet = message
         if packet[3] != 0 or len(packet) < 5:  # handshake and continuation packets
             return None
         payload = packet[4:]
@@ -167,8 +181,9 @@ class MySQLTracker:
         self.waiting = req
         return req
 
-    def reply(self, packet: bytes) -> Request | None:
+    def reply(self, message: bytes) -> Request | None:
         """The request whose reply this packet begins, or None (the rest of a reply)."""
+        packet = message
         req, self.waiting = self.waiting, None
         payload = packet[4:]
         if req is not None and payload[:1] == b"\x00" and len(payload) >= 7:
@@ -198,4 +213,7 @@ class RedisTracker:
         return self.pending.popleft()
 
 
-PROTOCOLS = {"mysql": (MySQLPackets, MySQLTracker), "redis": (RespMessages, RedisTracker)}
+PROTOCOLS: dict[str, tuple[type[Framer], type[Tracker]]] = {
+    "mysql": (MySQLPackets, MySQLTracker),
+    "redis": (RespMessages, RedisTracker),
+}

@@ -26,7 +26,8 @@ def echo() -> Iterator[tuple[str, int]]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address
+    host, port = server.server_address[:2]
+    yield str(host), int(port)
     server.shutdown()
     server.server_close()
 

@@ -150,7 +150,10 @@ class Faults:
 
     def _sigterm(self) -> bool:
         """SIGTERM a busy worker; it must stop within the grace period (checked in ``restarts``)."""
-        serving = [w for w in self._procs("worker") if w.serving]  # before its handlers exist, SIGTERM kills it
+        # Before its handlers exist, SIGTERM kills it. Not one whose links are faulted right now: a
+        # worker cut off from Redis stops only when its blocked calls time out (Redis socket timeout),
+        # which is not what the grace-period check is about.
+        serving = [w for w in self._procs("worker") if w.serving and w.name not in self.network.heal_at]
         if not serving:
             return False
         victim = self._busy_worker(serving)

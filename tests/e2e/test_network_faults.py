@@ -137,7 +137,7 @@ def net(
                 harness.reaper(name, env)
             else:
                 net.workers[name] = harness.worker(name, env)
-        wait_until(lambda: all(p.serving for p in harness.procs.values() if p.kind != "llm"), 30, "every process")
+        wait_until(lambda: all(p.serving for p in harness.procs.values() if p.kind != "llm"), 60, "every process")
         yield net
     finally:
         harness.close()

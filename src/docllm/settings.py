@@ -29,6 +29,8 @@ class Settings:
     home: str = ".docllm"
     redis_url: str = EMBEDDED_REDIS
     database_url: str = ""
+    database_connect_timeout_seconds: float = 10.0
+    database_timeout_seconds: float = 60.0
     queue_prefix: str = "docllm"
     lease_seconds: float = 30.0
     processing_timeout_seconds: float = 600.0
@@ -104,6 +106,8 @@ class Settings:
             "reconcile_interval_seconds",
             "llm_timeout_seconds",
             "retry_base_seconds",
+            "database_connect_timeout_seconds",
+            "database_timeout_seconds",
         ):
             need(getattr(self, name) > 0, name, "must be greater than 0")
         for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds"):
@@ -151,6 +155,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "home": ("DOCLLM_HOME", str),
     "redis_url": ("DOCLLM_REDIS_URL", str),
     "database_url": ("DOCLLM_DATABASE_URL", str),
+    "database_connect_timeout_seconds": ("DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS", _number(float)),
+    "database_timeout_seconds": ("DOCLLM_DATABASE_TIMEOUT_SECONDS", _number(float)),
     "queue_prefix": ("DOCLLM_QUEUE_PREFIX", str),
     "lease_seconds": ("DOCLLM_LEASE_SECONDS", _number(float)),
     "processing_timeout_seconds": ("PROCESSING_TIMEOUT_SECONDS", _number(float)),

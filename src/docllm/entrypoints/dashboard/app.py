@@ -41,6 +41,7 @@ def create_app(src: Sources, token: str = "") -> Flask:
     app = Flask("docllm.dashboard", root_path=str(HERE))
     security.install(app, token)
     app.jinja_env.globals.update(refresh_ms=int(src.refresh_seconds * 1000), statuses=[s.value for s in TaskStatus])
+    app.jinja_env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M:%S UTC") if v else "-"
     app.jinja_env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
 
     @app.get("/")

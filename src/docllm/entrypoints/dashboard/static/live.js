@@ -8,7 +8,7 @@
   async function refresh() {
     if (!document.hidden) {
       try {
-        const response = await fetch(location.href, { credentials: "same-origin", headers: { "X-Live": "1" } });
+        const response = await fetch(location.href, { credentials: "same-origin" });
         if (response.ok && !response.redirected) {
           const page = new DOMParser().parseFromString(await response.text(), "text/html");
           const fresh = page.getElementById("live");

@@ -113,15 +113,16 @@ def run_demo(workers: int = 3, dashboard: bool = False) -> int:
     )
     console.print(f"Worker logs: {logs}")
     console.print(
-        f"The reports, findings and quotes in a browser: DOCLLM_HOME={home} {docllm} dashboard "
-        f"(then open {DASHBOARD_URL}; `docllm demo --dashboard` serves it right away)"
-    )
-    console.print(
         f"[bold {'green' if ok else 'red'}]{'every task succeeded' if ok else 'demo did not finish'}"
         f"[/] in {time.monotonic() - started:.1f} s"
     )
     if dashboard:
         _serve_dashboard(container, console)
+    else:
+        console.print(
+            f"Next, the reports (findings, quotes, suggestions) in a browser: DOCLLM_HOME={home} {docllm} "
+            f"dashboard, then open {DASHBOARD_URL} (or run `docllm demo --dashboard`)"
+        )
     container.shutdown_resources()
     return 0 if ok else 1
 

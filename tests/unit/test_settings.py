@@ -73,3 +73,16 @@ def test_database_timeouts_reach_the_engine():
         assert (seen["connect_timeout"], seen["read_timeout"], seen["write_timeout"]) == (4.0, 2.5, 2.5)
     finally:
         container.shutdown_resources()
+
+
+def test_the_dashboard_on_the_worker_port_needs_loopback_or_a_token():
+    port = {"DOCLLM_DASHBOARD_ON_WORKER": "1", "DOCLLM_METRICS_PORT": "9464"}
+    with pytest.raises(SettingsError, match="DOCLLM_DASHBOARD_TOKEN"):
+        Settings.from_env(port)  # the port binds 0.0.0.0 by default
+    with pytest.raises(SettingsError, match="DOCLLM_METRICS_PORT"):
+        Settings.from_env({"DOCLLM_DASHBOARD_ON_WORKER": "1", "DOCLLM_METRICS_HOST": "127.0.0.1"})
+    with pytest.raises(SettingsError, match="DOCLLM_DASHBOARD_ON_WORKER"):
+        Settings.from_env({"DOCLLM_DASHBOARD_ON_WORKER": "maybe"})
+    assert Settings.from_env({**port, "DOCLLM_METRICS_HOST": "::1"}).dashboard_on_worker
+    s = Settings.from_env({**port, "DOCLLM_DASHBOARD_TOKEN": "tok-secret-9"})
+    assert s.dashboard_on_worker and "tok-secret" not in repr(s)

@@ -56,6 +56,7 @@ class InMemoryTaskQueue:
         # first) and their processing_ts stamps. A lease's own stamp is implied by the lease.
         self._unleased: list[str] = []
         self._stamps: dict[int, str] = {}
+        self._cancelled: dict[int, int] = {}  # task id -> when an operator cancelled it
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
@@ -284,6 +285,20 @@ class InMemoryTaskQueue:
             removed = [d for d in self._dead if wanted is None or d.task_id in wanted]
             self._dead = deque(d for d in self._dead if not (wanted is None or d.task_id in wanted))
             return removed
+
+    def mark_cancelled(self, task_ids: Collection[int]) -> None:
+        now = self._clock.now_ms()
+        with self._changed:
+            self._cancelled.update({int(t): now for t in task_ids})
+
+    def cancel_marks(self, task_ids: Collection[int]) -> set[int]:
+        with self._changed:
+            return {int(t) for t in task_ids if int(t) in self._cancelled}
+
+    def clear_cancelled(self, task_ids: Collection[int]) -> None:
+        with self._changed:
+            for t in task_ids:
+                self._cancelled.pop(int(t), None)
 
     def stats(self) -> QueueStats:
         with self._changed:

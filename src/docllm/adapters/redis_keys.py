@@ -16,6 +16,8 @@ _SUFFIXES = {
     "dead": "queue:dead",  # JSON {"payload", "reason", "at_ms", "task_id"}, newest left
     "staging": "queue:staging",  # list: taken from ready by a blocking claimer, about to be leased
     "staging_seen": "hash:staging_seen",  # payload -> when the reaper first saw it staged (ms)
+    "cancelled": "hash:cancelled",  # task_id -> when an operator cancelled it (ms): read at heartbeats
+    "workers": "zset:workers",  # worker id scored by when its record expires (ms): the registry's index
 }
 
 
@@ -34,6 +36,8 @@ class RedisKeys:
     dead: str = field(init=False)
     staging: str = field(init=False)
     staging_seen: str = field(init=False)
+    cancelled: str = field(init=False)
+    workers: str = field(init=False)
 
     def __post_init__(self) -> None:
         for name, suffix in _SUFFIXES.items():
@@ -57,6 +61,10 @@ class RedisKeys:
     def lead(self, role: str) -> str:
         """The key of the fleet's lease on ``role`` (lead.lua)."""
         return f"{self.prefix}:lead:{role}"
+
+    def worker(self, worker_id: str) -> str:
+        """The hash of one worker's record (redis_registry.py); expires with its TTL."""
+        return f"{self.prefix}:worker:{worker_id}"
 
     @classmethod
     def of(cls, keys_or_prefix: RedisKeys | str) -> RedisKeys:

@@ -300,6 +300,25 @@ class RedisTaskQueue:
         ids = ["*"] if task_ids is None else [str(int(t)) for t in task_ids]
         return [_dead_letter(entry) for entry in self._run("remove_dead", *ids)]
 
+    def mark_cancelled(self, task_ids: Collection[int]) -> None:
+        if task_ids:
+            now = self._clock.now_ms()
+            with redis_errors("mark_cancelled"):
+                self._client.hset(self._keys.cancelled, mapping={str(int(t)): now for t in task_ids})
+
+    def cancel_marks(self, task_ids: Collection[int]) -> set[int]:
+        ids = [int(t) for t in task_ids]
+        if not ids:
+            return set()
+        with redis_errors("cancel_marks"):
+            found = self._client.hmget(self._keys.cancelled, [str(t) for t in ids])
+        return {t for t, at in zip(ids, found, strict=True) if at is not None}
+
+    def clear_cancelled(self, task_ids: Collection[int]) -> None:
+        if task_ids:
+            with redis_errors("clear_cancelled"):
+                self._client.hdel(self._keys.cancelled, *[str(int(t)) for t in task_ids])
+
     def stats(self) -> QueueStats:
         """``oldest_claimed_at_ms`` has whole-second precision here (see stats.lua)."""
         ready, processing, delayed, dead, oldest = self._run("stats")

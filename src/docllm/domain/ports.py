@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task
+from docllm.domain.workers import WorkerRecord
 
 
 class Clock(Protocol):
@@ -124,6 +125,17 @@ class TaskQueue(Protocol):
     def now_ms(self) -> int:
         """The authority clock as this queue sees it."""
 
+    # -- the operator's cancel (DESIGN section 12) ---------------------------------------------
+    def mark_cancelled(self, task_ids: Collection[int]) -> None:
+        """Mark these tasks cancelled: a worker running one stops it at its next heartbeat, and
+        an attempt that starts on one ends at once (failed, "cancelled by operator")."""
+
+    def cancel_marks(self, task_ids: Collection[int]) -> set[int]:
+        """Which of these tasks carry a cancel mark (one round trip, O(len(task_ids)))."""
+
+    def clear_cancelled(self, task_ids: Collection[int]) -> None:
+        """Remove the marks: the cancel is settled, or an operator's retry reopened the task."""
+
 
 class TaskRepository(Protocol):
     """The MySQL side: the source of truth. Every write of an attempt is fenced on ``attempt``."""
@@ -151,6 +163,10 @@ class TaskRepository(Protocol):
     def reopen(self, task_id: int) -> bool:
         """Operator's retry: failed -> pending with a fresh attempt budget."""
 
+    def cancel_pending(self, task_id: int, attempt: int, error: str) -> bool:
+        """Operator's cancel of a task no attempt runs: pending -> failed, fenced on ``attempt``
+        (the row's counter as read), so it never lands on a row an attempt has started since."""
+
     def delete(self, task_id: int) -> bool: ...
 
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
@@ -174,6 +190,19 @@ class DocumentReviewer(Protocol):
 
     async def check(self) -> None:
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""
+
+
+class WorkerRegistry(Protocol):
+    """The live workers: each process beats its record with a TTL and removes it at a clean stop,
+    so a killed process disappears when its TTL runs out."""
+
+    def beat(self, record: WorkerRecord, ttl_ms: int) -> None:
+        """Write (or renew) ``record``; it counts as live for ``ttl_ms`` of authority time."""
+
+    def remove(self, worker_id: str) -> None: ...
+
+    def live(self) -> list[WorkerRecord]:
+        """Records whose TTL has not run out, ordered by id; expired entries are cleaned on the way."""
 
 
 class EventSink(Protocol):

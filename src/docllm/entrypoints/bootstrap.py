@@ -52,5 +52,6 @@ def build_service(container: Container, workers: bool = True, reaper: bool = Tru
         reconciler=container.reconciler() if reaper else None,
         metrics=metrics,
         readiness=container.readiness() if metrics is not None else {},
+        registry=container.worker_registry() if workers else None,
     )
     return Service(container.settings(), parts)

@@ -475,3 +475,19 @@ def test_clamp_brings_deadlines_a_backward_clock_step_pushed_out_back_in(subject
     assert {d.token for d in subject.queue.expired(10)} >= {crashed.token}
     subject.clock.advance(20_000)
     assert subject.queue.promote_due(10) == 1  # the retry is due within its longest delay
+
+
+# -- cancel marks (docllm cancel) -----------------------------------------------------------------
+
+
+def test_cancel_marks_are_set_read_and_cleared_by_task_id(subject: QueueUnderTest) -> None:
+    q = subject.queue
+    assert q.cancel_marks([1, 2, 3]) == set()
+    q.mark_cancelled([1, 3])
+    q.mark_cancelled([3])
+    q.mark_cancelled([])
+    assert q.cancel_marks([1, 2, 3, 4]) == {1, 3}
+    assert q.cancel_marks([]) == set()
+    q.clear_cancelled([1, 5])
+    q.clear_cancelled([])
+    assert q.cancel_marks([1, 2, 3]) == {3}

@@ -12,8 +12,8 @@ from docllm.domain import events as ev
 from docllm.domain.model import TaskStatus
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.cancel import CancelResult, Canceller
-from docllm.domain.services.outcome import CANCELLED_ERROR
+from docllm.domain.services.cancel import Canceller, CancelResult
+from docllm.domain.services.outcome import CANCELLED_ERROR, Outcome
 from docllm.domain.services.producer import retry_dead, submit
 from tests.unit.test_worker import FakeReviewer, Rig, run
 
@@ -67,8 +67,6 @@ def test_a_running_task_is_marked_and_reported_cancelled_once_its_worker_failed_
     assert (cancel.result, cancel.done) == (CancelResult.running, False)
     assert proc.cancelled([attempt]) == {task.task_id}  # what the heartbeat reads
     assert canceller.check(cancel).result is CancelResult.running
-    from docllm.domain.services.outcome import Outcome
-
     assert proc.finish(attempt, Outcome.cancelled())
     assert canceller.check(cancel).result is CancelResult.cancelled
     assert queue.cancel_marks([task.task_id]) == set() and queue.stats().processing == 0

@@ -35,6 +35,7 @@ class Cancel:
     task_id: int
     result: CancelResult
     status: str | None = None  # the row's status as last read
+    late: bool = False  # ``finished`` after the mark was set: it ended before its worker saw it
 
     @property
     def done(self) -> bool:
@@ -46,7 +47,9 @@ class Cancel:
             CancelResult.cancelled: CANCELLED_ERROR,
             CancelResult.running: "running: its worker stops it at its next heartbeat",
             CancelResult.unknown: "no task with this id",
-            CancelResult.finished: f"already {self.status}: nothing to cancel",
+            CancelResult.finished: f"ended {self.status} before the cancel took effect"
+            if self.late
+            else f"already {self.status}: nothing to cancel",
         }[self.result]
 
 
@@ -76,7 +79,7 @@ class Canceller:
                     return Cancel(task_id, CancelResult.cancelled, row.status.value)
                 if not fresh:  # it ended before its worker saw the mark: the mark has no more use
                     self.queue.clear_cancelled([task_id])
-                return Cancel(task_id, CancelResult.finished, row.status.value)
+                return Cancel(task_id, CancelResult.finished, row.status.value, late=not fresh)
             if self.repo.cancel_pending(task_id, row.attempt, CANCELLED_ERROR):
                 self.queue.clear_cancelled([task_id])
                 self.events.emit(ev.CANCELLED, task_id=task_id, attempt=row.attempt, worker="operator")

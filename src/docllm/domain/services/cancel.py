@@ -73,6 +73,8 @@ class Canceller:
             if row is None:
                 return Cancel(task_id, CancelResult.unknown)
             if row.status is TaskStatus.processing:
+                if not fresh:  # again: Redis may have lost the mark (a restart without AOF, a failover)
+                    self.queue.mark_cancelled([task_id])
                 return Cancel(task_id, CancelResult.running, row.status.value)
             if row.status.terminal:
                 if row.status is TaskStatus.failed and row.error == CANCELLED_ERROR and not fresh:

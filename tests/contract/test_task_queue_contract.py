@@ -491,3 +491,22 @@ def test_cancel_marks_are_set_read_and_cleared_by_task_id(subject: QueueUnderTes
     q.clear_cancelled([1, 5])
     q.clear_cancelled([])
     assert q.cancel_marks([1, 2, 3]) == {3}
+
+
+def test_a_claim_says_whether_its_task_was_cancelled(subject: QueueUnderTest) -> None:
+    q = subject.queue
+    for task_id in (1, 2, 3):
+        q.push(payload(task_id))
+    q.push("not json")
+    q.mark_cancelled([2])
+    claimed = q.claim_batch("w1", LEASE, 3)
+    assert [(d.raw, d.cancelled) for d in claimed] == [(payload(1), False), (payload(2), True), (payload(3), False)]
+    raw = q.stage(0)
+    assert raw == "not json" and q.lease_staged(raw, "w1", LEASE).cancelled is False
+    q.clear_cancelled([2])
+    q.push(payload(2))
+    q.mark_cancelled([7])
+    assert q.stage(0) == payload(2)
+    assert q.lease_staged(payload(2), "w1", LEASE).cancelled is False
+    q.push(payload(7))
+    assert q.lease_staged(q.stage(0), "w1", LEASE).cancelled is True

@@ -26,8 +26,8 @@ class _Lease:
     deadline_ms: int
     task_id: int | None
 
-    def delivery(self, token: str) -> Delivery:
-        return Delivery(self.raw, token, self.deadline_ms, self.holder, self.claimed_at_ms)
+    def delivery(self, token: str, cancelled: bool = False) -> Delivery:
+        return Delivery(self.raw, token, self.deadline_ms, self.holder, self.claimed_at_ms, cancelled)
 
 
 class InMemoryTaskQueue:
@@ -88,7 +88,7 @@ class InMemoryTaskQueue:
         self._leases[token] = lease
         if lease.task_id is not None:  # stamps are keyed by int task ids only
             self._stamps.pop(lease.task_id, None)  # the claim writes its own stamp over an old one
-        return lease.delivery(token)
+        return lease.delivery(token, lease.task_id in self._cancelled)
 
     def stage(self, timeout_s: float) -> str | None:
         with self._changed:

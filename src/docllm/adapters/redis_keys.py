@@ -45,7 +45,7 @@ class RedisKeys:
 
     @property
     def script_keys(self) -> list[str]:
-        """KEYS[1..9] of every queue script, in the order their headers name them (lua/lib.lua)."""
+        """KEYS[1..10] of every queue script, in the order their headers name them (lua/lib.lua)."""
         return [
             self.ready,
             self.processing,
@@ -56,6 +56,7 @@ class RedisKeys:
             self.processing_ts,
             self.staging,
             self.staging_seen,
+            self.cancelled,
         ]
 
     def lead(self, role: str) -> str:

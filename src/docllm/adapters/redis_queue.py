@@ -112,10 +112,10 @@ class RedisTaskQueue:
             return []
         now = self._clock.now_ms()
         tokens = [self._new_token() for _ in range(limit)]
-        raws = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
+        found = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
         return [
-            Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
-            for raw, token in zip(raws, tokens, strict=False)
+            Delivery(_text(raw), token, now + lease_ms, holder, now, cancelled=bool(marked))
+            for raw, marked, token in zip(found[::2], found[1::2], tokens, strict=False)
         ]  # fewer payloads than tokens: fine
 
     def stage(self, timeout_s: float) -> str | None:
@@ -134,9 +134,10 @@ class RedisTaskQueue:
 
     def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
         now, token = self._clock.now_ms(), self._new_token()
-        if not self._run("lease_staged", _wire(raw), now, lease_ms, token, holder):
+        leased = self._run("lease_staged", _wire(raw), now, lease_ms, token, holder)
+        if not leased:
             return None
-        return Delivery(raw=raw, token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
+        return Delivery(raw, token, now + lease_ms, holder, now, cancelled=int(leased) == 2)
 
     def unstage(self, grace_ms: int, limit: int) -> int:
         return int(self._run("unstage", self._clock.now_ms(), grace_ms, limit))

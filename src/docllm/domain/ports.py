@@ -30,7 +30,8 @@ class TaskQueue(Protocol):
         """Add a payload to ready (``front`` makes it the next one claimed)."""
 
     def claim(self, holder: str, lease_ms: int) -> Delivery | None:
-        """Atomically move the next ready payload into processing under a new lease, or None."""
+        """Atomically move the next ready payload into processing under a new lease, or None.
+        ``Delivery.cancelled`` says whether its task carried a cancel mark (``mark_cancelled``)."""
 
     def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
         """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first."""

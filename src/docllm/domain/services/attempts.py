@@ -93,7 +93,7 @@ class TaskProcessor:
         assert task is not None
         attempt = Attempt(delivery=delivery, task=task, started_ms=self.clock.now_ms())
         self.events.emit(ev.STARTED, task_id=task.task_id, attempt=task.attempt, worker=self.holder)
-        if self.queue.cancel_marks([task.task_id]):  # cancelled while it waited (or was reclaimed)
+        if delivery.cancelled:  # the claim found the operator's cancel mark (it was reclaimed, handed back)
             self.finish(attempt, Outcome.cancelled())
             return None
         return attempt

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import fakeredis
 import pytest
@@ -57,18 +58,9 @@ def _subject(request: pytest.FixtureRequest) -> Iterator[RegistryUnderTest]:
     client.close()
 
 
-def record(worker_id: str = "host-a:101", at: float = 1_700_000_000.0, **kw) -> WorkerRecord:
-    values = dict(
-        id=worker_id,
-        host="host-a",
-        pid=101,
-        version="0.1.0",
-        slots=4,
-        in_flight=(InFlight(7, 2, 12.5), InFlight(9, 1, 0.25)),
-        started_at=at - 60,
-        last_beat=at,
-    )
-    return WorkerRecord(**(values | kw))
+def record(worker_id: str = "host-a:101", at: float = 1_700_000_000.0, **changes: Any) -> WorkerRecord:
+    flights = (InFlight(7, 2, 12.5), InFlight(9, 1, 0.25))
+    return replace(WorkerRecord(worker_id, "host-a", 101, "0.1.0", 4, flights, at - 60, at), **changes)
 
 
 def test_adapter_has_every_method_of_the_port(subject: RegistryUnderTest) -> None:
@@ -130,9 +122,10 @@ def test_redis_keys_share_the_queue_hash_tag_and_readers_clean_the_index(redis_s
     subject.registry.beat(record("a"), TTL)
     subject.registry.beat(record("b"), TTL)
     assert 0 < subject.client.pttl(keys.worker("a")) <= TTL
-    assert all(key.startswith(b"{dq}:") for key in subject.client.keys("*"))
+    names = [key.decode() if isinstance(key, bytes) else key for key in subject.client.keys("*")]
+    assert names and all(name.startswith("{dq}:") for name in names)
     subject.client.delete(keys.worker("b"))  # its hash expired by Redis's own clock first
     subject.clock.advance(TTL + 1)
-    subject.registry.beat(replace(record("c")), TTL)
+    subject.registry.beat(record("c"), TTL)
     assert [r.id for r in subject.registry.live()] == ["c"]
     assert subject.client.zrange(keys.workers, 0, -1) == [b"c"]  # a and b left the index

@@ -87,6 +87,14 @@ class NoHeartbeatWorker(Worker):
         await asyncio.get_running_loop().create_future()
 
 
+class NoCancelReadWorker(Worker):
+    """Heartbeats never read the operator's cancel marks: a cancelled running task runs on and
+    commits (C1)."""
+
+    async def _cancels(self, runs: list[Running]) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -129,6 +137,12 @@ BREAKS = {
         ),
         Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
         Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),
+        Break(
+            "no-cancel-read",
+            "heartbeats do not read the operator's cancel marks",
+            "cancel",
+            worker_class=NoCancelReadWorker,
+        ),
         Break(
             "reaper-client-clock",
             "the reaper decides expiry with its own host's (skewed) clock",

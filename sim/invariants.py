@@ -236,7 +236,7 @@ class Checker:
         dead = s.dead_letter_task_ids()
         last_loss = led.data_losses[-1] if led.data_losses else -1
         for tid, book in led.books.items():
-            if book.status == FAILED and tid not in dead and (book.failed_at or 0) > last_loss:
+            if book.status == FAILED and tid not in dead and (book.failed_at or 0) > last_loss and not book.cancelled:
                 led.violate("I5", tid, "failed, but its payload is not in the dead-letter list")
         for tid, (status, _attempt, retry_count) in s.rows().items():
             book = led.books.get(tid)

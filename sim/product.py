@@ -17,8 +17,10 @@ from typing import Any
 from docllm.adapters.redis_clock import RedisServerClock
 from docllm.adapters.redis_queue import RedisTaskQueue
 from docllm.container import Container
+from docllm.domain.errors import Unavailable
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.cancel import Canceller
 from docllm.domain.services.outcome import Reason
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
@@ -188,6 +190,18 @@ class ProductSystem(System):
         q, r, s = self._with(queue, repo, "reconciler")
         with q, r, s:
             return self.container.reconciler()
+
+    def cancel(self, task_id: int) -> None:
+        """``docllm cancel TASK_ID`` once (its wait loop is left out: the workers and the attempt's
+        start must settle a running task on their own)."""
+        book = self.ledger.books[task_id]
+        try:
+            [found] = Canceller(self.gated_repo, self.gated_queue, events=self.events).request([task_id])
+        except Unavailable as exc:
+            self.world.log("note", f"cancel failed: {exc}", task_id)
+            return
+        self.world.log("note", f"cancel -> {found.result.value}", task_id)
+        self.ledger.cancel_requested(book, found.result.value)
 
     def op_latency(self) -> int:
         return int(self.rng.uniform(1, 20))

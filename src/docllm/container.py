@@ -62,6 +62,12 @@ def _queue(client, settings: Settings, clock, metrics):
     return metrics.counting(queue, "redis") if metrics else queue
 
 
+def _worker_registry(client, settings: Settings, clock):
+    from docllm.adapters.redis_registry import RedisWorkerRegistry
+
+    return RedisWorkerRegistry(client, settings.queue_prefix, clock=clock)
+
+
 def _repository(engine, settings: Settings, metrics):
     from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
 
@@ -131,6 +137,7 @@ class Container(containers.DeclarativeContainer):
     clock = providers.Singleton(_clock, redis_client, settings)
     queue = providers.Singleton(_queue, redis_client, settings, clock, metrics)
     repository = providers.Singleton(_repository, engine, settings, metrics)
+    worker_registry = providers.Singleton(_worker_registry, redis_client, settings, clock)
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics)
     events = providers.Singleton(_events, settings, metrics)
     readiness = providers.Singleton(_readiness, redis_client, engine)

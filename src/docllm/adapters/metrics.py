@@ -111,7 +111,7 @@ class AttemptTimer:
     """An EventSink decorator: adds ``duration`` (seconds, this process's monotonic clock; a record,
     never an input to a decision) to the event that ends an attempt started in this process."""
 
-    ENDS = frozenset({ev.SUCCEEDED, ev.RETRIED, ev.FAILED, ev.RELEASED, ev.STALE, ev.LEASE_LOST})
+    ENDS = frozenset({ev.SUCCEEDED, ev.RETRIED, ev.FAILED, ev.RELEASED, ev.STALE, ev.LEASE_LOST, ev.CANCELLED})
     LIMIT = 10_000  # attempts whose end this process never sees (a lost lease) must not pile up
 
     def __init__(self, inner: EventSink):

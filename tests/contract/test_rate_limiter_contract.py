@@ -12,8 +12,8 @@ import redis
 
 from docllm.adapters.manual_clock import ManualClock
 from docllm.adapters.memory_rate_limiter import InMemoryRateLimiter
-from docllm.adapters.redis_rate_limiter import RedisRateLimiter, limit_key
 from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis_rate_limiter import RedisRateLimiter, limit_key
 from docllm.domain.ports import RateLimiter
 from docllm.domain.rate_limits import ProviderHints
 
@@ -25,7 +25,10 @@ def make(request: pytest.FixtureRequest) -> Iterator[tuple[ManualClock, Make]]:
     clock = ManualClock()
     if request.param == "memory":
         shared: dict[str, InMemoryRateLimiter] = {}  # one process: its workers share one limiter per model
-        yield clock, lambda rpm=None, tpm=None, model="m": shared.setdefault(model, InMemoryRateLimiter(clock, rpm, tpm))
+        yield (
+            clock,
+            lambda rpm=None, tpm=None, model="m": shared.setdefault(model, InMemoryRateLimiter(clock, rpm, tpm)),
+        )
         return
     if request.param == "fakeredis":
         client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
@@ -117,6 +120,17 @@ def test_the_providers_remaining_budget_is_shared_until_its_reset(make):
     assert limiter.acquire(100) == 0
 
 
+def test_a_provider_that_names_its_limit_refills_in_a_straight_line(make):
+    clock, build = make
+    limiter = build(rpm=10**6)
+    # 0 of 100 left, full in 10 s: one more every 100 ms, not a wait of the whole 10 s.
+    limiter.settle(0, ProviderHints(remaining_requests=0, reset_requests_s=10, limit_requests=100))
+    assert limiter.acquire(1) == pytest.approx(0.1)
+    clock.advance(250)
+    assert [limiter.acquire(1), limiter.acquire(1)] == [0, 0]
+    assert limiter.acquire(1) == pytest.approx(0.05)
+
+
 def test_headroom_shows_what_could_go_now(make):
     clock, build = make
     limiter = build(rpm=120, tpm=6000)
@@ -163,6 +177,14 @@ def test_the_script_does_what_the_domain_arithmetic_says(make):
                     ProviderHints(retry_after_s=rng.uniform(0, 3)),
                     ProviderHints(remaining_requests=rng.randint(0, 3), reset_requests_s=rng.uniform(0, 2)),
                     ProviderHints(remaining_tokens=rng.randint(0, 5000), reset_tokens_s=rng.uniform(0, 5)),
+                    ProviderHints(
+                        remaining_requests=rng.randint(0, 3),
+                        reset_requests_s=rng.uniform(0, 2),
+                        limit_requests=rng.choice((None, 5, 60)),
+                        remaining_tokens=rng.randint(0, 5000),
+                        reset_tokens_s=rng.uniform(0, 5),
+                        limit_tokens=rng.choice((None, 4000, 90_000)),
+                    ),
                 )
             )
             subject.settle(delta, hints)

@@ -1,8 +1,8 @@
 """What an LLM provider's response headers say about its rate limits (OpenAI's names, which most
-compatible servers copy): ``x-ratelimit-remaining-requests/tokens``, ``x-ratelimit-reset-
-requests/tokens`` (durations such as ``1s``, ``6m0s``, ``20ms`` or plain seconds),
-``retry-after-ms`` and ``Retry-After`` (seconds or an HTTP date). A value that does not parse is
-ignored, never an error: headers are advice."""
+compatible servers copy): ``x-ratelimit-limit-*``, ``x-ratelimit-remaining-*`` and
+``x-ratelimit-reset-*`` for requests and tokens (resets as durations such as ``1s``, ``6m0s``,
+``20ms`` or plain seconds), ``retry-after-ms`` and ``Retry-After`` (seconds or an HTTP date). A
+value that does not parse is ignored, never an error: headers are advice."""
 
 from __future__ import annotations
 
@@ -65,4 +65,6 @@ def hints_from_headers(headers: Any) -> ProviderHints:
         reset_requests_s=duration_seconds(headers.get("x-ratelimit-reset-requests")),
         reset_tokens_s=duration_seconds(headers.get("x-ratelimit-reset-tokens")),
         retry_after_s=retry_after_seconds(headers),
+        limit_requests=_count(headers.get("x-ratelimit-limit-requests")),
+        limit_tokens=_count(headers.get("x-ratelimit-limit-tokens")),
     )

@@ -12,13 +12,29 @@ import redis
 from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_keys import RedisKeys
 from docllm.domain.ports import Clock
-from docllm.domain.rate_limits import LimitState, ProviderHints, headroom
+from docllm.domain.rate_limits import Budget, LimitState, ProviderHints, headroom
 
 
 def limit_key(keys: RedisKeys, base_url: str, model: str) -> str:
     """``{prefix}:llm:limit:<digest>``: workers of one queue that call one model share it."""
     digest = hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
     return f"{keys.prefix}:llm:limit:{digest}"
+
+
+# The hash's fields, in the order the script's peek returns them (lua/rate_limit.lua).
+FIELDS = (
+    "rtat",
+    "ttat",
+    "hold",
+    "preq",
+    "preq_seen",
+    "preq_rate",
+    "preq_at",
+    "ptok",
+    "ptok_seen",
+    "ptok_rate",
+    "ptok_at",
+)
 
 
 def _ms(seconds: float | None) -> str:
@@ -59,22 +75,19 @@ class RedisRateLimiter:
             "" if h.remaining_tokens is None else h.remaining_tokens,
             _ms(h.reset_tokens_s),
             _ms(h.retry_after_s),
+            "" if h.limit_requests is None else h.limit_requests,
+            "" if h.limit_tokens is None else h.limit_tokens,
         )
 
     def headroom(self) -> dict[str, Any]:
         now = self._clock.now_ms()
-        v = [x.decode() if isinstance(x, bytes) else x for x in self._run("peek", now, 0)]
+        raw = [x.decode() if isinstance(x, bytes) else x for x in self._run("peek", now, 0)]
+        f = dict(zip(FIELDS, (float(x) if x else None for x in raw), strict=True))
 
-        def num(i: int) -> float:
-            return float(v[i]) if v[i] else 0.0
+        def budget(b: str) -> Budget | None:
+            if f[b] is None:
+                return None
+            return Budget(f[b] or 0.0, f[f"{b}_seen"] or 0.0, f[f"{b}_rate"] or 0.0, f[f"{b}_at"] or 0.0)
 
-        state = LimitState(
-            requests_tat=num(0),
-            tokens_tat=num(1),
-            hold_until=num(2),
-            provider_requests=float(v[3]) if v[3] else None,
-            provider_requests_reset=num(4),
-            provider_tokens=float(v[5]) if v[5] else None,
-            provider_tokens_reset=num(6),
-        )
+        state = LimitState(f["rtat"] or 0.0, f["ttat"] or 0.0, f["hold"] or 0.0, budget("preq"), budget("ptok"))
         return headroom(state, now, self._rpm, self._tpm)

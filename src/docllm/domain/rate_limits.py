@@ -5,7 +5,9 @@ each keeps a theoretical arrival time (TAT). A bucket holds one second of its li
 request), so in any 60 s window the fleet sends at most the limit plus one second's worth plus the
 request in hand; the provider's sliding or refilling windows then never see more than the limit.
 The provider's own answers tighten this for everyone (``ProviderHints``): a ``Retry-After``
-holds every worker back, and its remaining budget is shared until its reset.
+holds every worker back, and its remaining budget is shared until its reset: refilled in a straight
+line towards the limit when the provider names it (OpenAI's buckets refill continuously), else
+only at the reset (a fixed window).
 
 ``decide`` and ``correct`` are the reference: ``adapters/lua/rate_limit.lua`` does the same in
 Redis, and the contract tests hold the two to each other.
@@ -39,6 +41,8 @@ class ProviderHints:
     reset_requests_s: float | None = None
     reset_tokens_s: float | None = None
     retry_after_s: float | None = None
+    limit_requests: int | None = None
+    limit_tokens: int | None = None
 
     def __bool__(self) -> bool:
         return any(v is not None for v in vars(self).values())
@@ -51,10 +55,34 @@ class LimitState:
     requests_tat: float = 0.0
     tokens_tat: float = 0.0
     hold_until: float = 0.0  # Retry-After: nobody sends before this
-    provider_requests: float | None = None  # remaining, as the provider last said, until its reset
-    provider_requests_reset: float = 0.0
-    provider_tokens: float | None = None
-    provider_tokens_reset: float = 0.0
+    provider_requests: Budget | None = None
+    provider_tokens: Budget | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the provider said remains (at ``seen``, less what was sent since), refilling at
+    ``rate`` per ms until ``reset``, when it no longer binds."""
+
+    remaining: float
+    seen: float
+    rate: float
+    reset: float
+
+    def available(self, now: float) -> float:
+        return self.remaining + self.rate * (now - self.seen)
+
+    def wait(self, now: float, need: float) -> float:
+        short = need - self.available(now)
+        if self.reset <= now or short <= 0:
+            return 0.0
+        return min(short / self.rate, self.reset - now) if self.rate > 0 else self.reset - now
+
+    @staticmethod
+    def said(now: float, remaining: int, reset_s: float, limit: int | None) -> Budget:
+        reset_ms = reset_s * 1000
+        rate = (limit - remaining) / reset_ms if limit is not None and limit > remaining and reset_ms > 0 else 0.0
+        return Budget(float(remaining), now, rate, now + reset_ms)
 
 
 def _intervals(rpm: int, tpm: int) -> tuple[float, float, float, float]:
@@ -70,10 +98,10 @@ def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tu
     wait = 0.0
     if state.hold_until > now:
         wait = state.hold_until - now
-    if state.provider_requests is not None and state.provider_requests_reset > now and state.provider_requests < 1:
-        wait = max(wait, state.provider_requests_reset - now)
-    if state.provider_tokens is not None and state.provider_tokens_reset > now and state.provider_tokens < tokens:
-        wait = max(wait, state.provider_tokens_reset - now)
+    if state.provider_requests is not None:
+        wait = max(wait, state.provider_requests.wait(now, 1))
+    if state.provider_tokens is not None:
+        wait = max(wait, state.provider_tokens.wait(now, tokens))
     if request_ms:
         wait = max(wait, max(state.requests_tat, now) + request_ms - request_tolerance - now)
     cost = tokens * token_ms
@@ -86,8 +114,8 @@ def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tu
             state,
             requests_tat=max(state.requests_tat, now) + request_ms if request_ms else state.requests_tat,
             tokens_tat=max(state.tokens_tat, now) + cost if token_ms else state.tokens_tat,
-            provider_requests=None if state.provider_requests is None else state.provider_requests - 1,
-            provider_tokens=None if state.provider_tokens is None else state.provider_tokens - tokens,
+            provider_requests=_spend(state.provider_requests, 1),
+            provider_tokens=_spend(state.provider_tokens, tokens),
         ),
         0,
     )
@@ -102,12 +130,16 @@ def correct(state: LimitState, now: float, tpm: int, delta_tokens: int, hints: P
     if hints.retry_after_s is not None:
         changes["hold_until"] = max(state.hold_until, now + hints.retry_after_s * 1000)
     if hints.remaining_requests is not None and hints.reset_requests_s is not None:
-        changes["provider_requests"] = float(hints.remaining_requests)
-        changes["provider_requests_reset"] = now + hints.reset_requests_s * 1000
+        changes["provider_requests"] = Budget.said(
+            now, hints.remaining_requests, hints.reset_requests_s, hints.limit_requests
+        )
     if hints.remaining_tokens is not None and hints.reset_tokens_s is not None:
-        changes["provider_tokens"] = float(hints.remaining_tokens)
-        changes["provider_tokens_reset"] = now + hints.reset_tokens_s * 1000
+        changes["provider_tokens"] = Budget.said(now, hints.remaining_tokens, hints.reset_tokens_s, hints.limit_tokens)
     return replace(state, **changes)
+
+
+def _spend(budget: Budget | None, amount: float) -> Budget | None:
+    return None if budget is None else replace(budget, remaining=budget.remaining - amount)
 
 
 def headroom(state: LimitState, now: float, rpm: int, tpm: int) -> dict[str, float | int | None]:
@@ -118,18 +150,18 @@ def headroom(state: LimitState, now: float, rpm: int, tpm: int) -> dict[str, flo
         requests = max(0, math.floor((request_tolerance - (max(state.requests_tat, now) - now)) / request_ms))
     if token_ms:
         tokens = max(0, math.floor((token_tolerance - (max(state.tokens_tat, now) - now)) / token_ms))
-    reset = max(state.provider_requests_reset, state.provider_tokens_reset)
+    budgets = [b for b in (state.provider_requests, state.provider_tokens) if b is not None and b.reset > now]
     return {
         "rpm": rpm or None,
         "tpm": tpm or None,
         "requests_available": requests,
         "tokens_available": tokens,
         "hold_s": round(max(0.0, state.hold_until - now) / 1000, 3),
-        "provider_remaining_requests": _live(state.provider_requests, state.provider_requests_reset, now),
-        "provider_remaining_tokens": _live(state.provider_tokens, state.provider_tokens_reset, now),
-        "provider_reset_s": round((reset - now) / 1000, 3) if reset > now else None,
+        "provider_remaining_requests": _live(state.provider_requests, now),
+        "provider_remaining_tokens": _live(state.provider_tokens, now),
+        "provider_reset_s": round((max(b.reset for b in budgets) - now) / 1000, 3) if budgets else None,
     }
 
 
-def _live(value: float | None, reset: float, now: float) -> int | None:
-    return None if value is None or reset <= now else int(value)
+def _live(budget: Budget | None, now: float) -> int | None:
+    return None if budget is None or budget.reset <= now else math.floor(budget.available(now))

@@ -3,51 +3,70 @@
 -- The same arithmetic as docllm.domain.rate_limits (decide, correct), which the contract tests
 -- hold it to. Times are the authority's milliseconds (ARGV[2]); the script never calls TIME.
 -- KEYS[1] the limit hash: rtat, ttat (GCRA arrival times of the request and token buckets),
---         hold (Retry-After: nobody sends before it), preq/preq_at and ptok/ptok_at (what the
---         provider said remains, until when)
+--         hold (Retry-After: nobody sends before it), and the provider's budgets (Budget):
+--         preq/ptok what remains as of preq_seen/ptok_seen, refilling at preq_rate/ptok_rate per
+--         ms until preq_at/ptok_at
 -- ARGV[1] op: 'acquire' | 'settle' | 'peek'
 -- ARGV[2] now_ms
 -- ARGV[3] rpm (0: off)   ARGV[4] tpm (0: off)
 -- ARGV[5] acquire: the request's estimated tokens; settle: tokens used minus tokens charged
--- ARGV[6..10] settle only, '' when the provider did not say: remaining requests, their reset in
---         ms, remaining tokens, their reset in ms, retry-after in ms
+-- ARGV[6..12] settle only, '' when the provider did not say: remaining requests, their reset in
+--         ms, remaining tokens, their reset in ms, retry-after in ms, request limit, token limit
 -- Returns: acquire: 0 when the request is charged, else the ms to wait (nothing charged);
---          settle: 1; peek: {rtat, ttat, hold, preq, preq_at, ptok, ptok_at} as strings ('' unset).
+--          settle: 1; peek: the hash's eleven fields in the order below, as strings ('' unset).
 local unpack = unpack or table.unpack -- Lua 5.1 (Redis) or 5.4 (some test servers)
 local key, op = KEYS[1], ARGV[1]
 local now, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tokens = tonumber(ARGV[5]) or 0
 
-local raw = redis.call('HMGET', key, 'rtat', 'ttat', 'hold', 'preq', 'preq_at', 'ptok', 'ptok_at')
+local FIELDS = {'rtat', 'ttat', 'hold', 'preq', 'preq_seen', 'preq_rate', 'preq_at',
+  'ptok', 'ptok_seen', 'ptok_rate', 'ptok_at'}
+local raw = redis.call('HMGET', key, unpack(FIELDS))
 if op == 'peek' then
-  for i = 1, 7 do raw[i] = raw[i] or '' end
+  for i = 1, #FIELDS do raw[i] = raw[i] or '' end
   return raw
 end
-local s = {rtat = tonumber(raw[1]) or 0, ttat = tonumber(raw[2]) or 0, hold = tonumber(raw[3]) or 0,
-  preq = tonumber(raw[4]), preq_at = tonumber(raw[5]) or 0, ptok = tonumber(raw[6]), ptok_at = tonumber(raw[7]) or 0}
+local s = {}
+for i, name in ipairs(FIELDS) do s[name] = tonumber(raw[i]) end
+s.rtat, s.ttat, s.hold = s.rtat or 0, s.ttat or 0, s.hold or 0
 
 local request_ms, request_tol, token_ms, token_tol = 0, 0, 0, 0
 if rpm > 0 then request_ms = 60000 / rpm; request_tol = request_ms * math.max(1, rpm / 60) end
 if tpm > 0 then token_ms = 60000 / tpm; token_tol = 1000 end
 
-local function fmt(x) return string.format('%.3f', x) end
+-- The ms until the provider's budget `b` ('preq' or 'ptok') has `need` again (Budget.wait).
+local function budget_wait(b, need)
+  if not s[b] or s[b .. '_at'] <= now then return 0 end
+  local short = need - (s[b] + s[b .. '_rate'] * (now - s[b .. '_seen']))
+  if short <= 0 then return 0 end
+  if s[b .. '_rate'] > 0 then return math.min(short / s[b .. '_rate'], s[b .. '_at'] - now) end
+  return s[b .. '_at'] - now
+end
+
+-- The provider said `remaining` of `limit` ('' when unsaid) are left, full again in `reset` ms.
+local function budget_said(b, remaining, reset, limit)
+  if not remaining or not reset then return end
+  local rate = 0
+  if limit and limit > remaining and reset > 0 then rate = (limit - remaining) / reset end
+  s[b], s[b .. '_seen'], s[b .. '_rate'], s[b .. '_at'] = remaining, now, rate, now + reset
+end
 
 local function save()
-  local latest = math.max(s.rtat, s.ttat, s.hold, s.preq_at, s.ptok_at)
-  local fields = {'rtat', fmt(s.rtat), 'ttat', fmt(s.ttat), 'hold', fmt(s.hold),
-    'preq_at', fmt(s.preq_at), 'ptok_at', fmt(s.ptok_at)}
-  if s.preq then table.insert(fields, 'preq'); table.insert(fields, fmt(s.preq)) end
-  if s.ptok then table.insert(fields, 'ptok'); table.insert(fields, fmt(s.ptok)) end
+  local latest = math.max(s.rtat, s.ttat, s.hold, s.preq_at or 0, s.ptok_at or 0)
+  local fields = {}
+  for _, name in ipairs(FIELDS) do
+    if s[name] then
+      table.insert(fields, name)
+      table.insert(fields, string.format('%.17g', s[name])) -- exact: the reference is in doubles too
+    end
+  end
   redis.call('HSET', key, unpack(fields))
   -- Forgotten a minute after the last time it names: an idle model leaves nothing behind.
   redis.call('PEXPIRE', key, math.floor(math.max(latest - now, 0) + 60000))
 end
 
 if op == 'acquire' then
-  local wait = 0
-  if s.hold > now then wait = s.hold - now end
-  if s.preq and s.preq_at > now and s.preq < 1 then wait = math.max(wait, s.preq_at - now) end
-  if s.ptok and s.ptok_at > now and s.ptok < tokens then wait = math.max(wait, s.ptok_at - now) end
+  local wait = math.max(0, s.hold - now, budget_wait('preq', 1), budget_wait('ptok', tokens))
   if request_ms > 0 then
     wait = math.max(wait, math.max(s.rtat, now) + request_ms - request_tol - now)
   end
@@ -66,11 +85,10 @@ end
 
 if op == 'settle' then
   if token_ms > 0 and tokens ~= 0 then s.ttat = math.max(s.ttat + tokens * token_ms, now) end
-  local remaining_requests, reset_requests = tonumber(ARGV[6]), tonumber(ARGV[7])
-  local remaining_tokens, reset_tokens, retry_after = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local retry_after = tonumber(ARGV[10])
   if retry_after then s.hold = math.max(s.hold, now + retry_after) end
-  if remaining_requests and reset_requests then s.preq = remaining_requests; s.preq_at = now + reset_requests end
-  if remaining_tokens and reset_tokens then s.ptok = remaining_tokens; s.ptok_at = now + reset_tokens end
+  budget_said('preq', tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[11]))
+  budget_said('ptok', tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[12]))
   save()
   return 1
 end

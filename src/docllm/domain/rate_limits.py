@@ -1,9 +1,10 @@
 """Fleet-wide LLM rate limits (DESIGN section 11): the arithmetic every limiter shares.
 
 Two GCRA buckets on the authority clock, one for requests (``rpm``) and one for tokens (``tpm``):
-each keeps a theoretical arrival time (TAT). A bucket holds one second of its limit (at least one
-request), so in any 60 s window the fleet sends at most the limit plus one second's worth plus the
-request in hand; the provider's sliding or refilling windows then never see more than the limit.
+each keeps a theoretical arrival time (TAT). The fleet is paced at ``PACE`` of the limit and a
+bucket holds one second of it (at least one request), so in any 60 s window it sends at most 97%
+of the limit plus one second's worth (or the one request bigger than that): under the limit for
+a provider's sliding or refilling window alike.
 The provider's own answers tighten this for everyone (``ProviderHints``): a ``Retry-After``
 holds every worker back, and its remaining budget is shared until its reset: refilled in a straight
 line towards the limit when the provider names it (OpenAI's buckets refill continuously), else
@@ -20,6 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 MINUTE_MS = 60_000.0
+# The fleet paces itself a little under the limit: the limiter's clock, the provider's and the
+# network between them differ by a little, and a provider counting over a strict sliding window
+# would refuse what a bucket's burst adds. (lua/rate_limit.lua uses the same number.)
+PACE = 0.97
 # What a request's answer is assumed to cost before it is known (the requests set no max_tokens);
 # the usage the answer reports corrects it.
 COMPLETION_ESTIMATE_TOKENS = 1000
@@ -87,8 +92,8 @@ class Budget:
 
 def _intervals(rpm: int, tpm: int) -> tuple[float, float, float, float]:
     """(ms per request, request tolerance, ms per token, token tolerance); 0 where off."""
-    request_ms = MINUTE_MS / rpm if rpm > 0 else 0.0
-    token_ms = MINUTE_MS / tpm if tpm > 0 else 0.0
+    request_ms = MINUTE_MS / (rpm * PACE) if rpm > 0 else 0.0
+    token_ms = MINUTE_MS / (tpm * PACE) if tpm > 0 else 0.0
     return request_ms, request_ms * max(1.0, rpm / 60.0), token_ms, 1000.0 if tpm > 0 else 0.0
 
 
@@ -123,7 +128,7 @@ def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tu
 
 def correct(state: LimitState, now: float, tpm: int, delta_tokens: int, hints: ProviderHints) -> LimitState:
     """Charge ``delta_tokens`` more (fewer, when negative) than was charged, and take the hints."""
-    token_ms = MINUTE_MS / tpm if tpm > 0 else 0.0
+    token_ms = _intervals(0, tpm)[2]
     changes: dict = {}
     if token_ms and delta_tokens:
         changes["tokens_tat"] = max(state.tokens_tat + delta_tokens * token_ms, now)

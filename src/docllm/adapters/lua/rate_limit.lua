@@ -31,8 +31,9 @@ for i, name in ipairs(FIELDS) do s[name] = tonumber(raw[i]) end
 s.rtat, s.ttat, s.hold = s.rtat or 0, s.ttat or 0, s.hold or 0
 
 local request_ms, request_tol, token_ms, token_tol = 0, 0, 0, 0
-if rpm > 0 then request_ms = 60000 / rpm; request_tol = request_ms * math.max(1, rpm / 60) end
-if tpm > 0 then token_ms = 60000 / tpm; token_tol = 1000 end
+local PACE = 0.97 -- domain.rate_limits.PACE: a little under the limit
+if rpm > 0 then request_ms = 60000 / (rpm * PACE); request_tol = request_ms * math.max(1, rpm / 60) end
+if tpm > 0 then token_ms = 60000 / (tpm * PACE); token_tol = 1000 end
 
 -- The ms until the provider's budget `b` ('preq' or 'ptok') has `need` again (Budget.wait).
 local function budget_wait(b, need)

@@ -78,10 +78,10 @@ def test_rpm_allows_one_seconds_burst_then_paces(make):
 def test_rpm_never_grants_more_than_the_limit_in_any_minute(make):
     clock, build = make
     limiter = build(rpm=120)
-    granted = _grants_in(limiter, clock, 180)
+    granted = _grants_in(limiter, clock, 100)
     worst = max(sum(1 for t in granted if start <= t < start + 60_000) for start in granted)
     assert 116 <= worst <= 119, worst  # 97% of the limit and its one-second burst: under the limit
-    assert len(granted) >= 3 * 116
+    assert len(granted) >= 100 / 60 * 116
 
 
 def test_tpm_charges_the_estimate_and_the_answer_corrects_it(make):

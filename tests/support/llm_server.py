@@ -13,9 +13,10 @@ Scripted replies are consumed in order, one per request (any route); then the de
 route: ``GET /v1/models/{id}`` and ``POST /v1/chat/completions`` (404 for a model not in ``models``,
 400 when ``reject_response_format`` and the request asks for it, else a valid report whose one finding
 quotes the first heading of the numbered document in the last user message that has one).
-With ``rpm``/``tpm`` the chat route enforces a provider's limits per model over a sliding window
+With ``rpm``/``tpm`` (one number for every model, or a dict per model) the chat route enforces a
+provider's limits per model over a sliding window
 (``window_s``, 60 s): above them it answers 429 with a ``Retry-After`` until the window has room;
-``served`` keeps (monotonic time, model, status, tokens) of every chat answer for the tests to count.
+``served`` keeps (monotonic time, model, status, tokens) of every chat request for the tests to count.
 A scripted ``Reply`` without a body adds its headers to the default answer.
 
 As a process: ``python -m tests.support.llm_server --port 0 --latency-ms 5-50 --rate-429 0.1
@@ -106,8 +107,8 @@ class FakeLLM:
         unauthorized: bool = False,
         models: set[str] | None = None,
         reject_response_format: bool = False,
-        rpm: int | None = None,
-        tpm: int | None = None,
+        rpm: int | dict[str, int] | None = None,
+        tpm: int | dict[str, int] | None = None,
         window_s: float = 60.0,
     ):
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
@@ -171,10 +172,11 @@ class FakeLLM:
             recent = [
                 (at, n) for at, m, status, n in self.served if m == model and status == 200 and at > now - self.window_s
             ]
-            over = (self.rpm is not None and len(recent) + 1 > self.rpm) or (
-                self.tpm is not None and sum(n for _, n in recent) + tokens > self.tpm
+            rpm, tpm = _per_model(self.rpm, model), _per_model(self.tpm, model)
+            over = (rpm is not None and len(recent) + 1 > rpm) or (
+                tpm is not None and sum(n for _, n in recent) + tokens > tpm
             )
-            self.served.append((now, model, 429 if over else 200, 0 if over else tokens))
+            self.served.append((now, model, 429 if over else 200, tokens))  # tokens it would have cost
         if not over:
             return Reply(body=answer)
         room = max(0.0, recent[0][0] + self.window_s - now) if recent else 1.0
@@ -199,6 +201,10 @@ class FakeLLM:
         if self.rpm is None and self.tpm is None:
             return Reply(body=smart_answer(body))
         return self._within_limits(str(body.get("model", "")), smart_answer(body))
+
+
+def _per_model(limit: int | dict[str, int] | None, model: str) -> int | None:
+    return limit.get(model) if isinstance(limit, dict) else limit
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -34,8 +34,8 @@ def _busiest_window(times_and_amounts: list[tuple[float, int]]) -> int:
 
 
 def test_four_workers_share_an_rpm_limit_and_four_a_tpm_limit(harness: Harness, tmp_path: Path) -> None:
-    limits = {"rpm": {"rpm-model": RPM}, "tpm": {"tpm-model": TPM}}
-    with FakeLLM(**limits, window_s=WINDOW_S, latency_ms=(20, 120), seed=3) as llm:
+    limits = FakeLLM(rpm={"rpm-model": RPM}, tpm={"tpm-model": TPM}, window_s=WINDOW_S, latency_ms=(20, 120), seed=3)
+    with limits as llm:
         write_documents(tmp_path / "docs", DOCUMENTS)
         harness.submit(sorted((tmp_path / "docs").iterdir()))
         common = {

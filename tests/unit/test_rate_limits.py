@@ -115,7 +115,7 @@ def _inline(fn, *args):  # the simulation's way: the port call runs on the loop 
     return call()
 
 
-def test_the_gate_sleeps_until_its_turn_and_settles_the_answer():
+def test_the_gate_sleeps_until_its_turn_and_settles_the_answer(monkeypatch):
     clock = ManualClock()
     limiter = InMemoryRateLimiter(clock, rpm=60, tpm=60_000)
     waits: list[float] = []
@@ -133,11 +133,8 @@ def test_the_gate_sleeps_until_its_turn_and_settles_the_answer():
             async with gate.request(1500) as ticket:
                 ticket.used, ticket.hints = 500, ProviderHints(retry_after_s=0.25)
 
-    asyncio.sleep = sleep  # type: ignore[assignment]
-    try:
-        asyncio.run(two_requests())
-    finally:
-        asyncio.sleep = real_sleep  # type: ignore[assignment]
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    asyncio.run(two_requests())
     assert slept == [pytest.approx(1 / PACE, abs=0.001)]  # about one a second; the second waited its turn
     assert len(waits) == 2
     assert limiter.headroom()["hold_s"] == 0.25

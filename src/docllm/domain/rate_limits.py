@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 MINUTE_MS = 60_000.0
 # The fleet paces itself a little under the limit: the limiter's clock, the provider's and the
@@ -129,7 +130,7 @@ def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tu
 def correct(state: LimitState, now: float, tpm: int, delta_tokens: int, hints: ProviderHints) -> LimitState:
     """Charge ``delta_tokens`` more (fewer, when negative) than was charged, and take the hints."""
     token_ms = _intervals(0, tpm)[2]
-    changes: dict = {}
+    changes: dict[str, Any] = {}
     if token_ms and delta_tokens:
         changes["tokens_tat"] = max(state.tokens_tat + delta_tokens * token_ms, now)
     if hints.retry_after_s is not None:

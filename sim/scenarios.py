@@ -202,8 +202,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "limits",
             "a provider that refuses calls over 30 a minute, shared by the fleet (DOCLLM_LLM_RPM=30), with crashes",
-            tasks=60,
-            seeds=3,
+            tasks=40,
+            seeds=2,
             workers=4,
             slots=2,
             arrival_s=20.0,

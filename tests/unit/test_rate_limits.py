@@ -15,6 +15,7 @@ from docllm.adapters.memory_rate_limiter import InMemoryRateLimiter
 from docllm.adapters.provider_hints import duration_seconds, hints_from_headers, retry_after_seconds
 from docllm.adapters.redis_rate_limiter import RedisRateLimiter
 from docllm.container import Container
+from docllm.domain.errors import Unavailable
 from docllm.domain.rate_limits import COMPLETION_ESTIMATE_TOKENS, PACE, ProviderHints, estimate_tokens
 from docllm.domain.services.rate_gate import RateGate
 from docllm.settings import Settings, SettingsError
@@ -164,3 +165,18 @@ def test_a_cancelled_wait_charges_nothing_and_a_failed_request_still_tightens():
     assert limiter.headroom()["requests_available"] == 0  # the failed one was charged, the cancelled one not
     clock.advance(62_000)
     assert limiter.headroom()["requests_available"] == 1
+
+
+def test_an_answer_stands_when_the_limiter_cannot_take_its_correction():
+    class Unreachable(InMemoryRateLimiter):
+        def settle(self, delta_tokens: int, hints: ProviderHints) -> None:
+            raise Unavailable("redis is down")
+
+    gate = RateGate(Unreachable(ManualClock(), rpm=60), run=_inline)
+
+    async def answered() -> str:
+        async with gate.request(100) as ticket:
+            ticket.used, ticket.hints = 50, ProviderHints(retry_after_s=1)
+            return "the report"
+
+    assert asyncio.run(answered()) == "the report"

@@ -48,15 +48,17 @@ class RateGate:
         except asyncio.CancelledError:
             raise  # not settled: its estimate stays charged
         except BaseException:
-            with contextlib.suppress(Exception):  # the request's own error is the one to report
-                await self._settle(ticket)  # a 429's Retry-After matters most
+            await self._settle(ticket)  # a 429's Retry-After matters most
             raise
         await self._settle(ticket)
 
     async def _settle(self, ticket: Ticket) -> None:
+        """Advice for the fleet: when Redis cannot take it, the answer (or the request's own
+        error) still stands, and the estimate stays charged."""
         delta = 0 if ticket.used is None else ticket.used - ticket.charged
         if delta or ticket.hints:
-            await self._run(self._limiter.settle, delta, ticket.hints)
+            with contextlib.suppress(Exception):
+                await self._run(self._limiter.settle, delta, ticket.hints)
 
     async def _turn(self, tokens: int) -> None:
         loop = asyncio.get_running_loop()

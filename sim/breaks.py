@@ -95,6 +95,22 @@ class NoCancelReadWorker(Worker):
         return None
 
 
+class GrantAllLimiter:
+    """The fleet's rate limiter that grants every request and hears no Retry-After."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass
+
+    def acquire(self, tokens: int) -> float:
+        return 0.0
+
+    def settle(self, delta_tokens: int, hints: Any) -> None:
+        pass
+
+    def headroom(self) -> dict[str, Any]:
+        return {}
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -104,6 +120,7 @@ class Break:
     reaper_clock: Callable[[Any, Any], Any] | None = None
     repo_class: type | None = None
     worker_class: type[Worker] | None = None
+    limiter_class: type | None = None
 
     def wrap_repo(self, repo: SqlAlchemyTaskRepository) -> Any:
         if self.repo_class is None:
@@ -148,6 +165,9 @@ BREAKS = {
             "the reaper decides expiry with its own host's (skewed) clock",
             "skew",
             reaper_clock=lambda system, actor: system.wall_clock(actor.name),
+        ),
+        Break(
+            "no-rate-limit", "the fleet's rate limiter grants every request", "limits", limiter_class=GrantAllLimiter
         ),
     )
 }

@@ -16,6 +16,7 @@ EXPECTED = {
     "no-heartbeat": {"I8"},
     "no-step-report": {"I8"},
     "no-cancel-read": {"C1"},
+    "no-rate-limit": {"RATE"},
 }
 
 

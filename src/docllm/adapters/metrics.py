@@ -57,6 +57,12 @@ class Metrics:
         self.attempt_seconds = Histogram(
             "docllm_attempt_duration_seconds", "Attempts from start to outcome", ["outcome"], buckets=SLOW, registry=r
         )
+        self.limit_wait = Histogram(
+            "docllm_llm_limit_wait_seconds",
+            "Time each LLM request waited for its turn under the fleet's rate limits",
+            buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            registry=r,
+        )
         self.reaper_cycle = Histogram("docllm_reaper_cycle_seconds", "One reaper cycle", buckets=FAST, registry=r)
         self.reconcile_cycle = Histogram(
             "docllm_reconciler_cycle_seconds", "One reconciler cycle", buckets=FAST, registry=r

@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task, TaskStatus
+from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.workers import WorkerRecord
 
 
@@ -227,3 +228,18 @@ class EventSink(Protocol):
     """Where services report what happened (logs, metrics, the simulation's trace)."""
 
     def emit(self, event: str, **fields: Any) -> None: ...
+
+
+class RateLimiter(Protocol):
+    """The fleet's share of one LLM's rate limits (``domain.rate_limits``), on the authority clock."""
+
+    def acquire(self, tokens: int) -> float:
+        """Charge one request estimated at ``tokens``: 0 when it may go now, else the seconds to
+        wait before asking again (and nothing is charged)."""
+
+    def settle(self, delta_tokens: int, hints: ProviderHints) -> None:
+        """Correct the charge by what the answer used (``delta_tokens`` = used - charged) and take
+        what the provider said about its limits, for everyone."""
+
+    def headroom(self) -> dict[str, Any]:
+        """A flat view of what could be sent now (``docllm stats``)."""

@@ -89,6 +89,9 @@ def stats_table(stats: dict[str, Any]) -> Table:
         table.add_row(f"queue {key}", str(value))
     oldest = stats["oldest_processing_s"]
     table.add_row("oldest processing (s)", "-" if oldest is None else f"{oldest:.1f}")
+    for section, values in stats.get("llm", {}).items():  # flat objects: breaker, limits, usage
+        for key, value in values.items():
+            table.add_row(f"llm {section} {key}", "-" if value is None else escape(str(value)))
     return table
 
 

@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task
+from docllm.domain.usage import Usage
 
 
 class Clock(Protocol):
@@ -139,13 +140,17 @@ class TaskRepository(Protocol):
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:
         """pending -> processing, attempt + 1, lease_token = token; reports what it found otherwise."""
 
-    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+    # ``usage``: the attempt's LLM usage, added to the row's in the same fenced write (the row
+    # sums every attempt that wrote an outcome); None or no calls leave the row's usage as it is.
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
         """processing -> success for this attempt only."""
 
-    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+    def retry(
+        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+    ) -> bool:
         """processing -> pending for this attempt only (retry_count + 1 when it counts as a failure)."""
 
-    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+    def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         """processing -> failed for this attempt only."""
 
     def reopen(self, task_id: int) -> bool:
@@ -159,6 +164,10 @@ class TaskRepository(Protocol):
     def counts(self) -> dict[str, int]:
         """Rows per status, every status present."""
 
+    def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
+        """The LLM usage of every row, and of the rows last written within ``window_s`` of the
+        store's now, in one aggregate (``model`` None; ``cost_usd`` None when nothing was priced)."""
+
 
 class DocumentReviewer(Protocol):
     """The LLM (or the offline checks): a document in, a report (see ``domain.report``) out.
@@ -170,7 +179,8 @@ class DocumentReviewer(Protocol):
     name: str
 
     async def review(self, task_name: str, document: str) -> dict[str, Any]:
-        """Cancelling the call cancels the request in flight and sends no further one (I11)."""
+        """Cancelling the call cancels the request in flight and sends no further one (I11).
+        Each LLM call is reported with ``docllm.domain.usage.record`` (the attempt's meter)."""
 
     async def check(self) -> None:
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""

@@ -73,11 +73,11 @@ def _metrics(settings: Settings):
 def _timed_reviewer(settings: Settings, metrics):
     from docllm.adapters.metrics import TimedReviewer
 
-    reviewer = _reviewer(settings)
+    reviewer = _reviewer(settings, metrics)
     return TimedReviewer(reviewer, metrics) if metrics else reviewer
 
 
-def _reviewer(settings: Settings):
+def _reviewer(settings: Settings, metrics=None):
     if settings.llm_provider == "openai":
         from docllm.adapters.openai_reviewer import OpenAIReviewer
 
@@ -87,7 +87,11 @@ def _reviewer(settings: Settings):
             model=settings.llm_model,
             timeout_seconds=settings.llm_timeout_seconds,
             max_chunk_chars=settings.llm_max_chunk_chars,
-            max_connections=settings.concurrency + 4,
+            # every chunk of every attempt in flight may hold a connection
+            max_connections=settings.concurrency * settings.llm_chunk_parallelism + 4,
+            chunk_parallelism=settings.llm_chunk_parallelism,
+            prices=settings.price_table,
+            on_call=metrics.llm_call if metrics else None,
         )
     from docllm.adapters.offline_reviewer import OfflineReviewer
 

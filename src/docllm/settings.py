@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from docllm.domain.errors import ConfigurationError
+from docllm.domain.prices import PriceTable
 
 EMBEDDED_REDIS = "embedded"
 PROVIDERS = ("offline", "openai")
@@ -48,6 +49,8 @@ class Settings:
     llm_model: str = "gpt-4o-mini"
     llm_timeout_seconds: float = 60.0
     llm_max_chunk_chars: int = 12000
+    llm_chunk_parallelism: int = 4
+    llm_prices: str = ""  # PriceTable format; empty: no prices, no cost
     offline_latency_seconds: float = 0.0
     log_format: str = "text"
     log_level: str = "INFO"
@@ -59,6 +62,10 @@ class Settings:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "llm_api_key"}
         shown["redis_url"], shown["database_url"] = redact_url(self.redis_url), redact_url(self.database_url)
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    @property
+    def price_table(self) -> PriceTable:
+        return PriceTable.parse(self.llm_prices)
 
     @property
     def sqlite_path(self) -> str:
@@ -113,8 +120,25 @@ class Settings:
             "retry_max_seconds",
             "must be at least DOCLLM_RETRY_BASE_SECONDS",
         )
-        for name in ("max_attempts", "concurrency", "max_payload_bytes", "max_document_bytes", "llm_max_chunk_chars"):
+        for name in (
+            "max_attempts",
+            "concurrency",
+            "max_payload_bytes",
+            "max_document_bytes",
+            "llm_max_chunk_chars",
+            "llm_chunk_parallelism",
+        ):
             need(getattr(self, name) >= 1, name, "must be at least 1")
+        try:
+            prices = PriceTable.parse(self.llm_prices)
+        except ValueError as exc:
+            need(False, "llm_prices", str(exc))
+        if prices.entries and self.llm_provider == "openai":  # a typo would silently cost nothing
+            need(
+                prices.price(self.llm_model) is not None,
+                "llm_prices",
+                f"has no price for {self.llm_model!r} (DOCLLM_LLM_MODEL): add it, or a '*' entry",
+            )
         need(self.llm_provider in PROVIDERS, "llm_provider", f"must be one of {', '.join(PROVIDERS)}")
         need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
@@ -170,6 +194,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "llm_model": ("DOCLLM_LLM_MODEL", str),
     "llm_timeout_seconds": ("DOCLLM_LLM_TIMEOUT_SECONDS", _number(float)),
     "llm_max_chunk_chars": ("DOCLLM_LLM_MAX_CHUNK_CHARS", _number(int)),
+    "llm_chunk_parallelism": ("DOCLLM_LLM_CHUNK_PARALLELISM", _number(int)),
+    "llm_prices": ("DOCLLM_LLM_PRICES", str),
     "offline_latency_seconds": ("DOCLLM_OFFLINE_LATENCY_SECONDS", _number(float)),
     "log_format": ("DOCLLM_LOG_FORMAT", str.lower),
     "log_level": ("DOCLLM_LOG_LEVEL", str.upper),

@@ -13,8 +13,20 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Double, Integer, String, bindparam, case, delete, func, insert, select
-from sqlalchemy import update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Double,
+    Integer,
+    String,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.engine import Engine
 
 from docllm.adapters.sql_engine import TransientRetry
@@ -46,6 +58,7 @@ START_ATTEMPT = (
         updated_at=utcnow(),
     )
 )
+
 
 def _summed(column, kind):
     """``column`` plus a bound value, where either may be NULL: NULL + x is x, c + NULL is c."""
@@ -186,9 +199,9 @@ class SqlAlchemyTaskRepository:
         """One aggregate over the table (a scan: for ``docllm stats``, not a hot path)."""
         recent = t.c.updated_at >= utc_ago(window_s)
         sums = [t.c.llm_calls, t.c.prompt_tokens, t.c.completion_tokens, t.c.llm_seconds, t.c.cost_usd]
-        stmt = select(
-            *(func.sum(c) for c in sums), *(func.sum(case((recent, c), else_=None)) for c in sums)
-        ).where(t.c.llm_calls.is_not(None))
+        stmt = select(*(func.sum(c) for c in sums), *(func.sum(case((recent, c), else_=None)) for c in sums)).where(
+            t.c.llm_calls.is_not(None)
+        )
         row = self._run(lambda conn: conn.execute(stmt).one())
         return _usage_sum(row[:5]), _usage_sum(row[5:])
 

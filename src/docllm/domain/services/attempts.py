@@ -197,7 +197,8 @@ class TaskProcessor:
             return True
         error, reason = outcome.error or "unknown error", outcome.reason or Reason.other
         if outcome.kind is OutcomeKind.retryable and not task.last_attempt(self.retry.max_attempts):
-            if not self._wrote(attempt, TaskStatus.pending, self.repo.retry(task.task_id, n, error, usage=usage), error):
+            retried = self.repo.retry(task.task_id, n, error, usage=usage)
+            if not self._wrote(attempt, TaskStatus.pending, retried, error):
                 return self._stale(attempt)
             delay = self.retry.delay_seconds(task.retry_count + 1, outcome.retry_after)
             self.queue.retry_later(attempt.token, int(delay * 1000))

@@ -80,12 +80,13 @@ class InMemoryTaskRepository:
     def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
         with self._lock:
             since = self._now() - timedelta(seconds=window_s)
-            rows = [r for r in self._rows.values() if r.usage is not None]
+            rows = [(r.usage, r.updated_at) for r in self._rows.values() if r.usage is not None]
         every, recent = Usage(), Usage()
-        for row in rows:
-            every += row.usage
-            if row.updated_at >= since:
-                recent += row.usage
+        for usage, updated_at in rows:
+            assert usage is not None and updated_at is not None
+            every += usage
+            if updated_at >= since:
+                recent += usage
         return _totals(every), _totals(recent)
 
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:

@@ -128,9 +128,10 @@ class OpenAIReviewer:
                 parts = [group.create_task(one(i, c)) for i, c in enumerate(chunks, 1)]
         except BaseExceptionGroup:
             # The error of the first failed chunk in document order (the domain's error, not a group).
-            failed = [p.exception() for p in parts if p.done() and not p.cancelled() and p.exception()]
-            if failed:
-                raise failed[0] from None
+            for part in parts:
+                error = None if part.cancelled() else part.exception()
+                if error is not None:
+                    raise error from None
             raise
         return merge_reports([p.result() for p in parts])
 

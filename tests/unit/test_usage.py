@@ -177,3 +177,17 @@ def test_a_reviewer_without_llm_calls_leaves_the_usage_empty():
     repo, row = run_attempts(Offline())
     assert row.usage is None
     assert repo.usage_totals() == (Usage(), Usage())
+
+
+def test_an_attempt_that_lost_its_lease_hands_back_what_it_spent():
+    clock = ManualClock()
+    queue, repo = InMemoryTaskQueue(clock), InMemoryTaskRepository(clock)
+    proc = TaskProcessor(
+        queue, repo, MeteredReviewer(), clock, RetryPolicy(max_attempts=3), LeasePolicy(30, 120, 5), "w1"
+    )
+    task = submit(repo, queue, "doc.md", "text")
+    attempt = proc.begin(proc.claim())
+    asyncio.run(proc.review(attempt))
+    assert proc.hand_back(attempt)
+    row = repo.get(task.task_id)
+    assert (row.status.value, row.retry_count, row.usage.calls) == ("pending", 0, 2)

@@ -41,10 +41,13 @@ def _engine(settings: Settings) -> Iterator:
     engine.dispose()
 
 
-def _clock(client):
+def _clock(client, settings: Settings):
     from docllm.adapters.redis_clock import RedisServerClock
 
-    return RedisServerClock(client)
+    # Re-read well within a lease: after a step of the server's clock, every process must report
+    # it and renew on the new time before the fleet's quiet period (one lease) ends.
+    lease_ms = settings.lease_seconds * 1000
+    return RedisServerClock(client, resync_seconds=min(30.0, lease_ms / 3000), lease_ms=int(lease_ms))
 
 
 def _queue(client, settings: Settings, clock, metrics):
@@ -124,7 +127,7 @@ class Container(containers.DeclarativeContainer):
     redis_client = providers.Resource(_redis, settings)
     engine = providers.Resource(_engine, settings)
 
-    clock = providers.Singleton(_clock, redis_client)
+    clock = providers.Singleton(_clock, redis_client, settings)
     queue = providers.Singleton(_queue, redis_client, settings, clock, metrics)
     repository = providers.Singleton(_repository, engine, settings, metrics)
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics)

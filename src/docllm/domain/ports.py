@@ -56,7 +56,15 @@ class TaskQueue(Protocol):
 
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """``extend`` every token in one round trip; a lease already past its deadline is not
-        renewed (the reaper may be acting on it)."""
+        renewed (the reaper may be acting on it), unless it expired only because the authority's
+        clock stepped (``note_clock_step``)."""
+
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        """Record, for the fleet, that the authority's clock stepped: it reads ``new_ms`` where
+        ``old_ms`` was expected, some time in the ``since_ms`` since the reporter's previous read
+        (DESIGN section 6). From then until ``lease_ms`` after the report, on either clock,
+        ``expired`` finds nothing and a lease live before the step may be renewed. Called by the
+        clock before it hands out the new time; never reads the clock."""
 
     def lease_exists(self, token: str) -> bool:
         """Whether ``token`` still holds a lease."""
@@ -80,7 +88,8 @@ class TaskQueue(Protocol):
 
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         """Leases whose deadline has passed, in deadline order, at most ``limit``: the oldest, or
-        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest."""
+        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest.
+        None within the quiet period after a forward step of the clock."""
 
     def in_flight(self, limit: int) -> list[Delivery]:
         """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""

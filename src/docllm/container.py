@@ -36,7 +36,12 @@ def _engine(settings: Settings) -> Iterator:
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
         os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///") :])), exist_ok=True)
     # one connection per port thread, plus the metrics scrape and the readiness check
-    engine = make_engine(settings.database_url, pool_size=threads_for(settings.concurrency) + 2)
+    engine = make_engine(
+        settings.database_url,
+        pool_size=threads_for(settings.concurrency) + 2,
+        connect_timeout=settings.database_connect_timeout_seconds,
+        io_timeout=settings.database_timeout_seconds,
+    )
     yield engine
     engine.dispose()
 

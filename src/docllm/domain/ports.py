@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
-from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task
+from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task, TaskStatus
 from docllm.domain.usage import Usage
+from docllm.domain.workers import WorkerRecord
 
 
 class Clock(Protocol):
@@ -176,6 +177,24 @@ class TaskRepository(Protocol):
     def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
         """The LLM usage of every row, and of the rows last written within ``window_s`` of the
         store's now, in one aggregate (``model`` None; ``cost_usd`` None when nothing was priced)."""
+
+    def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
+        """Newest first, at most ``limit``, of one status (or any) whose name contains the text
+        (case as the database compares it; ``%`` and ``_`` are plain characters). No documents."""
+
+    def finished_per_minute(self, minutes: int) -> dict[str, list[int]]:
+        """Tasks that ended ``success`` and ``failed`` in each of the last ``minutes`` minutes of the
+        database's clock, oldest first, the current minute last (the dashboard's throughput chart)."""
+
+
+class WorkerRegistry(Protocol):
+    """Live worker processes: each keeps its record current; a record not renewed expires."""
+
+    def beat(self, record: WorkerRecord, ttl_ms: int) -> None: ...
+
+    def remove(self, worker_id: str) -> None: ...
+
+    def live(self) -> list[WorkerRecord]: ...
 
 
 class DocumentReviewer(Protocol):

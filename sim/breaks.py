@@ -21,6 +21,7 @@ from docllm.adapters.sql_schema import task_doc_llm as t
 from docllm.adapters.sql_time import utcnow
 from docllm.domain.model import TaskStatus
 from docllm.domain.services.outcome import Outcome
+from docllm.domain.usage import Usage
 from docllm.runtime.running import Running
 from docllm.runtime.worker import Worker
 
@@ -59,7 +60,7 @@ class NoClampQueue(RedisTaskQueue):
 class UnfencedCommitRepository(SqlAlchemyTaskRepository):
     """``commit`` conditional on the status only, not on the attempt (no fencing token)."""
 
-    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
         stmt = (
             update(t)
             .where(t.c.task_id == task_id, t.c.status == TaskStatus.processing.value)

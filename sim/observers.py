@@ -14,6 +14,7 @@ from docllm.domain.errors import Unavailable
 from docllm.domain.model import Delivery, StartResult
 from docllm.domain.payload import task_id_of
 from docllm.domain.services.outcome import CANCELLED_ERROR
+from docllm.domain.usage import Usage
 from sim.ledger import FAILED, PENDING, Ledger
 
 task_of = task_id_of  # the one payload -> task id helper, under the name the simulation uses
@@ -179,8 +180,8 @@ class RepoObserver:
             self._l.started(book, outcome.task.attempt, token, self._budget)
         return outcome
 
-    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
-        ok = self._r.commit(task_id, attempt, result)
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
+        ok = self._r.commit(task_id, attempt, result, usage=usage)
         self._log("call", f"repo.commit attempt {attempt} -> {ok}", task_id)
         book = self._l.book(task_id)
         if ok and book is not None:
@@ -188,8 +189,10 @@ class RepoObserver:
             self._l.committed(book, attempt)
         return ok
 
-    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
-        ok = self._r.retry(task_id, attempt, error, count_failure)
+    def retry(
+        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+    ) -> bool:
+        ok = self._r.retry(task_id, attempt, error, count_failure, usage=usage)
         self._log("call", f"repo.retry attempt {attempt} ({error[:50]}) -> {ok}", task_id)
         book = self._l.book(task_id)
         if ok and book is not None:
@@ -200,8 +203,8 @@ class RepoObserver:
             self._l.mark(task_id, "retry" if count_failure else "release")
         return ok
 
-    def fail(self, task_id: int, attempt: int, error: str) -> bool:
-        ok = self._r.fail(task_id, attempt, error)
+    def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
+        ok = self._r.fail(task_id, attempt, error, usage=usage)
         self._log("call", f"repo.fail attempt {attempt} ({error[:50]}) -> {ok}", task_id)
         book = self._l.book(task_id)
         if ok and book is not None:

@@ -87,7 +87,7 @@ def _metrics(settings: Settings):
 def _timed_reviewer(settings: Settings, metrics, rate_gate=None):
     from docllm.adapters.metrics import TimedReviewer
 
-    reviewer = _reviewer(settings, rate_gate)
+    reviewer = _reviewer(settings, metrics, rate_gate)
     return TimedReviewer(reviewer, metrics) if metrics else reviewer
 
 
@@ -117,7 +117,7 @@ def _rate_gate(limiter, metrics):
     return RateGate(limiter, on_wait=metrics.limit_wait.observe if metrics else None)
 
 
-def _reviewer(settings: Settings, rate_gate=None):
+def _reviewer(settings: Settings, metrics=None, rate_gate=None):
     if settings.llm_provider == "openai":
         from docllm.adapters.openai_reviewer import OpenAIReviewer
 
@@ -127,7 +127,11 @@ def _reviewer(settings: Settings, rate_gate=None):
             model=settings.llm_model,
             timeout_seconds=settings.llm_timeout_seconds,
             max_chunk_chars=settings.llm_max_chunk_chars,
-            max_connections=settings.concurrency + 4,
+            # every chunk of every attempt in flight may hold a connection
+            max_connections=settings.concurrency * settings.llm_chunk_parallelism + 4,
+            chunk_parallelism=settings.llm_chunk_parallelism,
+            prices=settings.price_table,
+            on_call=metrics.llm_call if metrics else None,
             gate=rate_gate,
         )
     from docllm.adapters.offline_reviewer import OfflineReviewer

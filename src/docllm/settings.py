@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from docllm.domain.errors import ConfigurationError
+from docllm.domain.prices import PriceTable
 
 EMBEDDED_REDIS = "embedded"
 PROVIDERS = ("offline", "openai")
@@ -50,6 +51,8 @@ class Settings:
     llm_model: str = "gpt-4o-mini"
     llm_timeout_seconds: float = 60.0
     llm_max_chunk_chars: int = 12000
+    llm_chunk_parallelism: int = 4
+    llm_prices: str = ""  # PriceTable format; empty: no prices, no cost
     offline_latency_seconds: float = 0.0
     llm_rpm: int | None = None  # the fleet's requests per minute to one base URL and model; None: off
     llm_tpm: int | None = None  # the fleet's tokens per minute; None: off
@@ -65,6 +68,10 @@ class Settings:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
         shown["redis_url"], shown["database_url"] = redact_url(self.redis_url), redact_url(self.database_url)
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    @property
+    def price_table(self) -> PriceTable:
+        return PriceTable.parse(self.llm_prices)
 
     @property
     def sqlite_path(self) -> str:
@@ -121,10 +128,27 @@ class Settings:
             "retry_max_seconds",
             "must be at least DOCLLM_RETRY_BASE_SECONDS",
         )
-        for name in ("max_attempts", "concurrency", "max_payload_bytes", "max_document_bytes", "llm_max_chunk_chars"):
+        for name in (
+            "max_attempts",
+            "concurrency",
+            "max_payload_bytes",
+            "max_document_bytes",
+            "llm_max_chunk_chars",
+            "llm_chunk_parallelism",
+        ):
             need(getattr(self, name) >= 1, name, "must be at least 1")
         for name in ("llm_rpm", "llm_tpm"):
             need(getattr(self, name) is None or getattr(self, name) >= 1, name, "must be at least 1 (unset: no limit)")
+        try:
+            prices = PriceTable.parse(self.llm_prices)
+        except ValueError as exc:
+            need(False, "llm_prices", str(exc))
+        if prices.entries and self.llm_provider == "openai":  # a typo would silently cost nothing
+            need(
+                prices.price(self.llm_model) is not None,
+                "llm_prices",
+                f"has no price for {self.llm_model!r} (DOCLLM_LLM_MODEL): add it, or a '*' entry",
+            )
         need(self.llm_provider in PROVIDERS, "llm_provider", f"must be one of {', '.join(PROVIDERS)}")
         need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
@@ -212,6 +236,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "llm_model": ("DOCLLM_LLM_MODEL", str),
     "llm_timeout_seconds": ("DOCLLM_LLM_TIMEOUT_SECONDS", _number(float)),
     "llm_max_chunk_chars": ("DOCLLM_LLM_MAX_CHUNK_CHARS", _number(int)),
+    "llm_chunk_parallelism": ("DOCLLM_LLM_CHUNK_PARALLELISM", _number(int)),
+    "llm_prices": ("DOCLLM_LLM_PRICES", str),
     "offline_latency_seconds": ("DOCLLM_OFFLINE_LATENCY_SECONDS", _number(float)),
     "llm_rpm": ("DOCLLM_LLM_RPM", _number(int)),
     "llm_tpm": ("DOCLLM_LLM_TPM", _number(int)),

@@ -15,6 +15,7 @@ import pytest
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain.model import StartResult, Task, TaskStatus
 from docllm.domain.ports import TaskRepository
+from docllm.domain.usage import Usage
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 MB = 1024 * 1024
@@ -316,6 +317,57 @@ def test_updated_at_never_goes_back(repo):
     repo.retry(task.task_id, attempt.attempt, "e")
     stamps.append(repo.get(task.task_id).updated_at)
     assert stamps == sorted(stamps)
+
+
+# -- LLM usage (migration 0003) -------------------------------------------------------------------
+
+
+def test_usage_is_empty_until_an_attempt_writes_some(repo):
+    task = started(repo)
+    assert task.usage is None
+    assert repo.commit(task.task_id, task.attempt, {"ok": True}, usage=Usage())  # no calls: nothing recorded
+    assert repo.get(task.task_id).usage is None
+    assert repo.usage_totals() == (Usage(), Usage())
+
+
+def test_usage_sums_over_the_attempts_that_write_an_outcome(repo):
+    task = started(repo, token="tok-1")
+    assert repo.retry(task.task_id, 1, "500", usage=Usage(2, 100, 0, 1.25, "gpt-4o-mini", None))
+    assert repo.get(task.task_id).usage == Usage(2, 100, 0, 1.25, "gpt-4o-mini", None)
+    repo.start_attempt(task.task_id, "tok-2")
+    assert repo.retry(task.task_id, 2, "shutdown", count_failure=False, usage=Usage(1, 50, 0, 0.5, "gpt-4o", 0.25))
+    repo.start_attempt(task.task_id, "tok-3")
+    assert repo.fail(task.task_id, 3, "400", usage=Usage(1, 7, 3, 0.25, "gpt-4o", 0.125))
+    usage = repo.get(task.task_id).usage
+    assert (usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.model) == (4, 157, 3, "gpt-4o")
+    assert usage.llm_seconds == pytest.approx(2.0) and usage.cost_usd == pytest.approx(0.375)
+    assert repo.get_many([task.task_id])[0].usage == usage  # listings carry it too
+
+
+def test_a_stale_attempt_adds_no_usage(repo):
+    first = started(repo, token="tok-1")
+    assert repo.retry(first.task_id, 1, "lease expired", count_failure=False)
+    second = repo.start_attempt(first.task_id, "tok-2").task
+    spent = Usage(3, 30, 3, 3.0, "m", 0.3)
+    assert not repo.commit(first.task_id, 1, {"stale": True}, usage=spent)
+    assert not repo.retry(first.task_id, 1, "stale", usage=spent)
+    assert not repo.fail(first.task_id, 1, "stale", usage=spent)
+    assert repo.get(first.task_id).usage is None
+    assert repo.commit(second.task_id, second.attempt, {"fresh": True}, usage=Usage(1, 10, 1, 1.0, "m", 0.1))
+    assert repo.get(first.task_id).usage == Usage(1, 10, 1, 1.0, "m", 0.1)
+
+
+def test_usage_totals_sum_every_row_and_the_recent_ones(repo):
+    for n, cost in ((1, 0.5), (2, None), (3, 0.25)):
+        task = started(repo, token=f"tok-{n}", name=f"doc-{n}")
+        assert repo.commit(task.task_id, task.attempt, {}, usage=Usage(n, 10 * n, n, 0.5 * n, "m", cost))
+    repo.create("never ran", "x")
+    every, recent = repo.usage_totals(3600)
+    assert (every.calls, every.prompt_tokens, every.completion_tokens, every.model) == (6, 60, 6, None)
+    assert every.llm_seconds == pytest.approx(3.0) and every.cost_usd == pytest.approx(0.75)
+    assert recent == every
+    time.sleep(0.01)
+    assert repo.usage_totals(0)[1].calls == 0  # nothing was written at or after now
 
 
 def _end(repo: TaskRepository, task: Task, ok: bool) -> None:

@@ -29,6 +29,13 @@ def cli(redis_url, tmp_path, monkeypatch, capsys):
     return run
 
 
+NO_USAGE = {
+    f"{key}{suffix}": (None if key == "cost_usd" else 0)
+    for suffix in ("", "_last_hour")
+    for key in ("calls", "prompt_tokens", "completion_tokens", "llm_seconds", "cost_usd")
+}
+
+
 def write(tmp_path, name, content):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -64,6 +71,7 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
         "tasks": {"pending": 3, "processing": 0, "success": 0, "failed": 0},
         "queue": {"ready": 3, "processing": 0, "delayed": 0, "dead": 0},
         "oldest_processing_s": None,
+        "llm": {"usage": NO_USAGE},
     }
     assert "queue ready" in cli("stats")[1]
 

@@ -23,9 +23,10 @@ from sqlalchemy.engine import make_url
 from docllm.adapters.migrations import upgrade_schema
 from docllm.adapters.sql_engine import TransientRetry, make_engine
 from docllm.adapters.sql_repository import SqlAlchemyTaskRepository, non_terminal_page
-from docllm.adapters.sql_schema import metadata
+from docllm.adapters.sql_schema import USAGE_COLUMNS, metadata
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import StartResult, TaskStatus
+from docllm.domain.usage import Usage
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 
@@ -91,7 +92,7 @@ def test_upgrade_schema_is_idempotent_and_matches_the_model(engine, mysql_url):
     upgrade_schema(mysql_url)
     upgrade_schema(engine)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0002"]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0003"]
         context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
         assert compare_metadata(context, metadata) == []
 
@@ -119,7 +120,7 @@ def test_processes_that_start_together_upgrade_one_sqlite_file_once(tmp_path):
         pool.map(upgrade_schema, [url] * 4)
     engine = make_engine(url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0002"]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0003"]
     engine.dispose()
 
 
@@ -138,15 +139,16 @@ def test_upgrade_schema_adopts_a_table_an_existing_producer_created(mysql_url, r
     engine = make_engine(mysql_url)
     try:
         inspector = inspect(engine)
-        assert {"attempt", "lease_token", "max_attempts", "error", "finished_at"} <= {
+        assert {"attempt", "lease_token", "max_attempts", "error", "finished_at", *USAGE_COLUMNS} <= {
             c["name"] for c in inspector.get_columns("task_doc_llm")
         }
         assert "ix_task_doc_llm_status_updated_at" in {i["name"] for i in inspector.get_indexes("task_doc_llm")}
         repo = SqlAlchemyTaskRepository(engine)
         [old] = repo.recent()
-        assert (old.task_name, old.attempt) == ("old", 0)
+        assert (old.task_name, old.attempt, old.usage) == ("old", 0, None)
         attempt = repo.start_attempt(old.task_id, "tok").task
-        assert repo.commit(old.task_id, attempt.attempt, {"ok": True})
+        assert repo.commit(old.task_id, attempt.attempt, {"ok": True}, usage=Usage(1, 5, 2, 0.5, "m", 0.001))
+        assert repo.get(old.task_id).usage == Usage(1, 5, 2, 0.5, "m", 0.001)
     finally:
         engine.dispose()
 
@@ -235,8 +237,9 @@ def test_a_write_whose_answer_was_lost_is_recognised(any_engine):
     task = setup.create("t", "x")
     outcome = lossy.start_attempt(task.task_id, "tok")  # landed twice: the token recognises it
     assert (outcome.result, outcome.task.attempt) == (StartResult.started, 1)
-    assert lossy.commit(task.task_id, 1, {"ok": True})
+    assert lossy.commit(task.task_id, 1, {"ok": True}, usage=Usage(2, 10, 4, 1.0, "m", 0.5))
     assert setup.get(task.task_id).status == SUCCESS
+    assert setup.get(task.task_id).usage == Usage(2, 10, 4, 1.0, "m", 0.5)  # added once, not per try
     failing = setup.create("f", "x")
     setup.start_attempt(failing.task_id, "tok")
     assert lossy.fail(failing.task_id, 1, "boom")

@@ -69,8 +69,8 @@ class CountingRepository:
     def __getattr__(self, attr):
         return getattr(self.inner, attr)
 
-    def commit(self, task_id, attempt, result):
-        ok = self.inner.commit(task_id, attempt, result)
+    def commit(self, task_id, attempt, result, usage=None):
+        ok = self.inner.commit(task_id, attempt, result, usage=usage)
         if ok:
             self.commits[task_id] += 1
         return ok

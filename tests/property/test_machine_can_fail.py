@@ -27,7 +27,7 @@ SEARCH = settings(
 class UnfencedRepository(InMemoryTaskRepository):
     """commit as ``UPDATE ... WHERE task_id = ?``: no attempt, no status in the condition."""
 
-    def commit(self, task_id, attempt, result):
+    def commit(self, task_id, attempt, result, usage=None):
         return self._update(task_id, lambda row: True, status=TaskStatus.success, result=result) is not None
 
 

@@ -116,6 +116,7 @@ class FakeLLM:
         self.latency_ms, self.rate_429, self.rate_500 = latency_ms, rate_429, rate_500
         self.unauthorized, self.models, self.reject_response_format = unauthorized, models, reject_response_format
         self.requests: list[dict] = []
+        self.in_flight = self.max_in_flight = 0  # requests being answered now, and the most at once
         self._queue: collections.deque[Reply] = collections.deque()
         self._rng, self._lock, self._stopping = random.Random(seed), threading.Lock(), threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
@@ -148,6 +149,11 @@ class FakeLLM:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def answering(self, change: int) -> None:
+        with self._lock:
+            self.in_flight += change
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
     def answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> Reply:
         with self._lock:
@@ -222,9 +228,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, body: Any) -> None:
         fake: FakeLLM = self.server.fake  # type: ignore[attr-defined]
-        reply = fake.answer(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-        if reply.delay and fake._stopping.wait(reply.delay):
-            return
+        fake.answering(+1)
+        answered = False  # counted out before the answer is sent: the client may send the next at once
+        try:
+            reply = fake.answer(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            if reply.delay and fake._stopping.wait(reply.delay):
+                return
+            answered = True
+            fake.answering(-1)
+        finally:
+            if not answered:
+                fake.answering(-1)
         data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
         payload = data.encode()
         try:

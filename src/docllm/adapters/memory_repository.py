@@ -18,6 +18,7 @@ from typing import Any
 
 from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
 from docllm.domain.ports import Clock
+from docllm.domain.usage import Usage
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
@@ -49,8 +50,10 @@ class InMemoryTaskRepository:
             self._rows[task_id] = replace(row, updated_at=now, **values)
             return copy.deepcopy(self._rows[task_id])
 
-    def _fenced(self, task_id: int, attempt: int, to: TaskStatus, **values: Any) -> bool:
+    def _fenced(self, task_id: int, attempt: int, to: TaskStatus, usage: Usage | None, **values: Any) -> bool:
         held = lambda r: r.attempt == attempt and r.status == PROCESSING  # noqa: E731
+        if usage is not None and usage.calls:
+            values["usage"] = lambda r: usage if r.usage is None else r.usage + usage
         return self._update(task_id, held, status=to, **values) is not None
 
     # -- reads ------------------------------------------------------------------------------
@@ -73,6 +76,18 @@ class InMemoryTaskRepository:
             for row in self._rows.values():
                 found[row.status.value] += 1
             return found
+
+    def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
+        with self._lock:
+            since = self._now() - timedelta(seconds=window_s)
+            rows = [(r.usage, r.updated_at) for r in self._rows.values() if r.usage is not None]
+        every, recent = Usage(), Usage()
+        for usage, updated_at in rows:
+            assert usage is not None and updated_at is not None
+            every += usage
+            if updated_at >= since:
+                recent += usage
+        return _totals(every), _totals(recent)
 
     def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
         needle = name_contains.casefold()
@@ -136,24 +151,27 @@ class InMemoryTaskRepository:
                 return StartOutcome.found(task, token)
         return StartOutcome(StartResult.busy, task)
 
-    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
         result = copy.deepcopy(result)
-        return self._fenced(task_id, attempt, SUCCESS, result=result, error=None, finished_at=NOW)
+        return self._fenced(task_id, attempt, SUCCESS, usage, result=result, error=None, finished_at=NOW)
 
-    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+    def retry(
+        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+    ) -> bool:
         return self._fenced(
             task_id,
             attempt,
             PENDING,
+            usage,
             retry_count=lambda r: r.retry_count + (1 if count_failure else 0),
             error=error,
             lease_token=None,
             processing_started_at=None,
         )
 
-    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+    def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         return self._fenced(
-            task_id, attempt, FAILED, retry_count=lambda r: r.retry_count + 1, error=error, finished_at=NOW
+            task_id, attempt, FAILED, usage, retry_count=lambda r: r.retry_count + 1, error=error, finished_at=NOW
         )
 
     def reopen(self, task_id: int) -> bool:
@@ -183,6 +201,10 @@ class InMemoryTaskRepository:
     def delete(self, task_id: int) -> bool:
         with self._lock:
             return self._rows.pop(task_id, None) is not None
+
+
+def _totals(usage: Usage) -> Usage:
+    return replace(usage, model=None)
 
 
 def _listed(task: Task) -> Task:

@@ -1,7 +1,8 @@
 """Prometheus metrics of one process, in a registry of its own (tests build several side by side).
 
 Counters follow the domain events (``PrometheusEvents``, an ``EventSink``); the LLM is timed by a
-reviewer decorator; Redis and database outages are counted by a port proxy; queue depths, the
+reviewer decorator, and each of its calls counted by model (``Metrics.llm_call``: tokens, outcome,
+seconds, cost); Redis and database outages are counted by a port proxy; queue depths, the
 oldest lease and the attempts in flight are read when Prometheus scrapes (``QueueGauges``).
 """
 
@@ -20,6 +21,7 @@ from docllm.domain import events as ev
 from docllm.domain.errors import Unavailable
 from docllm.domain.ports import DocumentReviewer, EventSink, TaskQueue
 from docllm.domain.services.outcome import Reason
+from docllm.domain.usage import LlmCall
 
 log = logging.getLogger("docllm.metrics")
 
@@ -54,6 +56,14 @@ class Metrics:
             buckets=SLOW,
             registry=r,
         )
+        self.llm_tokens = counter(
+            "llm_tokens", "Tokens the LLM reported, by kind (prompt, completion)", "model", "kind"
+        )
+        self.llm_calls = counter("llm_calls", "LLM requests by outcome (ok, error, cancelled)", "model", "outcome")
+        self.llm_call_seconds = Histogram(
+            "docllm_llm_call_seconds", "Time of one LLM request", ["model", "outcome"], buckets=SLOW, registry=r
+        )
+        self.llm_cost = counter("llm_cost_usd", "USD the LLM calls cost (models DOCLLM_LLM_PRICES prices)", "model")
         self.attempt_seconds = Histogram(
             "docllm_attempt_duration_seconds", "Attempts from start to outcome", ["outcome"], buckets=SLOW, registry=r
         )
@@ -67,6 +77,15 @@ class Metrics:
         self.reconcile_cycle = Histogram(
             "docllm_reconciler_cycle_seconds", "One reconciler cycle", buckets=FAST, registry=r
         )
+
+    def llm_call(self, call: LlmCall) -> None:
+        """One LLM request ended (the OpenAIReviewer's ``on_call``)."""
+        self.llm_calls.labels(call.model, call.outcome).inc()
+        self.llm_call_seconds.labels(call.model, call.outcome).observe(call.seconds)
+        self.llm_tokens.labels(call.model, "prompt").inc(call.prompt_tokens)
+        self.llm_tokens.labels(call.model, "completion").inc(call.completion_tokens)
+        if call.cost_usd is not None:
+            self.llm_cost.labels(call.model).inc(call.cost_usd)
 
     def watch(self, queue: TaskQueue, in_flight: Callable[[], int] | None = None) -> None:
         """Publish the queue's depths (and this process's attempts in flight) at every scrape."""

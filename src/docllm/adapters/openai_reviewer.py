@@ -6,10 +6,13 @@ so this adapter only classifies every failure into the domain's error tree.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import math
 import re
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import openai
@@ -18,10 +21,12 @@ from docllm.adapters.provider_hints import hints_from_headers
 from docllm.adapters.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
 from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, TransientError
+from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import build_messages, repair_messages
 from docllm.domain.rate_limits import estimate_tokens
 from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
 from docllm.domain.services.rate_gate import NoGate, RateGate
+from docllm.domain.usage import LlmCall, record
 
 try:  # openai 3 moved to httpx2; earlier versions use httpx
     import httpx2 as httpx
@@ -50,6 +55,9 @@ class OpenAIReviewer:
         max_retries: int = 0,
         max_connections: int = 100,
         gate: RateGate | NoGate | None = None,
+        chunk_parallelism: int = 4,
+        prices: PriceTable | None = None,
+        on_call: Callable[[LlmCall], None] | None = None,
     ):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
@@ -60,6 +68,9 @@ class OpenAIReviewer:
         self._max_chunk_chars = max_chunk_chars
         self._json_mode = True  # off for good once the server rejects response_format
         self._gate = gate or NoGate()  # the fleet's rate limits, one turn per request
+        self._parallelism = max(1, chunk_parallelism)
+        self._prices = prices or PriceTable()
+        self._on_call = on_call  # each call's usage, for metrics (the attempt's meter gets it anyway)
         # Servers on a laptop often need no key, but the client insists on one. One connection per
         # attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
         # connections in time that grows with connections x waiting requests, so one pool of a
@@ -105,9 +116,30 @@ class OpenAIReviewer:
             raise self._translate(e) from None
 
     async def review(self, task_name: str, document: str) -> dict[str, Any]:
-        """Chunk after chunk; a cancelled review stops its request in flight and sends no more."""
+        """Up to ``chunk_parallelism`` chunks at a time, merged in chunk order whatever order they
+        end in. The first chunk that fails cancels the others; a cancelled review cancels every
+        request in flight, and no chunk not yet sent is sent (I11)."""
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
-        return merge_reports([await self._review_chunk(task_name, c, i, len(chunks)) for i, c in enumerate(chunks, 1)])
+        if len(chunks) == 1:
+            return merge_reports([await self._review_chunk(task_name, chunks[0], 1, 1)])
+        turns = asyncio.Semaphore(self._parallelism)
+
+        async def one(part: int, chunk: Chunk) -> dict[str, Any]:
+            async with turns:
+                return await self._review_chunk(task_name, chunk, part, len(chunks))
+
+        parts: list[asyncio.Task[dict[str, Any]]] = []
+        try:
+            async with asyncio.TaskGroup() as group:
+                parts = [group.create_task(one(i, c)) for i, c in enumerate(chunks, 1)]
+        except BaseExceptionGroup:
+            # The error of the first failed chunk in document order (the domain's error, not a group).
+            for part in parts:
+                error = None if part.cancelled() else part.exception()
+                if error is not None:
+                    raise error from None
+            raise
+        return merge_reports([p.result() for p in parts])
 
     async def _review_chunk(self, task_name: str, chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
         messages = build_messages(task_name, chunk.text, chunk.heading, part, parts)
@@ -148,7 +180,31 @@ class OpenAIReviewer:
         return (response.choices[0].message.content or "") if response.choices else ""
 
     async def _create(self, messages: list[dict[str, str]]) -> LegacyAPIResponse[ChatCompletion]:
-        """The raw response: its headers carry the provider's rate-limit hints."""
+        """One request, recorded as one LLM call whatever its end (answered, failed, cancelled). The
+        raw response: its headers carry the provider's rate-limit hints."""
+        started, outcome, response = time.perf_counter(), "error", None
+        try:
+            raw = await self._request(messages)
+            response = raw.parse()
+            outcome = "ok"
+            return raw
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            self._record(outcome, time.perf_counter() - started, response)
+
+    def _record(self, outcome: str, seconds: float, response: ChatCompletion | None) -> None:
+        usage = response.usage if response is not None else None
+        prompt = (usage.prompt_tokens or 0) if usage else 0
+        completion = (usage.completion_tokens or 0) if usage else 0
+        cost = self._prices.cost(self.model, prompt, completion)
+        call = LlmCall(self.model, outcome, seconds, prompt, completion, cost)
+        record(call)
+        if self._on_call is not None:
+            self._on_call(call)
+
+    async def _request(self, messages: list[dict[str, str]]) -> LegacyAPIResponse[ChatCompletion]:
         sent = cast("list[ChatCompletionMessageParam]", messages)  # the domain's plain role/content dicts
         create = self._client.chat.completions.with_raw_response.create
         if self._json_mode:

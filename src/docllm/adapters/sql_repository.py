@@ -14,14 +14,29 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Double,
+    Integer,
+    String,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.engine import Engine
 
 from docllm.adapters.sql_engine import TransientRetry
+from docllm.adapters.sql_schema import USAGE_COLUMNS
 from docllm.adapters.sql_schema import task_doc_llm as t
-from docllm.adapters.sql_time import minute_of, utcnow
+from docllm.adapters.sql_time import minute_of, utc_ago, utcnow
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
+from docllm.domain.usage import Usage
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 FULL_ROW = tuple(t.c)
@@ -44,6 +59,23 @@ START_ATTEMPT = (
         updated_at=utcnow(),
     )
 )
+
+
+def _summed(column, kind):
+    """``column`` plus a bound value, where either may be NULL: NULL + x is x, c + NULL is c."""
+    added = bindparam(f"b_{column.name}", type_=kind)
+    return func.coalesce(column + added, column, added)
+
+
+# An attempt's LLM usage, added to the row's in the same UPDATE as its outcome (NULLs bound: unchanged).
+USAGE_SUM = {
+    "llm_calls": _summed(t.c.llm_calls, Integer()),
+    "prompt_tokens": _summed(t.c.prompt_tokens, BigInteger()),
+    "completion_tokens": _summed(t.c.completion_tokens, BigInteger()),
+    "llm_seconds": _summed(t.c.llm_seconds, Double()),
+    "cost_usd": _summed(t.c.cost_usd, Double()),
+    "llm_model": func.coalesce(bindparam("b_llm_model", type_=String()), t.c.llm_model),
+}
 COMMIT_ATTEMPT = (
     update(t)
     .where(t.c.task_id == bindparam("b_task_id"), t.c.attempt == bindparam("b_attempt"), t.c.status == PROCESSING.value)
@@ -53,13 +85,37 @@ COMMIT_ATTEMPT = (
         result=bindparam("b_result", type_=t.c.result.type),
         error=None,
         finished_at=utcnow(),
+        **USAGE_SUM,
     )
 )
+
+
+def usage_params(usage: Usage | None) -> dict[str, Any]:
+    if usage is None or not usage.calls:
+        return {f"b_{name}": None for name in USAGE_COLUMNS}
+    return {
+        "b_llm_calls": usage.calls,
+        "b_prompt_tokens": usage.prompt_tokens,
+        "b_completion_tokens": usage.completion_tokens,
+        "b_llm_seconds": round(usage.llm_seconds, 3),
+        "b_cost_usd": usage.cost_usd,
+        "b_llm_model": usage.model,
+    }
 
 
 def _task(row) -> Task:
     values = row._asdict()
     values["status"] = TaskStatus(values["status"])
+    usage = {name: values.pop(name) for name in USAGE_COLUMNS}
+    if usage["llm_calls"] is not None:
+        values["usage"] = Usage(
+            calls=usage["llm_calls"],
+            prompt_tokens=usage["prompt_tokens"] or 0,
+            completion_tokens=usage["completion_tokens"] or 0,
+            llm_seconds=usage["llm_seconds"] or 0.0,
+            model=usage["llm_model"],
+            cost_usd=usage["cost_usd"],
+        )
     return Task(**values)
 
 
@@ -109,14 +165,14 @@ class SqlAlchemyTaskRepository:
         row = conn.execute(GET_ROW, {"b_task_id": task_id}).first()
         return None if row is None else _task(row)
 
-    def _fenced(self, task_id: int, attempt: int, to: TaskStatus, **values: Any) -> bool:
+    def _fenced(self, task_id: int, attempt: int, to: TaskStatus, usage: Usage | None, **values: Any) -> bool:
         stmt = (
             update(t)
             .where(t.c.task_id == task_id, t.c.attempt == attempt, t.c.status == PROCESSING.value)
-            .values(status=to.value, updated_at=utcnow(), **values)
+            .values(status=to.value, updated_at=utcnow(), **values, **USAGE_SUM)
         )
         landed = lambda row: row is not None and row.attempt == attempt and row.status == to  # noqa: E731
-        return self._write(stmt, task_id, landed)
+        return self._write(stmt, task_id, landed, usage_params(usage))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -139,6 +195,16 @@ class SqlAlchemyTaskRepository:
         stmt = select(t.c.status, func.count()).group_by(t.c.status)
         found = dict(self._run(lambda conn: conn.execute(stmt).all()))
         return {s.value: 0 for s in TaskStatus} | found
+
+    def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
+        """One aggregate over the table (a scan: for ``docllm stats``, not a hot path)."""
+        recent = t.c.updated_at >= utc_ago(window_s)
+        sums = [t.c.llm_calls, t.c.prompt_tokens, t.c.completion_tokens, t.c.llm_seconds, t.c.cost_usd]
+        stmt = select(*(func.sum(c) for c in sums), *(func.sum(case((recent, c), else_=None)) for c in sums)).where(
+            t.c.llm_calls.is_not(None)
+        )
+        row = self._run(lambda conn: conn.execute(stmt).one())
+        return _usage_sum(row[:5]), _usage_sum(row[5:])
 
     def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
         stmt = select(*LISTED_ROW).order_by(t.c.task_id.desc()).limit(limit)
@@ -218,25 +284,28 @@ class SqlAlchemyTaskRepository:
         # Safe to retry after a lost connection: a start that landed is recognised by its token.
         return self._run(work)
 
-    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
         landed = lambda row: row is not None and row.attempt == attempt and row.status == SUCCESS  # noqa: E731
-        params = {"b_task_id": task_id, "b_attempt": attempt, "b_result": result}
+        params = {"b_task_id": task_id, "b_attempt": attempt, "b_result": result, **usage_params(usage)}
         return self._write(COMMIT_ATTEMPT, task_id, landed, params)
 
-    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+    def retry(
+        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+    ) -> bool:
         return self._fenced(
             task_id,
             attempt,
             PENDING,
+            usage,
             retry_count=t.c.retry_count + (1 if count_failure else 0),
             error=error,
             lease_token=None,
             processing_started_at=None,
         )
 
-    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+    def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         return self._fenced(
-            task_id, attempt, FAILED, retry_count=t.c.retry_count + 1, error=error, finished_at=utcnow()
+            task_id, attempt, FAILED, usage, retry_count=t.c.retry_count + 1, error=error, finished_at=utcnow()
         )
 
     def reopen(self, task_id: int) -> bool:
@@ -282,6 +351,17 @@ def non_terminal_page(status: TaskStatus, cursor: tuple[Any, int] | None, limit:
 
 def _cancelled(row: Task | None, attempt: int, error: str) -> bool:
     return row is not None and row.attempt == attempt and row.status == FAILED and row.error == error
+
+
+def _usage_sum(values: Any) -> Usage:
+    calls, prompt, completion, seconds, cost = values
+    return Usage(
+        calls=int(calls or 0),
+        prompt_tokens=int(prompt or 0),
+        completion_tokens=int(completion or 0),
+        llm_seconds=float(seconds or 0.0),
+        cost_usd=None if cost is None else float(cost),
+    )
 
 
 def _give_up() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text, text
+from sqlalchemy import BigInteger, Column, Double, Index, Integer, MetaData, String, Table, Text, text
 from sqlalchemy.dialects.mysql import LONGTEXT
 from sqlalchemy.types import TypeDecorator
 
@@ -43,6 +43,21 @@ class JsonText(TypeDecorator):
             return value
 
 
+def usage_columns() -> list[Column]:
+    """The LLM usage of the task, summed over its attempts (migration 0003); NULL until one is written."""
+    return [
+        Column("llm_calls", Integer, nullable=True),
+        Column("prompt_tokens", BigInteger, nullable=True),
+        Column("completion_tokens", BigInteger, nullable=True),
+        Column("llm_seconds", Double, nullable=True),
+        Column("llm_model", String(255), nullable=True),
+        Column("cost_usd", Double, nullable=True),  # NULL while no model of its calls had a price
+    ]
+
+
+USAGE_COLUMNS = tuple(c.name for c in usage_columns())
+
+
 def timestamp(name: str, *, defaulted: bool = False) -> Column:
     """A UTC timestamp; ``defaulted`` ones are filled by the database on insert."""
     if defaulted:
@@ -72,6 +87,7 @@ task_doc_llm = Table(
     timestamp("finished_at"),
     timestamp("created_at", defaulted=True),
     timestamp("updated_at", defaulted=True),
+    *usage_columns(),
     **MYSQL_TABLE_OPTIONS,
 )
 # The reconciler pages pending/processing rows by (updated_at, task_id) through this index (D8).

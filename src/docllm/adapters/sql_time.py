@@ -61,6 +61,28 @@ def _postgresql_utcnow(element, compiler, **kw):
     return "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')"
 
 
+class utc_ago(FunctionElement):  # noqa: N801 - as utcnow
+    """The database's UTC time ``seconds`` ago (a whole number, rendered into the SQL)."""
+
+    type = UtcDateTime()
+    inherit_cache = False  # ``seconds`` is rendered into the text: no cached statement may reuse it
+
+    def __init__(self, seconds: int):
+        self.seconds = int(seconds)
+        super().__init__()
+
+
+@compiles(utc_ago, "mysql")
+@compiles(utc_ago, "mariadb")
+def _mysql_utc_ago(element, compiler, **kw):
+    return f"(UTC_TIMESTAMP(6) - INTERVAL {element.seconds} SECOND)"
+
+
+@compiles(utc_ago, "sqlite")
+def _sqlite_utc_ago(element, compiler, **kw):
+    return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', '-{element.seconds} seconds')"
+
+
 @compiles(utcnow)
 def _unsupported_utcnow(element, compiler, **kw):
     raise CompileError(f"utcnow() has no UTC form for dialect {compiler.dialect.name!r}")

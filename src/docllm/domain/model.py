@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from docllm.domain.usage import Usage, UsageMeter
+
 
 class TaskStatus(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a status (logs, messages)
     pending = "pending"
@@ -48,6 +50,7 @@ class Task:
     finished_at: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    usage: Usage | None = None  # the LLM's, summed over the attempts that wrote an outcome; None: none
 
     def budget(self, default_max_attempts: int) -> int:
         return self.max_attempts or default_max_attempts
@@ -145,6 +148,11 @@ class Attempt:
     task: Task
     started_ms: int
     meta: dict[str, Any] = field(default_factory=dict)
+    meter: UsageMeter = field(default_factory=UsageMeter)  # this attempt's LLM calls so far
+
+    @property
+    def usage(self) -> Usage:
+        return self.meter.total
 
     @property
     def task_id(self) -> int:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task, TaskStatus
 from docllm.domain.rate_limits import ProviderHints
+from docllm.domain.usage import Usage
 from docllm.domain.workers import WorkerRecord
 
 
@@ -162,13 +163,17 @@ class TaskRepository(Protocol):
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:
         """pending -> processing, attempt + 1, lease_token = token; reports what it found otherwise."""
 
-    def commit(self, task_id: int, attempt: int, result: dict[str, Any]) -> bool:
+    # ``usage``: the attempt's LLM usage, added to the row's in the same fenced write (the row
+    # sums every attempt that wrote an outcome); None or no calls leave the row's usage as it is.
+    def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
         """processing -> success for this attempt only."""
 
-    def retry(self, task_id: int, attempt: int, error: str, count_failure: bool = True) -> bool:
+    def retry(
+        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+    ) -> bool:
         """processing -> pending for this attempt only (retry_count + 1 when it counts as a failure)."""
 
-    def fail(self, task_id: int, attempt: int, error: str) -> bool:
+    def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         """processing -> failed for this attempt only."""
 
     def reopen(self, task_id: int) -> bool:
@@ -185,6 +190,10 @@ class TaskRepository(Protocol):
 
     def counts(self) -> dict[str, int]:
         """Rows per status, every status present."""
+
+    def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
+        """The LLM usage of every row, and of the rows last written within ``window_s`` of the
+        store's now, in one aggregate (``model`` None; ``cost_usd`` None when nothing was priced)."""
 
     def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
         """Newest first, at most ``limit``, of one status (or any) whose name contains the text
@@ -205,7 +214,8 @@ class DocumentReviewer(Protocol):
     name: str
 
     async def review(self, task_name: str, document: str) -> dict[str, Any]:
-        """Cancelling the call cancels the request in flight and sends no further one (I11)."""
+        """Cancelling the call cancels the request in flight and sends no further one (I11).
+        Each LLM call is reported with ``docllm.domain.usage.record`` (the attempt's meter)."""
 
     async def check(self) -> None:
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
 from docllm.domain.services.cancel import Cancel, CancelResult
+from docllm.domain.usage import Usage
 from docllm.domain.workers import WorkerRecord
 
 
@@ -29,6 +30,7 @@ def task_json(task: Task) -> dict[str, Any]:
         "error": task.error,
         "created_at": _iso(task.created_at),
         "finished_at": _iso(task.finished_at),
+        "usage": task_usage_json(task),
     }
 
 
@@ -40,6 +42,35 @@ def stats_json(counts: dict[str, int], queue: QueueStats, now_ms: int) -> dict[s
         "tasks": {s.value: int(counts.get(s.value, 0)) for s in TaskStatus},
         "queue": {"ready": queue.ready, "processing": queue.processing, "delayed": queue.delayed, "dead": queue.dead},
         "oldest_processing_s": oldest,
+    }
+
+
+def usage_json(every: Usage, last_hour: Usage) -> dict[str, Any]:
+    """The ``llm.usage`` object of ``stats --json``: flat, all time and over the last hour."""
+    out: dict[str, Any] = {}
+    for suffix, usage in (("", every), ("_last_hour", last_hour)):
+        out |= {
+            f"calls{suffix}": usage.calls,
+            f"prompt_tokens{suffix}": usage.prompt_tokens,
+            f"completion_tokens{suffix}": usage.completion_tokens,
+            f"llm_seconds{suffix}": round(usage.llm_seconds, 3),
+            f"cost_usd{suffix}": None if usage.cost_usd is None else round(usage.cost_usd, 6),
+        }
+    return out
+
+
+def task_usage_json(task: Task) -> dict[str, Any] | None:
+    """A task's LLM usage (for ``status``/``show``); None when no attempt recorded any."""
+    u = task.usage
+    if u is None:
+        return None
+    return {
+        "llm_calls": u.calls,
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "llm_seconds": round(u.llm_seconds, 3),
+        "llm_model": u.model,
+        "cost_usd": None if u.cost_usd is None else round(u.cost_usd, 6),
     }
 
 

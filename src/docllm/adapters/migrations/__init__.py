@@ -28,14 +28,19 @@ def require_schema(engine: Engine) -> None:
     """Raise ConfigurationError naming the fix when the task table is missing."""
     from sqlalchemy import inspect
 
+    from docllm.adapters.sql_schema import USAGE_COLUMNS
     from docllm.domain.errors import ConfigurationError
 
     try:
-        present = inspect(engine).has_table("task_doc_llm")
+        inspector = inspect(engine)
+        present = inspector.has_table("task_doc_llm")
+        columns = {c["name"] for c in inspector.get_columns("task_doc_llm")} if present else set()
     except Exception as exc:  # noqa: BLE001 - unreachable database: say so in one line
         raise Unavailable(f"database: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     if not present:
         raise ConfigurationError("the database has no task_doc_llm table: run `docllm init-db` first")
+    if not set(USAGE_COLUMNS) <= columns:  # this version reads and writes them (migration 0003)
+        raise ConfigurationError("the task_doc_llm table lacks the LLM usage columns: run `docllm init-db` first")
 
 
 def alembic_config() -> Config:

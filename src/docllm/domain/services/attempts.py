@@ -17,6 +17,7 @@ from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
+from docllm.domain.usage import Usage, metering
 
 LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
 
@@ -107,9 +108,9 @@ class TaskProcessor:
         self._release_row(row.task_id, row.attempt, ORPHANED_REASON)
         return True
 
-    def _release_row(self, task_id: int, attempt: int, why: str) -> bool:
+    def _release_row(self, task_id: int, attempt: int, why: str, usage: Usage | None = None) -> bool:
         """processing -> pending for ``attempt`` only, charging no attempt; True when it landed."""
-        if not self.repo.retry(task_id, attempt, why, count_failure=False):
+        if not self.repo.retry(task_id, attempt, why, count_failure=False, usage=usage):
             return False
         self.events.emit(
             ev.RELEASED, task_id=task_id, attempt=attempt, reason=Reason.lease_lost, error=why, worker=self.holder
@@ -145,7 +146,7 @@ class TaskProcessor:
         """Lease loss (DESIGN section 5): the row goes back to pending without charging an attempt,
         fenced, and the payload back to ready when that lands. When it does not land, someone else
         already settled the row (the reaper reclaimed it, or a newer attempt holds it)."""
-        if not self._release_row(attempt.task_id, attempt.number, LEASE_LOST_REASON):
+        if not self._release_row(attempt.task_id, attempt.number, LEASE_LOST_REASON, attempt.usage):
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
@@ -153,7 +154,8 @@ class TaskProcessor:
 
     async def review(self, attempt: Attempt) -> Outcome:
         """Run the reviewer and classify what happened. ConfigurationError propagates; so does
-        cancellation, which stops the LLM call in flight (I11)."""
+        cancellation, which stops the LLM call in flight (I11). The LLM calls it makes add up on
+        ``attempt.meter``, written with whatever outcome ``finish`` writes."""
         document = attempt.task.document
         if document is None or not document.strip():
             return Outcome.permanent("document is empty: nothing to review", Reason.invalid_document)
@@ -164,7 +166,8 @@ class TaskProcessor:
                 Reason.invalid_document,
             )
         try:
-            report = await self.reviewer.review(attempt.task.task_name or "", document)
+            with metering(attempt.meter):
+                report = await self.reviewer.review(attempt.task.task_name or "", document)
         except ConfigurationError:
             raise
         except TransientError as exc:
@@ -182,10 +185,11 @@ class TaskProcessor:
 
         Safe to call again after an ``Unavailable``: a write that already landed is recognised from
         the row, and the queue step after it is token-checked."""
-        task, n = attempt.task, attempt.number
+        task, n, usage = attempt.task, attempt.number, attempt.usage
         fields = dict(task_id=task.task_id, attempt=n, worker=self.holder)
         if outcome.kind is OutcomeKind.success:
-            if not self._wrote(attempt, TaskStatus.success, self.repo.commit(task.task_id, n, outcome.report or {})):
+            committed = self.repo.commit(task.task_id, n, outcome.report or {}, usage=usage)
+            if not self._wrote(attempt, TaskStatus.success, committed):
                 return self._stale(attempt)
             self.queue.ack(attempt.token)
             self.events.emit(ev.SUCCEEDED, **fields)
@@ -193,7 +197,7 @@ class TaskProcessor:
         if outcome.kind is OutcomeKind.cancelled:
             return self._cancelled(attempt)
         if outcome.kind is OutcomeKind.release:
-            released = self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False)
+            released = self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False, usage=usage)
             if not self._wrote(attempt, TaskStatus.pending, released, outcome.error or "released"):
                 return self._stale(attempt)
             self.queue.requeue(attempt.token, front=True)
@@ -201,7 +205,8 @@ class TaskProcessor:
             return True
         error, reason = outcome.error or "unknown error", outcome.reason or Reason.other
         if outcome.kind is OutcomeKind.retryable and not task.last_attempt(self.retry.max_attempts):
-            if not self._wrote(attempt, TaskStatus.pending, self.repo.retry(task.task_id, n, error), error):
+            retried = self.repo.retry(task.task_id, n, error, usage=usage)
+            if not self._wrote(attempt, TaskStatus.pending, retried, error):
                 return self._stale(attempt)
             delay = self.retry.delay_seconds(task.retry_count + 1, outcome.retry_after)
             self.queue.retry_later(attempt.token, int(delay * 1000))
@@ -211,7 +216,7 @@ class TaskProcessor:
             budget = task.budget(self.retry.max_attempts)
             error = f"attempts exhausted ({task.retry_count + 1}/{budget}): {error}"
             reason = Reason.attempts_exhausted
-        if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task.task_id, n, error), error):
+        if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task.task_id, n, error, usage=usage), error):
             return self._stale(attempt)
         # I5: a failed task's payload is in the dead-letter list, even when Redis lost the lease
         # (then no reaper will ever see it): record it without the token, unless a reaper that

@@ -1,0 +1,85 @@
+"""What the LLM cost: one call (``LlmCall``), an attempt's or a task's sum (``Usage``), and the
+meter an attempt carries while its review runs.
+
+The reviewer reports each call with ``record``; ``TaskProcessor.review`` runs the review inside
+``metering(attempt.meter)``. A context variable rather than an argument of the port: the chunk
+requests of one review run as tasks of their own and inherit it, and every reviewer (fakes, the
+simulation's) keeps the port's two-argument ``review``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+OUTCOMES = ("ok", "error", "cancelled")  # of one call: answered, failed, cancelled in flight (I11)
+
+
+@dataclass(frozen=True)
+class LlmCall:
+    model: str
+    outcome: str  # one of OUTCOMES
+    seconds: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None  # None: the price table has no price for the model
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A sum of calls. ``cost_usd`` is None while none of them had a price; ``model`` is the last."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_seconds: float = 0.0
+    model: str | None = None
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        """The same sum the SQL repository computes in its UPDATE (``coalesce(col + x, col, x)``)."""
+        cost = other.cost_usd if self.cost_usd is None else self.cost_usd + (other.cost_usd or 0.0)
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            llm_seconds=self.llm_seconds + other.llm_seconds,
+            model=other.model or self.model,
+            cost_usd=cost,
+        )
+
+    @classmethod
+    def of(cls, call: LlmCall) -> Usage:
+        return cls(1, call.prompt_tokens, call.completion_tokens, call.seconds, call.model, call.cost_usd)
+
+
+class UsageMeter:
+    """The running sum of one attempt (the event loop's single thread adds to it)."""
+
+    def __init__(self) -> None:
+        self.total = Usage()
+
+    def add(self, call: LlmCall) -> None:
+        self.total = self.total + Usage.of(call)
+
+
+_current: contextvars.ContextVar[UsageMeter | None] = contextvars.ContextVar("docllm_usage_meter", default=None)
+
+
+@contextmanager
+def metering(meter: UsageMeter) -> Iterator[UsageMeter]:
+    """Calls recorded inside (and in tasks created inside) add to ``meter``."""
+    token = _current.set(meter)
+    try:
+        yield meter
+    finally:
+        _current.reset(token)
+
+
+def record(call: LlmCall) -> None:
+    """Add a call to the running attempt's meter; outside an attempt (a probe, a test) it is not kept."""
+    meter = _current.get()
+    if meter is not None:
+        meter.add(call)

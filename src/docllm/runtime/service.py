@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, TaskQueue
+from docllm.domain.ports import DocumentReviewer, LlmBreaker, TaskQueue
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
-from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.worker import Worker
@@ -36,6 +36,7 @@ class Parts:
     queue: TaskQueue
     processor: TaskProcessor | None = None
     reviewer: DocumentReviewer | None = None
+    breaker: LlmBreaker | None = None  # the fleet's LLM breaker (the worker's)
     reaper: Reaper | None = None
     reconciler: Reconciler | None = None
     metrics: Any = None
@@ -57,8 +58,10 @@ class Service:
 
     def _build(self) -> None:
         s, p, m = self.settings, self.parts, self.parts.metrics
-        if p.processor is not None and p.reviewer is not None:
-            gate = ConfigGate(p.reviewer, logging.getLogger("docllm.llm"))
+        if p.processor is not None and p.reviewer is not None and p.breaker is not None:
+            gate = LlmGate(
+                p.reviewer, p.breaker, self.calls, s.worker_id, logging.getLogger("docllm.llm"), p.processor.events
+            )
             self.worker = Worker(p.processor, self.calls, gate, s.concurrency)
         if p.reaper is not None:
             reaper = p.reaper

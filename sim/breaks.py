@@ -80,6 +80,22 @@ class NoHeartbeatWorker(Worker):
         await asyncio.get_running_loop().create_future()
 
 
+class NoHandBackWorker(Worker):
+    """A review that failed for a provider reason is always charged: the breaker still counts it
+    and still stops claims, but the attempts in flight when the provider went down are charged
+    (retry_count + 1), and fail once the outage outlasts their budget (I9)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        judge = self.gate.provider_to_blame
+
+        async def charged(error: str) -> bool:
+            await judge(error)
+            return False
+
+        self.gate.provider_to_blame = charged  # type: ignore[method-assign]
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -116,6 +132,12 @@ BREAKS = {
         ),
         Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
         Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),
+        Break(
+            "no-hand-back",
+            "an attempt failed by an LLM outage is charged instead of handed back",
+            "outage",
+            worker_class=NoHandBackWorker,
+        ),
         Break(
             "reaper-client-clock",
             "the reaper decides expiry with its own host's (skewed) clock",

@@ -189,6 +189,8 @@ class RepoObserver:
         book = self._l.book(task_id)
         if ok and book is not None:
             self._l.fenced_write(book, attempt, "retry")
+            if count_failure:
+                self._charged(book, attempt)
             if not count_failure:
                 book.counted -= 1
             self._l.set_status(book, PENDING)
@@ -201,9 +203,14 @@ class RepoObserver:
         book = self._l.book(task_id)
         if ok and book is not None:
             self._l.fenced_write(book, attempt, "fail")
+            self._charged(book, attempt)
             self._l.set_status(book, FAILED)
             self._l.mark(task_id, "failed")
         return ok
+
+    def _charged(self, book: Any, attempt: int) -> None:
+        token = book.token if book.attempt == attempt else None
+        self._l.charged.append((self._l.world.now, book.task_id, attempt, token))
 
     def reopen(self, task_id: int) -> bool:
         ok = self._r.reopen(task_id)

@@ -39,13 +39,14 @@ class LlmGate:
         logger: logging.Logger,
         events: EventSink | None = None,
         poll_seconds: float = 1.0,
+        open_poll_seconds: float = 5.0,
         verdict_seconds: float = 5.0,
         base: float = 1.0,
         cap: float = 60.0,
     ):
         self.reviewer, self.breaker, self.calls, self.holder = reviewer, breaker, calls, holder
         self.logger, self.events = logger, events or NullEvents()
-        self.poll, self.verdict = poll_seconds, verdict_seconds
+        self.poll, self.open_poll, self.verdict = poll_seconds, open_poll_seconds, verdict_seconds
         self.backoff = Backoff(base, cap)
         self.view: BreakerView | None = None
         self.seen_at = float("-inf")  # event-loop time of ``view``
@@ -65,7 +66,10 @@ class LlmGate:
         if view is not None and view.state is BreakerState.half_open:
             view = await self._probe()
         if view is not None and not view.claims:
-            return self.poll
+            # Open: look again at the next probe's time, or sooner (another process's probe may
+            # close it first); half-open with someone else probing: soon.
+            due = (view.probe_at_ms - view.now_ms) / 1000 if view.probe_at_ms is not None else 0.0
+            return min(self.open_poll, max(self.poll, due))
         if self.local_error is None:
             return 0.0
         if self.local_until > loop.time():
@@ -113,6 +117,8 @@ class LlmGate:
     # -- Redis and the probe -----------------------------------------------------------------
     async def _look(self, fresh: bool) -> BreakerView | None:
         loop = asyncio.get_running_loop()
+        if not fresh and self.view is not None and not self.view.claims:
+            fresh = True  # the dispatcher waited for it: always look again
         if fresh or self.view is None or loop.time() - self.seen_at >= self.poll:
             try:
                 self._saw(await self.calls.call(self.breaker.view))

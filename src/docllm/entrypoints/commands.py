@@ -75,7 +75,9 @@ def status(args: argparse.Namespace) -> int:
 
 def _stats(c: Container) -> dict:
     queue = c.queue()
-    return views.stats_json(c.repository().counts(), queue.stats(), queue.now_ms())
+    result = views.stats_json(c.repository().counts(), queue.stats(), queue.now_ms())
+    result.setdefault("llm", {})["breaker"] = views.breaker_json(c.breaker().view())
+    return result
 
 
 def stats(args: argparse.Namespace) -> int:

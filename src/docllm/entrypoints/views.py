@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from docllm.domain.breaker import BreakerView
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
 
 
@@ -37,6 +38,18 @@ def stats_json(counts: dict[str, int], queue: QueueStats, now_ms: int) -> dict[s
         "tasks": {s.value: int(counts.get(s.value, 0)) for s in TaskStatus},
         "queue": {"ready": queue.ready, "processing": queue.processing, "delayed": queue.delayed, "dead": queue.dead},
         "oldest_processing_s": oldest,
+    }
+
+
+def breaker_json(view: BreakerView) -> dict[str, Any]:
+    """The fleet's LLM breaker as ``docllm stats --json`` shows it under "llm" -> "breaker"."""
+    return {
+        "state": view.state.value,
+        "open_s": round(view.open_seconds_now(), 1),  # 0 while closed
+        "open_total_s": round(view.open_seconds_total(), 1),
+        "transitions": view.transitions,
+        "window_calls": view.calls,
+        "window_failures": view.failures,
     }
 
 
@@ -86,6 +99,9 @@ def stats_table(stats: dict[str, Any]) -> Table:
         table.add_row(f"queue {key}", str(value))
     oldest = stats["oldest_processing_s"]
     table.add_row("oldest processing (s)", "-" if oldest is None else f"{oldest:.1f}")
+    for section, values in stats.get("llm", {}).items():  # flat objects: breaker, ...
+        for key, value in values.items():
+            table.add_row(f"llm {section} {key}", str(value))
     return table
 
 

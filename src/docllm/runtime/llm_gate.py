@@ -40,7 +40,7 @@ class LlmGate:
         events: EventSink | None = None,
         poll_seconds: float = 1.0,
         open_poll_seconds: float = 5.0,
-        verdict_seconds: float = 5.0,
+        verdict_seconds: float = 2.0,
         base: float = 1.0,
         cap: float = 60.0,
     ):
@@ -158,6 +158,7 @@ class LlmGate:
         if view.state is not before:
             self.events.emit(ev.BREAKER_SEEN, state=view.state.value, worker=self.holder)
             if view.state is BreakerState.closed and self.local_error is not None:
+                self.logger.warning("the LLM breaker closed, claiming resumed")
                 self.local_error = None  # the fleet's probe passed: try again at once
                 self.backoff.reset()
         return view

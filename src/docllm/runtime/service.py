@@ -60,7 +60,13 @@ class Service:
         s, p, m = self.settings, self.parts, self.parts.metrics
         if p.processor is not None and p.reviewer is not None and p.breaker is not None:
             gate = LlmGate(
-                p.reviewer, p.breaker, self.calls, s.worker_id, logging.getLogger("docllm.llm"), p.processor.events
+                p.reviewer,
+                p.breaker,
+                self.calls,
+                s.worker_id,
+                logging.getLogger("docllm.llm"),
+                p.processor.events,
+                cap=s.breaker_open_seconds,  # a process of its own waits no longer than the fleet would
             )
             self.worker = Worker(p.processor, self.calls, gate, s.concurrency)
         if p.reaper is not None:

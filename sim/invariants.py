@@ -153,10 +153,12 @@ class Checker:
 
     # -- I9 --------------------------------------------------------------------------------------
     def check_outage_charges(self) -> None:
-        """I9: an attempt whose LLM call failed because the provider was down is never charged."""
+        """I9: an attempt is never charged for its LLM call failing because the provider was down
+        (a reaper's reclaim after its worker crashed is charged for the crash, as D6 wants)."""
         led, failed_for_outage = self.sys.ledger, self.sys.llm.outage_failed
-        for t, tid, attempt, token in led.charged[self.charges_seen :]:
-            if token is not None and token in failed_for_outage:
+        outage = str(self.sys.llm.outage_error())
+        for t, tid, attempt, token, error in led.charged[self.charges_seen :]:
+            if token is not None and token in failed_for_outage and outage in error:
                 led.violate(
                     "I9",
                     tid,

@@ -190,7 +190,7 @@ class RepoObserver:
         if ok and book is not None:
             self._l.fenced_write(book, attempt, "retry")
             if count_failure:
-                self._charged(book, attempt)
+                self._charged(book, attempt, error)
             if not count_failure:
                 book.counted -= 1
             self._l.set_status(book, PENDING)
@@ -203,14 +203,14 @@ class RepoObserver:
         book = self._l.book(task_id)
         if ok and book is not None:
             self._l.fenced_write(book, attempt, "fail")
-            self._charged(book, attempt)
+            self._charged(book, attempt, error)
             self._l.set_status(book, FAILED)
             self._l.mark(task_id, "failed")
         return ok
 
-    def _charged(self, book: Any, attempt: int) -> None:
+    def _charged(self, book: Any, attempt: int, error: str) -> None:
         token = book.token if book.attempt == attempt else None
-        self._l.charged.append((self._l.world.now, book.task_id, attempt, token))
+        self._l.charged.append((self._l.world.now, book.task_id, attempt, token, error))
 
     def reopen(self, task_id: int) -> bool:
         ok = self._r.reopen(task_id)

@@ -137,7 +137,9 @@ class SimLLM:
             return timeout_ms, ProviderUnavailable(f"LLM request timed out after {p.timeout_s:g}s")
         x -= p.p_timeout
         if x < p.p_429:
-            return int(r.uniform(100, 500)), ProviderUnavailable("LLM rate limit (429)", retry_after=r.choice([1, 5, 20]))
+            return int(r.uniform(100, 500)), ProviderUnavailable(
+                "LLM rate limit (429)", retry_after=r.choice([1, 5, 20])
+            )
         x -= p.p_429
         if x < p.p_500:
             return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")

@@ -16,8 +16,7 @@ from typing import Any
 
 from docllm.adapters.redis_breaker import RedisLlmBreaker
 from docllm.adapters.redis_queue import RedisTaskQueue
-from docllm.container import breaker_policy
-from docllm.container import Container
+from docllm.container import Container, breaker_policy
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Reason

@@ -54,7 +54,8 @@ def test_an_llm_outage_charges_nothing_and_a_poison_document_still_fails(
     ids = {t["task_name"]: t["task_id"] for t in harness.submit(sorted((tmp_path / "first").glob("*.md")), ATTEMPTS)}
     poison = ids.pop("poison-00001.md")
     seen: list[tuple[float, str]] = []
-    llm = TimedLLM(seen).start()
+    llm = TimedLLM(seen)
+    llm.start()
     env = {
         "DOCLLM_LLM_PROVIDER": "openai",
         "DOCLLM_LLM_BASE_URL": llm.base_url,
@@ -86,7 +87,8 @@ def test_an_llm_outage_charges_nothing_and_a_poison_document_still_fails(
     port = llm.port
     llm.stop()
     time.sleep(OUTAGE_S)
-    llm = TimedLLM(seen, port=port).start()
+    llm = TimedLLM(seen, port=port)
+    llm.start()
     llm.failing = True
     failing_from = time.monotonic()
     time.sleep(OUTAGE_S)

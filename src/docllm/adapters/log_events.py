@@ -9,7 +9,16 @@ from docllm.domain import events as ev
 from docllm.logs import log_fields
 
 _QUIET = {ev.LEASE_RENEWED, ev.CLAIMED, ev.BREAKER_SEEN}  # per-heartbeat noise: debug only
-_LOUD = {ev.FAILED, ev.DEAD_LETTERED, ev.LEASE_LOST, ev.STALE, ev.RECONCILED, ev.RECLAIMED, ev.LEFTOVER_RELEASED, ev.BREAKER}
+_LOUD = {
+    ev.FAILED,
+    ev.DEAD_LETTERED,
+    ev.LEASE_LOST,
+    ev.STALE,
+    ev.RECONCILED,
+    ev.RECLAIMED,
+    ev.LEFTOVER_RELEASED,
+    ev.BREAKER,
+}
 
 
 class LoggingEvents:

@@ -59,8 +59,8 @@ class InMemoryLlmBreaker:
                         self._transitions += 1
                         changed = "opened"
             elif op == "probe":
-                due = self._open and (self._probe_at if self._probe_at is not None else now) <= now
-                if due and (self._probe is None or self._probe_until is None or self._probe_until < now):
+                probe_due = self._open and (self._probe_at if self._probe_at is not None else now) <= now
+                if probe_due and (self._probe is None or self._probe_until is None or self._probe_until < now):
                     self._probe, self._probe_until, changed = holder, now + p.open_ms, "probing"
             elif op == "result" and self._open and self._probe == holder:
                 self._probe = self._probe_until = None

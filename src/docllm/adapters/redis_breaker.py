@@ -44,7 +44,16 @@ class RedisLlmBreaker:
 
     def _run(self, op: str, ok: bool = False, holder: str = "") -> BreakerView:
         p = self.policy
-        args = [op, self._clock.now_ms(), p.window_ms, repr(p.failure_ratio), p.min_calls, p.open_ms, int(ok), holder]
+        args: list[Any] = [
+            op,
+            self._clock.now_ms(),
+            p.window_ms,
+            repr(p.failure_ratio),
+            p.min_calls,
+            p.open_ms,
+            int(ok),
+            holder,
+        ]
         with redis_errors(f"breaker {op}"):
             return view_of(self._script(keys=[self._key], args=args))
 

@@ -164,7 +164,7 @@ class LlmGate:
         return view
 
     def _changed(self, change: str, view: BreakerView | None) -> None:
-        fields = {"change": change, "worker": self.holder}
+        fields: dict[str, object] = {"change": change, "worker": self.holder}
         if view is not None:
             fields.update(calls=view.calls, failures=view.failures, open_s=round(view.open_seconds_now(), 1))
         self.events.emit(ev.BREAKER, **fields)

@@ -178,14 +178,17 @@ class Worker:
         asked once more first: at the end of an outage the provider serves others again although
         this failure was the outage's; a second failure while it serves is the document's."""
         for again in (False, True):
-            run.review = asyncio.create_task(self._one_review(run), name=f"review-{run.attempt.token}")
+            run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
+            config_error: ConfigurationError | None = None
             try:
-                outcome, config_error = await run.review
+                outcome = await run.review
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     raise  # the worker itself is being cancelled, not just this review
                 return None
+            except ConfigurationError as exc:  # a 401/403/404: charged so when the gate finds the
+                outcome, config_error = Outcome.refused(exc), exc  # provider serving (a filtering 403)
             if run.abandoned:
                 return None
             if not outcome.provider_failure and config_error is None:
@@ -197,14 +200,6 @@ class Worker:
             if again or run.abandoned:
                 return outcome
         raise AssertionError("unreachable")
-
-    async def _one_review(self, run: Running) -> tuple[Outcome, ConfigurationError | None]:
-        """``TaskProcessor.review``, with a 401/403/404 as the outcome it is charged as when the
-        gate finds the provider serving (a filtering gateway's 403 for this document)."""
-        try:
-            return await self.proc.review(run.attempt), None
-        except ConfigurationError as exc:
-            return Outcome.refused(exc), exc
 
     async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the

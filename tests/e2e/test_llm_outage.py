@@ -45,6 +45,7 @@ class TimedLLM(FakeLLM):
         return super().answer(method, path, headers, body)
 
 
+@pytest.mark.timeout(240 + 2 * OUTAGE_S)
 def test_an_llm_outage_charges_nothing_and_a_poison_document_still_fails(
     harness: Harness, probe: Probe, tmp_path: Path
 ) -> None:

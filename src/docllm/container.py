@@ -36,15 +36,23 @@ def _engine(settings: Settings) -> Iterator:
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
         os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///") :])), exist_ok=True)
     # one connection per port thread, plus the metrics scrape and the readiness check
-    engine = make_engine(settings.database_url, pool_size=threads_for(settings.concurrency) + 2)
+    engine = make_engine(
+        settings.database_url,
+        pool_size=threads_for(settings.concurrency) + 2,
+        connect_timeout=settings.database_connect_timeout_seconds,
+        io_timeout=settings.database_timeout_seconds,
+    )
     yield engine
     engine.dispose()
 
 
-def _clock(client):
+def _clock(client, settings: Settings):
     from docllm.adapters.redis_clock import RedisServerClock
 
-    return RedisServerClock(client)
+    # Re-read well within a lease: after a step of the server's clock, every process must report
+    # it and renew on the new time before the fleet's quiet period (one lease) ends.
+    lease_ms = settings.lease_seconds * 1000
+    return RedisServerClock(client, resync_seconds=min(30.0, lease_ms / 3000), lease_ms=int(lease_ms))
 
 
 def _queue(client, settings: Settings, clock, metrics):
@@ -137,7 +145,7 @@ class Container(containers.DeclarativeContainer):
     redis_client = providers.Resource(_redis, settings)
     engine = providers.Resource(_engine, settings)
 
-    clock = providers.Singleton(_clock, redis_client)
+    clock = providers.Singleton(_clock, redis_client, settings)
     queue = providers.Singleton(_queue, redis_client, settings, clock, metrics)
     repository = providers.Singleton(_repository, engine, settings, metrics)
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics)

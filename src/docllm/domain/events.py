@@ -23,6 +23,7 @@ RECONCILED = "reconciled"
 LEFTOVER_RELEASED = "leftover_released"
 SUBMITTED = "submitted"
 REOPENED = "reopened"
+DISCARDED = "discarded"
 BREAKER = "llm_breaker"  # a transition of the fleet's LLM breaker, by the process that made it
 BREAKER_SEEN = "llm_breaker_seen"  # this process saw the breaker in a new state (a gauge)
 

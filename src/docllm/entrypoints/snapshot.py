@@ -1,0 +1,16 @@
+"""What ``docllm stats --json`` prints, as one function of the container: the CLI and the
+dashboard show the same numbers (and the LLM's state under "llm" where it is recorded)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docllm.container import Container
+from docllm.entrypoints import views
+
+
+def stats_of(c: Container) -> dict[str, Any]:
+    queue = c.queue()
+    result = views.stats_json(c.repository().counts(), queue.stats(), queue.now_ms())
+    result.setdefault("llm", {})["breaker"] = views.breaker_json(c.breaker().view())
+    return result

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from docllm.adapters.fault_injection import Crash, Faulty
 from docllm.domain.errors import Unavailable
 from docllm.domain.services.producer import retry_dead, submit
-from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
@@ -36,6 +36,10 @@ class ProductActor(Actor):
     def ports(self) -> tuple[Any, Any]:
         queue, repo = self.sys.ports_for(self)
         return Faulty(queue, self.budget, "queue"), Faulty(LostReplies(repo, self), self.budget, "repo")
+
+    def breaker(self) -> Any:
+        """The fleet's LLM breaker (breaker.lua on the run's Redis), through this actor's faults."""
+        return Faulty(self.sys.gated_breaker, self.budget, "breaker")
 
     def port_calls(self) -> SimPortCalls:
         return SimPortCalls(self, self.sys.ready_wait)
@@ -70,10 +74,10 @@ class WorkerActor(ProductActor):
     def start(self) -> None:
         queue, repo = self.ports()
         proc = self.sys.processor(queue, repo, holder=self.label)
-        logger = self.sys.logger
-        gate = ConfigGate(self.sys.llm, logger)
+        logger, calls = self.sys.logger, self.port_calls()
+        gate = LlmGate(self.sys.llm, self.breaker(), calls, self.label, logger, self.sys.events)
         worker_class = self.sys.worker_class()
-        self.worker = worker_class(proc, self.port_calls(), gate, self.slots, IDLE_WAIT_S, logger=logger)
+        self.worker = worker_class(proc, calls, gate, self.slots, IDLE_WAIT_S, logger=logger)
         self.stopping = False
         self.spawn(self._main(), name=f"{self.label}-main")
 

@@ -112,6 +112,22 @@ class GrantAllLimiter:
         return {}
 
 
+class NoHandBackWorker(Worker):
+    """A review that failed for a provider reason is always charged: the breaker still counts it
+    and still stops claims, but the attempts in flight when the provider went down are charged
+    (retry_count + 1), and fail once the outage outlasts their budget (I9)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        judge = self.gate.provider_to_blame
+
+        async def charged(error: str) -> bool:
+            await judge(error)
+            return False
+
+        self.gate.provider_to_blame = charged  # type: ignore[method-assign]
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -160,6 +176,12 @@ BREAKS = {
             "heartbeats do not read the operator's cancel marks",
             "cancel",
             worker_class=NoCancelReadWorker,
+        ),
+        Break(
+            "no-hand-back",
+            "an attempt failed by an LLM outage is charged instead of handed back",
+            "outage",
+            worker_class=NoHandBackWorker,
         ),
         Break(
             "reaper-client-clock",

@@ -13,6 +13,7 @@ the fault phase they fall in: ``(mean, from, to)`` as fractions); ``FaultPlan`` 
 - duplicate payloads, malformed payloads and payloads naming no task, SIGTERM of a worker;
 - an operator's ``docllm cancel`` of a task that is pending or running (not a fault, but an
   action from outside that the invariants must survive).
+- an outage of the LLM provider, from 20 s to 2 hours (until the faults stop, at most).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ KINDS = CRASH_KINDS + (
     "clock_forward",
     "lost_reply",
     "cancel",
+    "llm_down",
 )
 POINTS = (
     "worker:after_claim",
@@ -163,6 +165,10 @@ class FaultPlan:
             ms = int(r.uniform(2_000, 20_000))
             s.ledger.fault(kind, f"{service} unavailable for {ms / 1000:.1f}s")
             return s.outage(service, ms)
+        if kind == "llm_down":
+            ms = int(r.uniform(20_000, 7_200_000))
+            s.ledger.fault(kind, f"the LLM provider is down for {ms / 60_000:.1f} min (every call fails)")
+            return s.llm_outage(ms)
         if kind == "redis_restart":
             ms = int(r.uniform(1_000, 4_000))
             s.ledger.fault(kind, f"redis restarts (data kept, script cache lost), down {ms / 1000:.1f}s")

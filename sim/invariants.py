@@ -9,6 +9,8 @@
   of D11; every 10 s: I3 (a live task no Redis structure names: at once a violation, unless a
   known loss since its latest attempt explains it, and then only for as long as the reconciler
   needs) and I7 (a bad payload gone without a dead letter).
+- After every event: I9 (an attempt charged, retried or failed, whose latest LLM call failed
+  because the provider was down).
 - At the end (``final``): I2 (every task finished within the bound, queue empty), I5 (a failed
   task has its dead letter), I7, the ledger against the database, and RATE (a provider limit the
   fleet shares: the LLM refused next to no call over it).
@@ -42,9 +44,12 @@ class Checker:
         self.next_loss_check = LOSS_CHECK_MS
         self.releases: list[tuple[int, int, int, str, str]] = []  # (task, attempt, by, why, worker): D11
         self.unreferenced: dict[int, int] = {}  # task -> first seen in no Redis structure
+        self.charges_seen = 0  # ledger.charged entries already checked (I9)
 
     def after_event(self) -> None:
         now = self.sys.world.now
+        if len(self.sys.ledger.charged) > self.charges_seen:
+            self.check_outage_charges()
         if now >= self.next_time_check:
             self.next_time_check = now + TIME_CHECK_MS
             self.check_time_bounds()
@@ -148,6 +153,24 @@ class Checker:
                 continue
             keep.append((tid, attempt, by, why, worker))
         self.releases = keep
+
+    # -- I9 --------------------------------------------------------------------------------------
+    def check_outage_charges(self) -> None:
+        """I9: an attempt is never charged for its LLM call failing because the provider was down
+        (a reaper's reclaim after its worker crashed is charged for the crash, as D6 wants)."""
+        led, failed_for_outage = self.sys.ledger, self.sys.llm.outage_failed
+        outage = str(self.sys.llm.outage_error())
+        for t, tid, attempt, token, error in led.charged[self.charges_seen :]:
+            if token is not None and token in failed_for_outage and outage in error:
+                led.violate(
+                    "I9",
+                    tid,
+                    f"attempt {attempt} was charged (retry_count + 1) at {t / 1000:.1f}s although its LLM "
+                    f"call failed because the provider was down",
+                    key=attempt,
+                    t=t,
+                )
+        self.charges_seen = len(led.charged)
 
     # -- I3, I7 ------------------------------------------------------------------------------
     def known_loss(self, book: Any) -> str | None:

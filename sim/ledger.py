@@ -71,6 +71,8 @@ class Ledger:
     bad: dict[str, BadPayload] = field(default_factory=dict)
     dead_tasks: dict[int, int] = field(default_factory=dict)  # task id -> dead-lettered at
     violations: list[Violation] = field(default_factory=list)
+    # (t, task, attempt, token, error) of every attempt charged (retried or failed): I9
+    charged: list[tuple[int, int, int, str | None, str]] = field(default_factory=list)
     timeline: list[tuple[int, int, str, str]] = field(default_factory=list)  # (t, task, kind, who)
     stuck: set[int] = field(default_factory=set)
     lost: set[int] = field(default_factory=set)

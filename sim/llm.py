@@ -3,8 +3,12 @@
 The answer is decided when the call starts and arrives after its latency (never, for a hung
 call). A cancelled call ends at once; one that runs on after its attempt was abandoned is an I11
 finding (``on_end``).
-Errors are the ones the real OpenAIReviewer raises: TransientError for a timeout, a 429 (with
-``retry_after``), a 5xx or an unparsable answer ("garbage").
+Errors are the ones the real OpenAIReviewer raises: ProviderUnavailable for a timeout, a 429 (with
+``retry_after``) or a 5xx, TransientError for an unparsable answer ("garbage").
+
+A provider outage (``down``, the fault ``llm_down``): every call and every ``check()`` fails as
+an unreachable provider's do, calls in flight when it starts included; the lease tokens whose
+latest call failed that way are kept, for I9 (no attempt is charged for an outage).
 
 Poison documents (task names starting with ``poison-``) always fail the same way: ``fail``
 (a 500 or garbage at once), ``timeout`` (every call times out), ``hang`` (the call never returns).
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from docllm.domain.errors import TransientError
+from docllm.domain.errors import ProviderUnavailable, TransientError
 from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.report import make_report
 
@@ -73,7 +77,10 @@ class SimLLM:
     ):
         self.profile, self.rng = profile, rng
         self.on_end, self.now = on_end, now
-        self.calls = 0
+        self.calls = self.checks = 0
+        self.down_since: int | None = None  # a provider outage since (virtual ms), or None
+        self.outage_failed: set[str] = set()  # lease tokens whose latest call failed for the outage
+        self.calls_while_down: list[tuple[int, str]] = []  # (when, "review" | "check")
         self.gate: Any = None  # the fleet's RateGate, when the scenario sets DOCLLM_LLM_RPM/TPM
         self.accepted: collections.deque[int] = collections.deque()  # start times within the last minute
         self.limit_429s = 0
@@ -89,8 +96,16 @@ class SimLLM:
                     ticket.hints = ProviderHints(retry_after_s=e.retry_after)
                 raise
 
+    def outage_error(self) -> ProviderUnavailable:
+        return ProviderUnavailable("cannot reach the LLM (simulated provider outage)")
+
     async def check(self) -> None:
-        pass
+        self.checks += 1
+        if self.down_since is not None:
+            self.calls_while_down.append((self.now(), "check"))
+        await asyncio.sleep(self.rng.uniform(0.05, 0.5))
+        if self.down_since is not None:
+            raise self.outage_error()
 
     async def _review(self, task_name: str) -> dict[str, Any]:
         self.calls += 1
@@ -99,11 +114,20 @@ class SimLLM:
         name = task.get_name() if task is not None else ""
         token = name[len("review-") :] if name.startswith("review-") else None  # the runtime names it so
         started = self.now()
+        if self.down_since is not None:
+            self.calls_while_down.append((started, "review"))
+            latency_ms = int(self.rng.uniform(50, 2_000))  # connection refused, or a 5xx at once
         if latency_ms is None:
             await asyncio.get_running_loop().create_future()  # a hung call: only cancelling ends it
         await asyncio.sleep(latency_ms / 1000)  # type: ignore[operator]
         if self.on_end is not None:
             self.on_end(token, started)
+        if token is not None:
+            self.outage_failed.discard(token)
+        if self.down_since is not None:  # down now (a call in flight when it began fails too)
+            if token is not None:
+                self.outage_failed.add(token)
+            raise self.outage_error()
         if error is not None:
             raise error
         return make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
@@ -112,6 +136,9 @@ class SimLLM:
         """The original design's blocking call: (latency, report, error), decided now."""
         self.calls += 1
         latency_ms, error = self.draw(task_name)
+        if self.down_since is not None:
+            self.calls_while_down.append((self.now(), "review"))
+            latency_ms, error = int(self.rng.uniform(50, 2_000)), self.outage_error()
         report = None if error else make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
         return latency_ms, report, error
 
@@ -126,20 +153,22 @@ class SimLLM:
         if kind == "hang":
             return None, None
         if kind == "timeout":
-            return timeout_ms, TransientError(f"LLM request timed out after {p.timeout_s:g}s")
+            return timeout_ms, ProviderUnavailable(f"LLM request timed out after {p.timeout_s:g}s")
         if kind == "fail":
             if r.random() < 0.5:
-                return int(r.uniform(200, 2_000)), TransientError("LLM server error 500")
+                return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
             return self._latency(), TransientError("LLM answered an invalid report: not JSON")
         x = r.random()
         if x < p.p_timeout:
-            return timeout_ms, TransientError(f"LLM request timed out after {p.timeout_s:g}s")
+            return timeout_ms, ProviderUnavailable(f"LLM request timed out after {p.timeout_s:g}s")
         x -= p.p_timeout
         if x < p.p_429:
-            return int(r.uniform(100, 500)), TransientError("LLM rate limit (429)", retry_after=r.choice([1, 5, 20]))
+            return int(r.uniform(100, 500)), ProviderUnavailable(
+                "LLM rate limit (429)", retry_after=r.choice([1, 5, 20])
+            )
         x -= p.p_429
         if x < p.p_500:
-            return int(r.uniform(200, 2_000)), TransientError("LLM server error 500")
+            return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
         x -= p.p_500
         if x < p.p_garbage:
             return self._latency(), TransientError("LLM answered an invalid report: not JSON")

@@ -197,6 +197,8 @@ class RepoObserver:
         book = self._l.book(task_id)
         if ok and book is not None:
             self._l.fenced_write(book, attempt, "retry")
+            if count_failure:
+                self._charged(book, attempt, error)
             if not count_failure:
                 book.counted -= 1
             self._l.set_status(book, PENDING)
@@ -211,6 +213,7 @@ class RepoObserver:
             self._l.fenced_write(book, attempt, "fail")
             if error == CANCELLED_ERROR:
                 self._l.cancelled(book)
+            self._charged(book, attempt, error)
             self._l.set_status(book, FAILED)
             self._l.mark(task_id, "failed")
         return ok
@@ -224,6 +227,10 @@ class RepoObserver:
                 self._l.violate("I4", task_id, f"a cancel of a pending row landed on a {book.status} one")
             self._l.cancelled(book)
         return ok
+
+    def _charged(self, book: Any, attempt: int, error: str) -> None:
+        token = book.token if book.attempt == attempt else None
+        self._l.charged.append((self._l.world.now, book.task_id, attempt, token, error))
 
     def reopen(self, task_id: int) -> bool:
         ok = self._r.reopen(task_id)

@@ -14,10 +14,11 @@ import json
 import logging
 from typing import Any
 
+from docllm.adapters.redis_breaker import RedisLlmBreaker
 from docllm.adapters.redis_clock import RedisServerClock
 from docllm.adapters.redis_queue import RedisTaskQueue
 from docllm.adapters.redis_rate_limiter import RedisRateLimiter
-from docllm.container import Container
+from docllm.container import Container, breaker_policy
 from docllm.domain.errors import Unavailable
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
@@ -143,6 +144,8 @@ class ProductSystem(System):
         self.repo_obs = RepoObserver(self.real_repo, self.ledger, s.max_attempts)
         self.gated_queue = Gate(self.queue_obs, self.down, "redis", self.ledger)
         self.gated_repo = Gate(self.repo_obs, self.down, "db", self.ledger)
+        self.real_breaker = RedisLlmBreaker(self.client, s.queue_prefix, self.clock, breaker_policy(s))
+        self.gated_breaker = Gate(self.real_breaker, self.down, "redis", self.ledger)
         sc = self.scenario
         self.actors = [WorkerActor(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
         self.actors += [ReaperActor(self, f"reaper{i + 1}") for i in range(sc.reapers)]

@@ -225,6 +225,23 @@ SCENARIOS: dict[str, Scenario] = {
             expect_original=("RATE",),
         ),
         Scenario(
+            "outage",
+            "the LLM provider down for up to 2 h, twice, among LLM errors, poison documents and crashes: "
+            "no attempt is charged for the outage (I9)",
+            tasks=10,
+            seeds=3,
+            workers=2,
+            reapers=1,
+            arrival_s=3600.0,
+            faults_s=1.5 * 3600.0,
+            faults={"llm_down": (2, 0.05, 0.6), "crash_worker": 1, "kill_llm": 1, "redis_down": 1},
+            llm=LlmProfile(p_500=0.05, p_timeout=0.02),
+            poison=0.15,
+            poison_kinds=("fail", "timeout"),
+            # Hours of virtual time: the fleet's chores at production rates keep the run cheap.
+            settings_changes={"reaper_interval_seconds": 20.0, "reconcile_interval_seconds": 60.0},
+        ),
+        Scenario(
             "storm",
             "many workers crashing again and again, reapers too",
             tasks=12,

@@ -59,6 +59,7 @@ class System:
         upgrade_schema(self.engine)
         self.llm = SimLLM(scenario.llm, world.rng_for("llm"), self.llm_call_ended, lambda: self.world.now)
         self.down = {"redis": False, "db": False}
+        self.llm_outages: list[list[int | None]] = []  # [start, end] of each provider outage
         self.faults_active = True
         self.faults_end_ms = int(scenario.faults_s * 1000)
         self.idle: dict[tuple[str, int, int], tuple[Any, Callable[[], None]]] = {}
@@ -159,6 +160,7 @@ class System:
         for service in ("redis", "db"):
             if self.down[service]:
                 self._up(service)
+        self.llm_up()
         for actor in self.actors:
             actor.budget.disarm()
             getattr(actor, "armed", set()).clear()
@@ -183,6 +185,23 @@ class System:
             self.world.windows.close(service, self.world.now, extra=BACKOFF_CAP_MS)
             self.world.log("fault", f"{service} is back", who="faults")
             self.ready_dirty = True
+
+    def llm_outage(self, ms: int) -> None:
+        """The LLM provider is unreachable for ``ms`` (or until the faults stop)."""
+        if self.llm.down_since is not None:
+            return
+        self.llm.down_since = self.world.now
+        self.world.windows.open("llm", self.world.now)
+        self.llm_outages.append([self.world.now, None])
+        self.world.after(ms, self.llm_up)
+
+    def llm_up(self) -> None:
+        if self.llm.down_since is not None:
+            self.llm.down_since = None
+            # Claims resume within one open interval of the breaker and one probe.
+            self.world.windows.close("llm", self.world.now, extra=int(self.settings.breaker_open_seconds * 1000))
+            self.llm_outages[-1][1] = self.world.now
+            self.world.log("fault", "the LLM provider is back", who="faults")
 
     def data_loss(self, snap: list | None, why: str) -> None:
         if snap is None:
@@ -317,7 +336,8 @@ class System:
         slots = max(1, self.n_workers * sc.slots)
         queueing = self.ledger.nonterminal * per_task / slots
         reconcile = s.reconcile_grace_seconds + 2 * s.reconcile_interval_seconds
-        return int((per_task + queueing + reconcile + sc.restart_s[1] + 30) * 1000)
+        breaker = 2 * s.breaker_open_seconds + 10  # an interval open, a probe, the gate's verdict wait
+        return int((per_task + queueing + reconcile + breaker + sc.restart_s[1] + 30) * 1000)
 
     def quiescent(self) -> bool:
         raise NotImplementedError

@@ -84,6 +84,23 @@ def _metrics(settings: Settings):
     return Metrics()
 
 
+def _breaker(client, settings: Settings, clock):
+    from docllm.adapters.redis_breaker import RedisLlmBreaker
+
+    return RedisLlmBreaker(client, settings.queue_prefix, clock, breaker_policy(settings))
+
+
+def breaker_policy(settings: Settings):
+    from docllm.domain.breaker import BreakerPolicy
+
+    return BreakerPolicy(
+        window_seconds=settings.breaker_window_seconds,
+        failure_ratio=settings.breaker_failure_ratio,
+        min_calls=settings.breaker_min_calls,
+        open_seconds=settings.breaker_open_seconds,
+    )
+
+
 def _timed_reviewer(settings: Settings, metrics, rate_gate=None):
     from docllm.adapters.metrics import TimedReviewer
 
@@ -172,6 +189,7 @@ class Container(containers.DeclarativeContainer):
     rate_limiter = providers.Singleton(_rate_limiter, redis_client.provider, settings, clock.provider)
     rate_gate = providers.Singleton(_rate_gate, rate_limiter, metrics)
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics, rate_gate)
+    breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis
     events = providers.Singleton(_events, settings, metrics)
     readiness = providers.Singleton(_readiness, redis_client, engine)
 

@@ -63,6 +63,10 @@ class Settings:
     worker_id: str = ""
     dashboard_token: str = field(default="", repr=False)
     dashboard_on_worker: bool = False
+    breaker_window_seconds: float = 60.0
+    breaker_failure_ratio: float = 0.5
+    breaker_min_calls: int = 5
+    breaker_open_seconds: float = 30.0
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
@@ -149,6 +153,10 @@ class Settings:
                 "llm_prices",
                 f"has no price for {self.llm_model!r} (DOCLLM_LLM_MODEL): add it, or a '*' entry",
             )
+        need(self.breaker_window_seconds >= 1, "breaker_window_seconds", "must be at least 1")
+        need(self.breaker_open_seconds > 0, "breaker_open_seconds", "must be greater than 0")
+        need(0 < self.breaker_failure_ratio <= 1, "breaker_failure_ratio", "must be greater than 0 and at most 1")
+        need(self.breaker_min_calls >= 1, "breaker_min_calls", "must be at least 1")
         need(self.llm_provider in PROVIDERS, "llm_provider", f"must be one of {', '.join(PROVIDERS)}")
         need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
@@ -248,6 +256,10 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "worker_id": ("DOCLLM_WORKER_ID", str),
     "dashboard_token": ("DOCLLM_DASHBOARD_TOKEN", str),
     "dashboard_on_worker": ("DOCLLM_DASHBOARD_ON_WORKER", _flag),
+    "breaker_window_seconds": ("DOCLLM_BREAKER_WINDOW_SECONDS", _number(float)),
+    "breaker_failure_ratio": ("DOCLLM_BREAKER_FAILURE_RATIO", _number(float)),
+    "breaker_min_calls": ("DOCLLM_BREAKER_MIN_CALLS", _number(int)),
+    "breaker_open_seconds": ("DOCLLM_BREAKER_OPEN_SECONDS", _number(float)),
 }
 SECRETS = ("llm_api_key", "dashboard_token")
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}

@@ -71,9 +71,19 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
         "tasks": {"pending": 3, "processing": 0, "success": 0, "failed": 0},
         "queue": {"ready": 3, "processing": 0, "delayed": 0, "dead": 0},
         "oldest_processing_s": None,
-        "llm": {"usage": NO_USAGE},
+        "llm": {
+            "breaker": {
+                "state": "closed",
+                "open_s": 0.0,
+                "open_total_s": 0.0,
+                "transitions": 0,
+                "window_calls": 0,
+                "window_failures": 0,
+            },
+            "usage": NO_USAGE,
+        },
     }
-    assert "queue ready" in cli("stats")[1]
+    assert "queue ready" in cli("stats")[1] and "llm breaker state" in cli("stats")[1]
 
 
 @pytest.mark.parametrize(

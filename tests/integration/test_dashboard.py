@@ -109,6 +109,7 @@ def test_every_page_renders_what_the_services_hold(world: World):
     assert "tasks success" in page and 'id="queue-dead">1<' in page and 'id="queue-ready">1<' in page
     assert "<svg" in page and "1 succeeded, 1 failed" in page  # the last hour's chart
     assert 'id="llm-usage"' in page and "<th>calls</th><td>0</td>" in page  # usage, rendered generically
+    assert 'id="llm-breaker"' in page  # the fleet's LLM breaker (issue 14a), closed
 
     listed = client.get("/tasks").get_data(as_text=True)
     assert all(f'data-task-id="{i}"' in listed for i in (world.done, world.dead, world.waiting))
@@ -133,6 +134,7 @@ def test_every_page_renders_what_the_services_hold(world: World):
     workers = client.get("/workers").get_data(as_text=True)
     assert "host-a:41" in workers and "1 / 4" in workers and f"/tasks/{world.waiting}" in workers
     assert "<caption>usage</caption>" in client.get("/llm").get_data(as_text=True)
+    assert "<th>state</th><td>closed</td>" in client.get("/llm").get_data(as_text=True)
 
 
 def test_llm_state_is_rendered_generically_and_a_missing_registry_is_said(world: World):

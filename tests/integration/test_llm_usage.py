@@ -12,12 +12,14 @@ from collections.abc import Callable
 
 import pytest
 
+from docllm.adapters.memory_breaker import InMemoryLlmBreaker
 from docllm.adapters.memory_queue import InMemoryTaskQueue
 from docllm.adapters.metrics import Metrics
 from docllm.adapters.migrations import upgrade_schema
 from docllm.adapters.openai_reviewer import OpenAIReviewer
 from docllm.adapters.sql_engine import make_engine
 from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import PermanentError
 from docllm.domain.model import TaskStatus
@@ -28,7 +30,7 @@ from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.usage import LlmCall, UsageMeter, metering
 from docllm.entrypoints.views import usage_json
-from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker
 from tests.support.llm_server import FakeLLM, Reply, error, smart_answer
@@ -115,8 +117,13 @@ def test_a_tasks_row_gets_the_usage_and_cost_of_its_attempts(tmp_path):
         llm.script(error(500, "upstream overloaded"))  # the first attempt fails, the second succeeds
         reviewer = make(llm, metrics.llm_call)
         task = submit(repo, queue, "checklist.md", "# Release checklist\n\nShip it.\n")
-        gate = ConfigGate(reviewer, logging.getLogger("test"), base=0.05, cap=0.2)
         calls = ThreadedPortCalls(4)
+        breaker = InMemoryLlmBreaker(
+            clock, BreakerPolicy(window_seconds=10, failure_ratio=0.5, min_calls=5, open_seconds=0.3)
+        )
+        gate = LlmGate(
+            reviewer, breaker, calls, "w1", logging.getLogger("test"), verdict_seconds=0.3, base=0.05, cap=0.2
+        )
         proc = TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1")
         worker, reaper = Worker(proc, calls, gate, 1, idle_wait_seconds=0.05), Reaper(queue, repo, retry)
 
@@ -135,9 +142,11 @@ def test_a_tasks_row_gets_the_usage_and_cost_of_its_attempts(tmp_path):
         asyncio.run(main())
         answered = smart_answer(llm.requests[-1]["body"])["usage"]
     row = repo.get(task.task_id)
-    assert row.status is TaskStatus.success and row.attempt == 2
+    # The 500 was asked about once more within the attempt (the breaker's verdict: the provider
+    # answers its check, so the document is tried again before it is charged).
+    assert row.status is TaskStatus.success and row.attempt == 1
     usage = row.usage
-    assert (usage.calls, usage.model) == (2, "test-model")  # the 500 and the answer, over both attempts
+    assert (usage.calls, usage.model) == (2, "test-model")  # the 500 and the answer
     assert (usage.prompt_tokens, usage.completion_tokens) == (answered["prompt_tokens"], answered["completion_tokens"])
     assert usage.cost_usd == pytest.approx((2 * usage.prompt_tokens + 8 * usage.completion_tokens) / 1e6)
     assert usage.llm_seconds > 0

@@ -7,18 +7,20 @@ import asyncio
 import logging
 import time
 
+from docllm.adapters.memory_breaker import InMemoryLlmBreaker
 from docllm.adapters.memory_queue import InMemoryTaskQueue
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.adapters.openai_reviewer import OpenAIReviewer
+from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.model import TaskStatus
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
-from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker
-from tests.support.llm_server import FakeLLM, error
+from tests.support.llm_server import FakeLLM, Reply, error
 
 DOC = "# Release checklist\n\nShip it.\n"
 
@@ -35,8 +37,9 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
     retry = RetryPolicy(max_attempts=5, base_seconds=0.05, cap_seconds=0.2)
     lease = LeasePolicy(lease_seconds=2, max_runtime_seconds=30, reaper_interval_seconds=0.1)
     task = submit(repo, queue, "checklist.md", DOC)
-    gate = ConfigGate(reviewer, logging.getLogger("test"), base=0.05, cap=0.2)
     calls = ThreadedPortCalls(4)
+    breaker = InMemoryLlmBreaker(clock, BreakerPolicy(min_calls=100, open_seconds=0.5))  # one task: the checks decide
+    gate = LlmGate(reviewer, breaker, calls, "w1", logging.getLogger("test"), verdict_seconds=0.2, base=0.05, cap=0.2)
     worker = Worker(
         TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1"), calls, gate, 1, idle_wait_seconds=0.05
     )
@@ -58,16 +61,19 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
     return asyncio.run(main())
 
 
-def test_two_500s_then_success_ends_success_with_the_llms_findings():
+def test_500s_then_success_ends_success_with_the_llms_findings():
     with FakeLLM() as llm:
-        llm.script(error(500, "upstream overloaded"), error(500, "upstream overloaded"))
+        # The review's 500 and the check's: the provider's (handed back uncharged); the recheck
+        # passes; then a review's 500 twice while the check passes: the document's (charged).
+        e500 = error(500, "upstream overloaded")
+        llm.script(e500, e500, Reply(), e500, Reply(), e500, Reply())
 
         async def until(row, gate):
             return row.status.terminal
 
         row, _ = run_worker(llm, until)
     assert row.status is TaskStatus.success
-    assert row.retry_count == 2 and row.attempt == 3
+    assert row.retry_count == 1 and row.attempt == 3
     assert row.result["reviewer"] == "openai" and row.result["model"] == "test-model"
     assert any("Release checklist" in (f.get("quote") or "") for f in row.result["findings"])
 

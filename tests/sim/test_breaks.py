@@ -17,6 +17,7 @@ EXPECTED = {
     "no-step-report": {"I8"},
     "no-cancel-read": {"C1"},
     "no-rate-limit": {"RATE"},
+    "no-hand-back": {"I9"},
 }
 
 

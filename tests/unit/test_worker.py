@@ -8,9 +8,11 @@ import asyncio
 import logging
 import time
 
+from docllm.adapters.memory_breaker import InMemoryLlmBreaker
 from docllm.adapters.memory_queue import InMemoryTaskQueue
 from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
+from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.errors import ConfigurationError
 from docllm.domain.events import RecordingEvents
 from docllm.domain.model import TaskStatus
@@ -18,7 +20,7 @@ from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
-from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker
 
@@ -83,7 +85,7 @@ class CountingQueue(InMemoryTaskQueue):
 
 
 class Rig:
-    def __init__(self, reviewer, lease=0.3, max_runtime=30.0, concurrency=2, idle_wait=0.05):
+    def __init__(self, reviewer, lease=0.3, max_runtime=30.0, concurrency=2, idle_wait=0.05, breaker=None):
         self.clock = RealClock()
         self.queue = CountingQueue(self.clock)
         self.repo = InMemoryTaskRepository()
@@ -94,8 +96,21 @@ class Rig:
         self.proc = TaskProcessor(
             self.queue, self.repo, reviewer, self.clock, self.retry, self.lease, "w", events=self.events
         )
-        self.gate = ConfigGate(reviewer, logging.getLogger("test"), base=0.05, cap=0.1)
         self.calls = ThreadedPortCalls(4)
+        policy = breaker or BreakerPolicy(window_seconds=10, failure_ratio=0.5, min_calls=5, open_seconds=0.3)
+        self.breaker = InMemoryLlmBreaker(self.clock, policy)
+        self.gate = LlmGate(
+            reviewer,
+            self.breaker,
+            self.calls,
+            "w",
+            logging.getLogger("test"),
+            self.events,
+            poll_seconds=0.05,
+            verdict_seconds=0.3,
+            base=0.05,
+            cap=0.1,
+        )
         self.worker = Worker(self.proc, self.calls, self.gate, concurrency, idle_wait_seconds=idle_wait)
 
     def submit(self, n=1, prefix="d"):

@@ -8,8 +8,17 @@ from typing import Any
 from docllm.domain import events as ev
 from docllm.logs import log_fields
 
-_QUIET = {ev.LEASE_RENEWED, ev.CLAIMED}  # per-heartbeat noise: debug only
-_LOUD = {ev.FAILED, ev.DEAD_LETTERED, ev.LEASE_LOST, ev.STALE, ev.RECONCILED, ev.RECLAIMED, ev.LEFTOVER_RELEASED}
+_QUIET = {ev.LEASE_RENEWED, ev.CLAIMED, ev.BREAKER_SEEN}  # per-heartbeat noise: debug only
+_LOUD = {
+    ev.FAILED,
+    ev.DEAD_LETTERED,
+    ev.LEASE_LOST,
+    ev.STALE,
+    ev.RECONCILED,
+    ev.RECLAIMED,
+    ev.LEFTOVER_RELEASED,
+    ev.BREAKER,
+}
 
 
 class LoggingEvents:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from docllm.domain import events as ev
@@ -49,6 +49,12 @@ class Metrics:
         self.leases_lost = counter("leases_lost", "Heartbeats that found the lease gone")
         self.backend_errors = counter("backend_errors", "Calls that found Redis or the database unavailable", "backend")
         self.llm_errors = counter("llm_errors", "Reviews that raised, by error class", "provider", "error_class")
+        self.breaker_transitions = counter(
+            "llm_breaker_transitions", "Transitions of the fleet's LLM breaker made by this process", "to"
+        )
+        self.breaker_state = Gauge(
+            "docllm_llm_breaker_state", "The LLM breaker as this process last saw it", ["state"], registry=r
+        )
         self.llm_seconds = Histogram(
             "docllm_llm_review_seconds",
             "Time of one document review (all LLM calls)",
@@ -123,6 +129,11 @@ class PrometheusEvents:
             self._plain[event].inc()
         elif event in self._by_reason:
             self._by_reason[event].labels(reason_label(fields.get("reason"))).inc()
+        if event == ev.BREAKER:
+            m.breaker_transitions.labels(str(fields.get("change", "?"))).inc()
+        elif event == ev.BREAKER_SEEN:
+            for state in ("closed", "open", "half_open"):  # one series per state, 1 for the current one
+                m.breaker_state.labels(state).set(1 if fields.get("state") == state else 0)
         if "duration" in fields:
             m.attempt_seconds.labels(event).observe(fields["duration"])
 

@@ -20,7 +20,7 @@ import openai
 from docllm.adapters.provider_hints import hints_from_headers
 from docllm.adapters.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
-from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, TransientError
+from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, ProviderUnavailable, TransientError
 from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import build_messages, repair_messages
 from docllm.domain.rate_limits import estimate_tokens
@@ -213,9 +213,9 @@ class OpenAIReviewer:
 
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
         if isinstance(e, openai.APITimeoutError):
-            return TransientError(f"the LLM at {self._where} did not answer within {self._timeout:g} s")
+            return ProviderUnavailable(f"the LLM at {self._where} did not answer within {self._timeout:g} s")
         if isinstance(e, openai.APIConnectionError):
-            return TransientError(f"cannot reach the LLM at {self._where}")
+            return ProviderUnavailable(f"cannot reach the LLM at {self._where}")
         if not isinstance(e, openai.APIStatusError):
             return TransientError(f"LLM client error: {type(e).__name__}")
         status, detail = e.status_code, self._detail(e)
@@ -227,7 +227,9 @@ class OpenAIReviewer:
         if status == 404:
             return ConfigurationError(f"the LLM at {self._where} does not serve model {self.model!r} (404){detail}")
         if status in (408, 409, 429) or status >= 500:
-            return TransientError(f"the LLM answered {status}{detail}", retry_after=_retry_after(e.response.headers))
+            return ProviderUnavailable(
+                f"the LLM answered {status}{detail}", retry_after=_retry_after(e.response.headers)
+            )
         return PermanentError(f"the LLM refused the request ({status}){detail}")
 
     def _detail(self, e: openai.APIStatusError) -> str:

@@ -62,6 +62,11 @@ class RedisKeys:
             self.cancelled,
         ]
 
+    @property
+    def breaker(self) -> str:
+        """The hash of the fleet's LLM circuit breaker (breaker.lua)."""
+        return f"{self.prefix}:llm:breaker"
+
     def lead(self, role: str) -> str:
         """The key of the fleet's lease on ``role`` (lead.lua)."""
         return f"{self.prefix}:lead:{role}"

@@ -26,6 +26,11 @@ class Unavailable(TransientError):
     """A backing service (Redis, the database) cannot be reached right now."""
 
 
+class ProviderUnavailable(TransientError):
+    """The LLM provider did not serve the request (no connection, a timeout, a 429 or 5xx): the
+    provider's failure unless the fleet's breaker finds it serving others (DESIGN section 11)."""
+
+
 class PermanentError(DocllmError):
     """Retrying cannot help this task: it ends ``failed`` with this message."""
 

@@ -25,6 +25,8 @@ SUBMITTED = "submitted"
 REOPENED = "reopened"
 DISCARDED = "discarded"
 CANCELLED = "cancelled"
+BREAKER = "llm_breaker"  # a transition of the fleet's LLM breaker, by the process that made it
+BREAKER_SEEN = "llm_breaker_seen"  # this process saw the breaker in a new state (a gauge)
 
 
 class NullEvents:

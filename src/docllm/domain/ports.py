@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
+from docllm.domain.breaker import BreakerView
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task, TaskStatus
 from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.usage import Usage
@@ -232,6 +233,27 @@ class WorkerRegistry(Protocol):
 
     def live(self) -> list[WorkerRecord]:
         """Records whose TTL has not run out, ordered by id; expired entries are cleaned on the way."""
+
+
+class LlmBreaker(Protocol):
+    """The fleet's circuit breaker on the LLM provider (DESIGN section 11), shared by every process
+    and decided on the authority clock: outcomes of LLM calls go into a time window; a failure
+    ratio over it opens the breaker; after the open interval it is half-open, and one probe lease
+    at a time may test the provider; a probe that passes closes it."""
+
+    def record(self, ok: bool) -> BreakerView:
+        """Count one outcome (``ok``: the provider served; not ok: it failed for provider reasons)
+        and return the state after it; a failure may open it."""
+
+    def view(self) -> BreakerView:
+        """The state now; open becomes half-open once the open interval has passed."""
+
+    def try_probe(self, holder: str) -> bool:
+        """Take the one probe lease (half-open only, and only while nobody else holds it)."""
+
+    def probe_result(self, holder: str, ok: bool) -> BreakerView:
+        """The probe of ``holder`` answered: closed when it passed, open for another interval when
+        not. A holder without the lease changes nothing."""
 
 
 class EventSink(Protocol):

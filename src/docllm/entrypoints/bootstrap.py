@@ -48,6 +48,7 @@ def build_service(container: Container, workers: bool = True, reaper: bool = Tru
         queue=container.queue(),
         processor=container.processor() if workers else None,
         reviewer=container.reviewer() if workers else None,
+        breaker=container.breaker() if workers else None,
         reaper=container.reaper() if reaper else None,
         reconciler=container.reconciler() if reaper else None,
         metrics=metrics,

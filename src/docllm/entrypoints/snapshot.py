@@ -16,4 +16,5 @@ def stats_of(c: Container) -> dict[str, Any]:
     if limiter is not None:  # the fleet's LLM rate limits, when set (DOCLLM_LLM_RPM, DOCLLM_LLM_TPM)
         result.setdefault("llm", {})["limits"] = {"model": c.settings().llm_model, **limiter.headroom()}
     result.setdefault("llm", {})["usage"] = views.usage_json(*c.repository().usage_totals(3600))
+    result.setdefault("llm", {})["breaker"] = views.breaker_json(c.breaker().view())
     return result

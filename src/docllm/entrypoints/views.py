@@ -9,6 +9,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from docllm.domain.breaker import BreakerView
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
 from docllm.domain.services.cancel import Cancel, CancelResult
 from docllm.domain.usage import Usage
@@ -71,6 +72,18 @@ def task_usage_json(task: Task) -> dict[str, Any] | None:
         "llm_seconds": round(u.llm_seconds, 3),
         "llm_model": u.model,
         "cost_usd": None if u.cost_usd is None else round(u.cost_usd, 6),
+    }
+
+
+def breaker_json(view: BreakerView) -> dict[str, Any]:
+    """The fleet's LLM breaker as ``docllm stats --json`` shows it under "llm" -> "breaker"."""
+    return {
+        "state": view.state.value,
+        "open_s": round(view.open_seconds_now(), 1),  # 0 while closed
+        "open_total_s": round(view.open_seconds_total(), 1),
+        "transitions": view.transitions,
+        "window_calls": view.calls,
+        "window_failures": view.failures,
     }
 
 

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, TaskQueue, WorkerRegistry
+from docllm.domain.ports import DocumentReviewer, LlmBreaker, TaskQueue, WorkerRegistry
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
-from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.presence import Presence, beat_seconds
@@ -37,6 +37,7 @@ class Parts:
     queue: TaskQueue
     processor: TaskProcessor | None = None
     reviewer: DocumentReviewer | None = None
+    breaker: LlmBreaker | None = None  # the fleet's LLM breaker (the worker's)
     reaper: Reaper | None = None
     reconciler: Reconciler | None = None
     metrics: Any = None
@@ -61,8 +62,16 @@ class Service:
 
     def _build(self) -> None:
         s, p, m = self.settings, self.parts, self.parts.metrics
-        if p.processor is not None and p.reviewer is not None:
-            gate = ConfigGate(p.reviewer, logging.getLogger("docllm.llm"))
+        if p.processor is not None and p.reviewer is not None and p.breaker is not None:
+            gate = LlmGate(
+                p.reviewer,
+                p.breaker,
+                self.calls,
+                s.worker_id,
+                logging.getLogger("docllm.llm"),
+                p.processor.events,
+                cap=s.breaker_open_seconds,  # a process of its own waits no longer than the fleet would
+            )
             self.worker = Worker(p.processor, self.calls, gate, s.concurrency)
             if p.registry is not None:
                 period = beat_seconds(s.lease_seconds)

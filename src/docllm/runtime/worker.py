@@ -5,8 +5,9 @@ An attempt is abandoned (its review task cancelled, so the LLM request in flight
 further chunk is sent, I11) when its lease is lost (it commits nothing and hands the row back),
 when it overruns PROCESSING_TIMEOUT_SECONDS (I8: a failed attempt), when an operator cancelled
 its task (seen at a heartbeat: the row fails "cancelled by operator"), and at the end of the
-shutdown grace period (released to ready uncharged, D11). The same code runs in production and,
-on virtual time, in the simulation.
+shutdown grace period (released to ready uncharged, D11). A review that failed for a provider
+reason is handed back uncharged when the LLM gate (the fleet's breaker) blames the provider (I9).
+The same code runs in production and, on virtual time, in the simulation.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from docllm.domain.errors import ConfigurationError, Unavailable
 from docllm.domain.model import Delivery
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Outcome, Reason
-from docllm.runtime.config_gate import ConfigGate
+from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.outage import Outage
 from docllm.runtime.port_calls import PortCalls
 from docllm.runtime.running import CANCELLED, SHUT_DOWN, Running
@@ -29,13 +30,16 @@ from docllm.runtime.waiting import sleep_unless
 
 log = logging.getLogger("docllm.worker")
 
+# Outcomes of a review the provider answered (a report, an invalid one, a refusal): it serves.
+SERVED = frozenset({None, Reason.transient_error, Reason.permanent_error})
+
 
 class Worker:
     def __init__(
         self,
         proc: TaskProcessor,
         calls: PortCalls,
-        gate: ConfigGate,
+        gate: LlmGate,
         concurrency: int,
         idle_wait_seconds: float = 1.0,
         logger: logging.Logger = log,
@@ -86,10 +90,9 @@ class Worker:
         loop = asyncio.get_running_loop()
         while not self.stop_requested.is_set():
             self.last_beat = loop.time()
-            if not self.gate.open:
-                await sleep_unless(self.stop_requested, self.gate.pause())
-                if not self.stop_requested.is_set():
-                    await self.gate.recheck()
+            pause = await self.gate.pause()  # the LLM breaker is open, or this process's LLM fails
+            if pause > 0:
+                await sleep_unless(self.stop_requested, pause)
                 continue
             if self.resume_at > loop.time():
                 await sleep_unless(self.stop_requested, self.resume_at - loop.time())
@@ -164,30 +167,40 @@ class Worker:
             return SHUT_DOWN
         limit = self.lease.max_runtime_seconds
         timer = asyncio.get_running_loop().call_later(limit, self._abandon, run, Outcome.timed_out(limit))
-        run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
         try:
-            outcome = await run.review
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # the worker itself is being cancelled, not just this review
-            outcome = None
-        except ConfigurationError as exc:
-            outcome = await self._configuration_error(exc)
+            outcome = await self._judged_review(run)
         finally:
             timer.cancel()
         return run.verdict if run.abandoned else outcome
 
-    async def _configuration_error(self, error: ConfigurationError) -> Outcome:
-        """A 401/403/404: the deployment's (stop claiming, charge nothing) or this document's? The
-        configuration probe tells: when it passes, released uncharged the task would only come
-        straight back and fail the same way, forever."""
-        try:
-            await self.gate.reviewer.check()
-        except Exception:  # noqa: BLE001 - the configuration is wrong (or unreachable): the deployment's
-            self.gate.trip(error)
-            return Outcome.misconfigured(error)
-        return Outcome.refused(error)
+    async def _judged_review(self, run: Running) -> Outcome | None:
+        """Review, and let the LLM gate judge a provider failure: the provider's is handed back
+        uncharged (I9). One the gate calls the document's (the provider served others after it) is
+        asked once more first: at the end of an outage the provider serves others again although
+        this failure was the outage's; a second failure while it serves is the document's."""
+        for again in (False, True):
+            run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
+            config_error: ConfigurationError | None = None
+            try:
+                outcome = await run.review
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the worker itself is being cancelled, not just this review
+                return None
+            except ConfigurationError as exc:  # a 401/403/404: charged so when the gate finds the
+                outcome, config_error = Outcome.refused(exc), exc  # provider serving (a filtering 403)
+            if run.abandoned:
+                return None
+            if not outcome.provider_failure and config_error is None:
+                if outcome.reason in SERVED:
+                    await self.gate.served()
+                return outcome
+            if await self.gate.provider_to_blame(outcome.error or "the LLM failed"):
+                return Outcome.misconfigured(config_error) if config_error else Outcome.llm_outage(outcome.error or "?")
+            if again or run.abandoned:
+                return outcome
+        raise AssertionError("unreachable")
 
     async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the

@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload, ConfigurationError, PermanentError, TransientError, Unavailable
+from docllm.domain.errors import (
+    BadPayload,
+    ConfigurationError,
+    PermanentError,
+    ProviderUnavailable,
+    TransientError,
+    Unavailable,
+)
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
@@ -171,7 +178,11 @@ class TaskProcessor:
         except ConfigurationError:
             raise
         except TransientError as exc:
-            reason = Reason.unavailable if isinstance(exc, Unavailable) else Reason.transient_error
+            reason = Reason.transient_error
+            if isinstance(exc, Unavailable):
+                reason = Reason.unavailable
+            elif isinstance(exc, ProviderUnavailable):
+                reason = Reason.llm_unavailable
             return Outcome.retryable(f"{type(exc).__name__}: {exc}", exc.retry_after, reason)
         except PermanentError as exc:
             return Outcome.permanent(str(exc))

@@ -28,7 +28,8 @@ class Reason(enum.StrEnum):
     of events and the ``reason`` label of metrics (a label must not carry task ids or messages).
     The message next to it (``error``) is for people and may say anything."""
 
-    transient_error = "transient_error"  # the reviewer raised TransientError (LLM 429/5xx, timeout)
+    transient_error = "transient_error"  # the reviewer raised TransientError (an invalid answer...)
+    llm_unavailable = "llm_unavailable"  # ... its subclass ProviderUnavailable (LLM 429/5xx, timeout)
     unavailable = "unavailable"  # ... its subclass: Redis or the database could not be reached
     permanent_error = "permanent_error"  # the reviewer raised PermanentError
     reviewer_bug = "reviewer_bug"  # the reviewer raised anything else
@@ -38,6 +39,7 @@ class Reason(enum.StrEnum):
     shutdown = "shutdown"
     lease_lost = "lease_lost"  # the worker found its lease gone and handed the row back
     llm_configuration = "llm_configuration"
+    llm_outage = "llm_outage"  # the LLM provider failed, not the document: handed back uncharged (I9)
     refused_document = "refused_document"  # a 401/403/404 for one document while the configuration works
     malformed_payload = "malformed_payload"
     unknown_task = "unknown_task"
@@ -104,3 +106,13 @@ class Outcome:
     @classmethod
     def misconfigured(cls, error: Exception) -> Outcome:
         return cls.release(f"LLM configuration error: {error}", Reason.llm_configuration)
+
+    @classmethod
+    def llm_outage(cls, error: str) -> Outcome:
+        """The provider failed the attempt (the breaker says so): handed back uncharged (I9)."""
+        return cls.release(f"the LLM provider is failing, handed back uncharged: {error}", Reason.llm_outage)
+
+    @property
+    def provider_failure(self) -> bool:
+        """A failure the provider may be to blame for (the breaker decides)."""
+        return self.kind is OutcomeKind.retryable and self.reason is Reason.llm_unavailable

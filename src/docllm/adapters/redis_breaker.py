@@ -1,0 +1,70 @@
+"""The LlmBreaker port over Redis: one script (``lua/breaker.lua``) records, decides and grants
+the probe lease atomically on the authority clock, in the queue's hash tag."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from docllm.adapters.redis_errors import redis_errors
+from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis_queue import _script_text
+from docllm.domain.breaker import BreakerPolicy, BreakerState, BreakerView
+from docllm.domain.ports import Clock
+
+
+def view_of(reply: list[Any]) -> BreakerView:
+    """A BreakerView from the script's reply (or the in-memory twin's same list)."""
+    state, now, calls, failures, opened, probe_at, last_ok, transitions, open_total, changed = reply
+
+    def t(v: Any) -> int | None:
+        return None if int(v) < 0 else int(v)
+
+    text = changed.decode() if isinstance(changed, bytes) else str(changed)
+    return BreakerView(
+        state=BreakerState(state.decode() if isinstance(state, bytes) else state),
+        now_ms=int(now),
+        calls=int(calls),
+        failures=int(failures),
+        opened_at_ms=t(opened),
+        probe_at_ms=t(probe_at),
+        last_ok_ms=t(last_ok),
+        transitions=int(transitions),
+        open_ms_total=int(open_total),
+        changed=text,
+    )
+
+
+class RedisLlmBreaker:
+    def __init__(self, client: redis.Redis, keys_or_prefix: RedisKeys | str, clock: Clock, policy: BreakerPolicy):
+        self._key = RedisKeys.of(keys_or_prefix).breaker
+        self._clock, self.policy = clock, policy
+        self._script = client.register_script(_script_text("breaker"))
+
+    def _run(self, op: str, ok: bool = False, holder: str = "") -> BreakerView:
+        p = self.policy
+        args: list[Any] = [
+            op,
+            self._clock.now_ms(),
+            p.window_ms,
+            repr(p.failure_ratio),
+            p.min_calls,
+            p.open_ms,
+            int(ok),
+            holder,
+        ]
+        with redis_errors(f"breaker {op}"):
+            return view_of(self._script(keys=[self._key], args=args))
+
+    def record(self, ok: bool) -> BreakerView:
+        return self._run("record", ok)
+
+    def view(self) -> BreakerView:
+        return self._run("view")
+
+    def try_probe(self, holder: str) -> bool:
+        return self._run("probe", holder=holder).changed == "probing"
+
+    def probe_result(self, holder: str, ok: bool) -> BreakerView:
+        return self._run("result", ok, holder)

@@ -1,0 +1,170 @@
+"""Whether this process may claim, and whose fault a provider failure is: the fleet's LLM breaker
+(shared through Redis, DESIGN section 11) and this process's own view of the LLM, in one place.
+
+- Claims stop while the fleet's breaker is open. Half-open, one process at a time (a probe lease
+  in Redis) probes the provider with ``reviewer.check()``; when it answers the breaker closes and
+  every dispatcher claims again within a poll.
+- An attempt that failed for a provider reason (no connection, timeout, 429, 5xx, 401/403, quota)
+  is the provider's, and handed back uncharged (I9), when the breaker is or becomes open, or when
+  nobody was served since and this process's own ``check()`` fails too (then this process alone
+  also stops claiming, with backoff: a bad key or a partition of one host). It is the document's
+  (charged, as any failure) when the provider served another call after it, or passes the check.
+
+The probe is ``check()`` rather than one real attempt: it costs one tiny request instead of a
+whole document (every chunk), answers within the LLM timeout, and cannot be a poison document
+whose own failure would keep the breaker open for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from docllm.domain import events as ev
+from docllm.domain.backoff import Backoff
+from docllm.domain.breaker import BreakerState, BreakerView
+from docllm.domain.errors import Unavailable
+from docllm.domain.events import NullEvents
+from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker
+from docllm.runtime.port_calls import PortCalls
+
+
+class LlmGate:
+    def __init__(
+        self,
+        reviewer: DocumentReviewer,
+        breaker: LlmBreaker,
+        calls: PortCalls,
+        holder: str,
+        logger: logging.Logger,
+        events: EventSink | None = None,
+        poll_seconds: float = 1.0,
+        open_poll_seconds: float = 5.0,
+        verdict_seconds: float = 2.0,
+        base: float = 1.0,
+        cap: float = 60.0,
+    ):
+        self.reviewer, self.breaker, self.calls, self.holder = reviewer, breaker, calls, holder
+        self.logger, self.events = logger, events or NullEvents()
+        self.poll, self.open_poll, self.verdict = poll_seconds, open_poll_seconds, verdict_seconds
+        self.backoff = Backoff(base, cap)
+        self.view: BreakerView | None = None
+        self.seen_at = float("-inf")  # event-loop time of ``view``
+        self.local_error: str | None = None  # this process's own check failed: it claims nothing
+        self.local_until = 0.0
+
+    @property
+    def open(self) -> bool:
+        """This process may claim, as far as it knows without asking Redis."""
+        return self.local_error is None and (self.view is None or self.view.claims)
+
+    # -- the dispatcher ----------------------------------------------------------------------
+    async def pause(self) -> float:
+        """0 when the dispatcher may claim now, else how long to wait before asking again."""
+        loop = asyncio.get_running_loop()
+        view = await self._look(fresh=False)
+        if view is not None and view.state is BreakerState.half_open:
+            view = await self._probe()
+        if view is not None and not view.claims:
+            # Open: look again at the next probe's time, or sooner (another process's probe may
+            # close it first); half-open with someone else probing: soon.
+            due = (view.probe_at_ms - view.now_ms) / 1000 if view.probe_at_ms is not None else 0.0
+            return min(self.open_poll, max(self.poll, due))
+        if self.local_error is None:
+            return 0.0
+        if self.local_until > loop.time():
+            return self.local_until - loop.time()
+        if await self._check():
+            self.logger.warning("the LLM answers again, claiming resumed")
+            self.local_error = None
+            self.backoff.reset()
+            await self._record(True)
+            return 0.0
+        await self._record(False)
+        self.local_until = loop.time() + self.backoff.next()
+        return self.local_until - loop.time()
+
+    # -- an attempt's outcome ----------------------------------------------------------------
+    async def served(self) -> None:
+        """The provider answered a review (whatever the answer said about the document)."""
+        await self._record(True)
+
+    async def provider_to_blame(self, error: str) -> bool:
+        """A review failed for a provider reason: True when the provider is to blame (hand the
+        attempt back uncharged), False when the document is (charge it)."""
+        loop = asyncio.get_running_loop()
+        view = await self._record(False)
+        failed_at = view.now_ms if view is not None else None
+        give_up = loop.time() + self.verdict
+        while True:
+            if view is not None and not view.claims:
+                return True
+            if view is not None and failed_at is not None and (view.last_ok_ms or -1) > failed_at:
+                return False  # the provider served someone after this failure: the document's
+            if loop.time() >= give_up:
+                break
+            await asyncio.sleep(self.poll)
+            view = await self._look(fresh=True)
+        if await self._check():
+            await self._record(True)
+            return False
+        await self._record(False)
+        if self.local_error is None:
+            self.logger.warning("the LLM fails for this process, stopped claiming: %s", error)
+            self.local_error, self.local_until = error, loop.time() + self.backoff.next()
+        return True
+
+    # -- Redis and the probe -----------------------------------------------------------------
+    async def _look(self, fresh: bool) -> BreakerView | None:
+        loop = asyncio.get_running_loop()
+        if not fresh and self.view is not None and not self.view.claims:
+            fresh = True  # the dispatcher waited for it: always look again
+        if fresh or self.view is None or loop.time() - self.seen_at >= self.poll:
+            try:
+                self._saw(await self.calls.call(self.breaker.view))
+            except Unavailable:
+                return self.view  # Redis is down: the claim finds out and backs off
+        return self.view
+
+    async def _record(self, ok: bool) -> BreakerView | None:
+        try:
+            return self._saw(await self.calls.call(self.breaker.record, ok))
+        except Unavailable:
+            return None
+
+    async def _probe(self) -> BreakerView | None:
+        try:
+            if not await self.calls.call(self.breaker.try_probe, self.holder):
+                return self.view
+            self._changed("probing", self.view)
+            ok = await self._check()
+            return self._saw(await self.calls.call(self.breaker.probe_result, self.holder, ok))
+        except Unavailable:
+            return self.view
+
+    async def _check(self) -> bool:
+        try:
+            await self.reviewer.check()
+        except Exception as exc:  # noqa: BLE001 - any failure of the probe says "not yet"
+            self.logger.debug("LLM check failed: %s", exc)
+            return False
+        return True
+
+    def _saw(self, view: BreakerView) -> BreakerView:
+        before = self.view.state if self.view is not None else BreakerState.closed
+        self.view, self.seen_at = view, asyncio.get_running_loop().time()
+        if view.changed:
+            self._changed(view.changed, view)
+        if view.state is not before:
+            self.events.emit(ev.BREAKER_SEEN, state=view.state.value, worker=self.holder)
+            if view.state is BreakerState.closed and self.local_error is not None:
+                self.logger.warning("the LLM breaker closed, claiming resumed")
+                self.local_error = None  # the fleet's probe passed: try again at once
+                self.backoff.reset()
+        return view
+
+    def _changed(self, change: str, view: BreakerView | None) -> None:
+        fields: dict[str, object] = {"change": change, "worker": self.holder}
+        if view is not None:
+            fields.update(calls=view.calls, failures=view.failures, open_s=round(view.open_seconds_now(), 1))
+        self.events.emit(ev.BREAKER, **fields)

@@ -41,10 +41,12 @@ def _engine(settings: Settings) -> Iterator:
     engine.dispose()
 
 
-def _clock(client):
+def _clock(client, settings: Settings):
     from docllm.adapters.redis_clock import RedisServerClock
+    from docllm.adapters.redis_keys import RedisKeys
 
-    return RedisServerClock(client)
+    # On a Cluster, TIME from the node that owns the queue's slot
+    return RedisServerClock(client, key=RedisKeys(settings.queue_prefix).ready)
 
 
 def _queue(client, settings: Settings, clock, metrics):
@@ -120,7 +122,7 @@ class Container(containers.DeclarativeContainer):
     redis_client = providers.Resource(_redis, settings)
     engine = providers.Resource(_engine, settings)
 
-    clock = providers.Singleton(_clock, redis_client)
+    clock = providers.Singleton(_clock, redis_client, settings)
     queue = providers.Singleton(_queue, redis_client, settings, clock, metrics)
     repository = providers.Singleton(_repository, engine, settings, metrics)
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import redis
 
 from docllm.adapters.redis_errors import redis_errors
+from docllm.adapters.redis_topology import recover, server_time
 
 
 class RedisServerClock:
@@ -25,8 +26,10 @@ class RedisServerClock:
         client: redis.Redis,
         resync_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
+        key: str = "docllm:queue:ready",
     ):
         self._client = client
+        self._key = key
         self._resync_seconds = resync_seconds
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -42,8 +45,8 @@ class RedisServerClock:
 
     def _read_server_time(self) -> None:
         sent = self._monotonic()
-        with redis_errors("TIME"):
-            seconds, micros = self._client.time()
+        with redis_errors("TIME", lambda exc: recover(self._client, exc)):
+            seconds, micros = server_time(self._client, self._key)
         received = self._monotonic()
         self._server_ms = int(seconds) * 1000 + int(micros) // 1000
         self._read_at = (sent + received) / 2

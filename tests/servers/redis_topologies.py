@@ -70,6 +70,10 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _pids(nodes: list[RedisServer]) -> tuple[int | None, ...]:
+    return tuple(node.pid for node in nodes)
+
+
 class SentinelServer(RedisServer):
     """``redis-server sentinel.conf --sentinel``, watching the primary at ``primary_port``."""
 
@@ -98,6 +102,7 @@ class SentinelSet:
         self._owns = directory is None
         self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="docllm-sentinel-"))
         self.down_after_ms = down_after_ms
+        self._healthy_pids: tuple[int | None, ...] = ()
         primary = RedisServer(self.directory / "a", port=free_port())
         replica = RedisServer(self.directory / "b", port=free_port(), extra_args=self._replica_of(primary))
         self.data_nodes = [primary, replica]
@@ -135,6 +140,7 @@ class SentinelSet:
             node.extra_args = ()
         procs.register(self)
         self.wait_healthy()
+        self._healthy_pids = _pids(self.data_nodes + self.sentinels)
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> float:
@@ -156,10 +162,15 @@ class SentinelSet:
         return wait_for("sentinel set healthy", healthy, timeout)
 
     def heal(self) -> None:
-        """Start every node a test stopped; a stopped data node comes back as a replica."""
-        for node in self.data_nodes + self.sentinels:
+        """Start every node a test stopped; a stopped data node comes back as a replica. Waits only
+        when some process changed since the set was last healthy (cheap between most tests)."""
+        nodes = self.data_nodes + self.sentinels
+        if _pids(nodes) == self._healthy_pids:
+            return
+        for node in nodes:
             node.start()
         self.wait_healthy()
+        self._healthy_pids = _pids(nodes)
 
     def flush(self) -> None:
         with self.primary().client() as client:
@@ -202,6 +213,8 @@ class RedisClusterSet:
         if self.cli is None:
             raise ServerNotInstalled("redis-cli not installed (Debian package redis-tools): run scripts/test")
         self._created = False
+        self._healthy_pids: tuple[int | None, ...] = ()
+        self._admin: RedisCluster | None = None
 
     @property
     def url(self) -> str:
@@ -223,6 +236,7 @@ class RedisClusterSet:
                 raise ServerFailedToStart(f"redis-cli --cluster create: {procs.tail(self.directory / 'create.log')}")
             self._created = True
         self.wait_healthy()
+        self._healthy_pids = _pids(self.nodes)
         return self
 
     def owner_of(self, key: str) -> RedisServer:
@@ -251,20 +265,40 @@ class RedisClusterSet:
         return wait_for("redis cluster healthy", healthy, timeout)
 
     def heal(self) -> None:
+        """Start every node a test stopped (it rejoins as a replica); waits only when some process
+        changed since the cluster was last healthy."""
+        if _pids(self.nodes) == self._healthy_pids:
+            return
         for node in self.nodes:
             node.start()
         self.wait_healthy()
+        self._healthy_pids = _pids(self.nodes)
+        self._drop_admin()
 
     def flush(self) -> None:
-        with self.client() as client:
-            client.flushall(target_nodes=RedisCluster.PRIMARIES)
-            client.script_flush()  # on every node
+        try:
+            self._flush()
+        except (redis.RedisError, redis.exceptions.RedisClusterException):
+            self._drop_admin()  # a client that still knows the old layout: once more, fresh
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._admin is None:
+            self._admin = self.client()
+        self._admin.flushall(target_nodes=RedisCluster.PRIMARIES)
+        self._admin.script_flush()  # on every node
+
+    def _drop_admin(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
 
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
 
     def close(self) -> None:
+        self._drop_admin()
         for node in self.nodes:
             node.close()
         procs.unregister(self)

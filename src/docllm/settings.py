@@ -132,7 +132,6 @@ class Settings:
                 "is required with DOCLLM_LLM_PROVIDER=openai (or set OPENAI_API_KEY)",
             )
 
-
     def _validate_redis(self, need: Callable[[bool, str, str], None]) -> None:
         from docllm.adapters.redis_urls import hash_tag, is_cluster_url, parse_redis_url  # stdlib only
 

@@ -5,6 +5,7 @@ client must find the new primary by itself within seconds, not retry the old one
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from docllm.adapters.redis_client import make_redis_client
 from docllm.adapters.redis_queue import RedisTaskQueue
@@ -45,7 +46,8 @@ def test_sentinel_switchover_is_followed(sentinel_set: SentinelSet, sentinel_url
     wait_for("the old primary to be a replica", lambda: old.client().info("replication")["role"] == "slave", 30)
     took, failures = _serves_again(queue, 2)
     assert held is not None and queue.extend(held.token, LEASE_MS)  # the lease was replicated: still valid
-    assert client.connection_pool.proxy.master_address[1] == sentinel_set.primary().port != old.port
+    pool: Any = client.connection_pool  # type: ignore[union-attr]  # a Sentinel client: a SentinelConnectionPool
+    assert pool.proxy.master_address[1] == sentinel_set.primary().port != old.port
     print(f"\nsentinel switch-over followed in {took:.2f}s after {failures} Unavailable")
     client.close()
 

@@ -16,7 +16,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def _pids(nodes: list[RedisServer]) -> tuple[int | None, ...]:
+def _pids(nodes: Sequence[RedisServer]) -> tuple[int | None, ...]:
     return tuple(node.pid for node in nodes)
 
 
@@ -140,7 +140,7 @@ class SentinelSet:
             node.extra_args = ()
         procs.register(self)
         self.wait_healthy()
-        self._healthy_pids = _pids(self.data_nodes + self.sentinels)
+        self._healthy_pids = _pids([*self.data_nodes, *self.sentinels])
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> float:
@@ -153,8 +153,10 @@ class SentinelSet:
                     replicas = client.sentinel_slaves(MASTER_NAME)
                     if master.get("is_sdown") or master.get("is_odown") or master.get("num-other-sentinels", 0) < 2:
                         return False
-                    if not any(r.get("is_slave") and not r.get("is_sdown") and r.get("master-link-status") == "ok"
-                               for r in replicas):
+                    if not any(
+                        r.get("is_slave") and not r.get("is_sdown") and r.get("master-link-status") == "ok"
+                        for r in replicas
+                    ):
                         return False
             with self.primary().client(socket_timeout=1) as data:
                 return data.info("replication").get("connected_slaves", 0) >= 1
@@ -164,7 +166,7 @@ class SentinelSet:
     def heal(self) -> None:
         """Start every node a test stopped; a stopped data node comes back as a replica. Waits only
         when some process changed since the set was last healthy (cheap between most tests)."""
-        nodes = self.data_nodes + self.sentinels
+        nodes = [*self.data_nodes, *self.sentinels]
         if _pids(nodes) == self._healthy_pids:
             return
         for node in nodes:
@@ -208,10 +210,13 @@ class RedisClusterSet:
             "--cluster-require-full-coverage", "no",
         )  # fmt: skip
         # fixed ports: a node's address is in the other nodes' nodes.conf
-        self.nodes = [RedisServer(self.directory / f"n{i}", port=free_cluster_port(), extra_args=args) for i in range(6)]
-        self.cli = find_redis_cli(self.nodes[0].binary)
-        if self.cli is None:
+        self.nodes = [
+            RedisServer(self.directory / f"n{i}", port=free_cluster_port(), extra_args=args) for i in range(6)
+        ]
+        cli = find_redis_cli(self.nodes[0].binary)
+        if cli is None:
             raise ServerNotInstalled("redis-cli not installed (Debian package redis-tools): run scripts/test")
+        self.cli: str = cli
         self._created = False
         self._healthy_pids: tuple[int | None, ...] = ()
         self._admin: RedisCluster | None = None

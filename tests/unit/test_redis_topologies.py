@@ -31,11 +31,17 @@ def test_a_sentinel_url_names_sentinels_master_db_and_passwords() -> None:
 
 def test_a_cluster_url_names_its_seed_nodes() -> None:
     target = parse_redis_url("rediss+cluster://:pw@a:7000,b")
-    assert (target.kind, target.nodes, target.password, target.ssl) == ("cluster", (("a", 7000), ("b", 6379)), "pw", True)
+    assert (target.kind, target.nodes, target.password, target.ssl) == (
+        "cluster",
+        (("a", 7000), ("b", 6379)),
+        "pw",
+        True,
+    )
 
 
 @pytest.mark.parametrize(
-    "url", ["redis+sentinel://h:26379", "redis+sentinel://h/m/x", "redis+cluster://h/3", "redis+cluster:///", "http://h"]
+    "url",
+    ["redis+sentinel://h:26379", "redis+sentinel://h/m/x", "redis+cluster://h/3", "redis+cluster:///", "http://h"],
 )
 def test_a_url_docllm_cannot_use_stops_at_start(url: str) -> None:
     with pytest.raises(SettingsError, match="DOCLLM_REDIS_URL"):

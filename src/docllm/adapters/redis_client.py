@@ -17,6 +17,9 @@ from redis.sentinel import Sentinel
 
 from docllm.adapters.redis_urls import RedisTarget, parse_redis_url
 
+# What make_redis_client returns; the queue and the clock take either (redis_topology.py).
+RedisClient = redis.Redis | RedisCluster
+
 # A blocking wait (BLMOVE with a 1-2 s timeout) must never hit the socket timeout first.
 SOCKET_TIMEOUT_SECONDS = 15.0
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -24,7 +27,7 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 SENTINEL_TIMEOUT_SECONDS = 1.0
 
 
-def make_redis_client(url: str, embedded_path: str, max_connections: int = 64) -> redis.Redis | RedisCluster:
+def make_redis_client(url: str, embedded_path: str, max_connections: int = 64) -> RedisClient:
     """``max_connections`` should cover every thread that uses the client at once; past it a
     caller waits for a connection (a blocking pool) instead of failing. (Sentinel's and Cluster's
     pools do not block: they are left unbounded, the port threads bound them.)"""
@@ -105,5 +108,5 @@ def _embedded(path: str) -> redis.Redis:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def close_redis_client(client: redis.Redis | RedisCluster) -> None:
+def close_redis_client(client: RedisClient) -> None:
     client.close()

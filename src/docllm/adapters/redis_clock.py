@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import redis
+from redis.cluster import RedisCluster
 
 from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_topology import recover, server_time
@@ -23,7 +24,7 @@ class RedisServerClock:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         resync_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
         key: str = "docllm:queue:ready",

@@ -17,9 +17,9 @@ from collections.abc import Callable, Collection, Sequence
 from importlib import resources
 from typing import Any, cast
 
-import redis
 from redis.commands.core import Script
 
+from docllm.adapters.redis_client import RedisClient
 from docllm.adapters.redis_clock import RedisServerClock
 from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_keys import RedisKeys
@@ -61,7 +61,7 @@ def _script_text(name: str) -> str:
     return (lua / "lib.lua").read_text("utf-8") + "\n" + (lua / f"{name}.lua").read_text("utf-8")
 
 
-def queue_scripts(client: redis.Redis) -> dict[str, Script]:
+def queue_scripts(client: RedisClient) -> dict[str, Script]:
     """The queue's scripts registered on ``client``: loaded on first use and again after NOSCRIPT."""
     return {name: client.register_script(_script_text(name)) for name in SCRIPT_NAMES}
 
@@ -71,7 +71,7 @@ class RedisTaskQueue:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         keys_or_prefix: RedisKeys | str = "docllm",
         clock: Clock | None = None,
         token_factory: Callable[[], str] | None = None,

@@ -59,18 +59,12 @@ def parse_redis_url(url: str) -> RedisTarget:
     if not nodes:
         raise ValueError("names no host")
     params = {k: v[-1] for k, v in parse_qs(query).items()}
-    common = dict(
-        url=url,
-        nodes=nodes,
-        username=username,
-        password=password,
-        ssl=scheme.startswith("rediss"),
-        options=tuple((k, v) for k, v in params.items() if k in PASSED_OPTIONS),
-    )
+    ssl = scheme.startswith("rediss")
+    options = tuple((k, v) for k, v in params.items() if k in PASSED_OPTIONS)
     if "cluster" in scheme:
         if path.strip("/") not in ("", "0"):
             raise ValueError("a Redis Cluster has database 0 only")
-        return RedisTarget("cluster", **common)
+        return RedisTarget("cluster", url, nodes, username=username, password=password, ssl=ssl, options=options)
     parts = [unquote(p) for p in path.split("/") if p]
     if not parts or len(parts) > 2:
         raise ValueError("must name the master: redis+sentinel://host:26379[,host:26379]/MASTER_NAME[/DB]")
@@ -78,11 +72,16 @@ def parse_redis_url(url: str) -> RedisTarget:
         raise ValueError(f"database {parts[1]!r} is not a number")
     return RedisTarget(
         "sentinel",
+        url,
+        nodes,
         master_name=parts[0],
         db=int(parts[1]) if len(parts) == 2 else 0,
+        username=username,
+        password=password,
         sentinel_username=params.get("sentinel_username", username),
         sentinel_password=params.get("sentinel_password", password),
-        **common,
+        ssl=ssl,
+        options=options,
     )
 
 

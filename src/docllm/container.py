@@ -52,7 +52,7 @@ def _clock(client, settings: Settings):
 def _queue(client, settings: Settings, clock, metrics):
     from docllm.adapters.redis_queue import RedisTaskQueue
 
-    queue = RedisTaskQueue(client, settings.queue_prefix, clock=clock)
+    queue = RedisTaskQueue(client, settings.queue_prefix, clock=clock, wait_replicas=settings.redis_wait_replicas)
     return metrics.counting(queue, "redis") if metrics else queue
 
 

@@ -58,6 +58,8 @@ class Settings:
     # How long the Redis topology takes to replace a failed primary (detection + promotion);
     # None: 0 for one server, 30 s for Sentinel and Cluster (their default detection times).
     redis_failover_seconds: float | None = None
+    # Replicas that must have a claim or an ack before it counts as done (WAIT, up to 1 s; 0: off).
+    redis_wait_replicas: int = 0
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "llm_api_key"}
@@ -148,6 +150,7 @@ class Settings:
                 "on Redis Cluster the prefix needs a hash tag so that every key of the queue is in one "
                 f"slot: set DOCLLM_QUEUE_PREFIX={tagged}, and producers push to {tagged}:queue:ready",
             )
+        need(self.redis_wait_replicas >= 0, "redis_wait_replicas", "must not be negative")
         need(
             self.redis_failover_seconds is None or self.redis_failover_seconds >= 0,
             "redis_failover_seconds",
@@ -231,6 +234,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "metrics_host": ("DOCLLM_METRICS_HOST", str),
     "worker_id": ("DOCLLM_WORKER_ID", str),
     "redis_failover_seconds": ("DOCLLM_REDIS_FAILOVER_SECONDS", _number(float)),
+    "redis_wait_replicas": ("DOCLLM_REDIS_WAIT_REPLICAS", _number(int)),
 }
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}
 

@@ -51,6 +51,10 @@ SCRIPT_NAMES = (
 # horizon is still legitimate (clamp).
 CLAMP_SLACK_MS = 1_000
 
+# DOCLLM_REDIS_WAIT_REPLICAS: these scripts (a lease taken, a lease ended) wait for replicas.
+WAITED_SCRIPTS = frozenset({"claim", "lease_staged", "ack"})
+WAIT_TIMEOUT_MS = 1_000
+
 # A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
 BLOCK_READ_MARGIN_S = 5.0
 
@@ -77,6 +81,8 @@ class RedisTaskQueue:
         token_factory: Callable[[], str] | None = None,
         promote_batch: int = 100,
         page_size: int = 1000,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = WAIT_TIMEOUT_MS,
     ):
         self._client = client
         self._keys = RedisKeys.of(keys_or_prefix)
@@ -85,6 +91,7 @@ class RedisTaskQueue:
         self._promote_batch = promote_batch
         self._page_size = page_size
         self._scripts = queue_scripts(client)
+        self._wait = (wait_replicas, wait_timeout_ms) if wait_replicas > 0 else None
 
     @property
     def keys(self) -> RedisKeys:
@@ -96,7 +103,19 @@ class RedisTaskQueue:
 
     def _run(self, name: str, *args: Any) -> Any:
         with self._errors(name):
+            if self._wait is not None and name in WAITED_SCRIPTS:
+                return self._run_and_wait(name, list(args), *self._wait)
             return self._scripts[name](keys=self._keys.script_keys, args=list(args))
+
+    def _run_and_wait(self, name: str, args: list[Any], replicas: int, timeout_ms: int) -> Any:
+        """The script, then ``WAIT`` on the same connection (WAIT counts that connection's writes),
+        on the node that owns the queue's slot. Best effort: after the timeout the result stands
+        even with fewer copies (the lease-loss rule, the reaper and the reconciler cover the rest)."""
+        pipe = node_for(self._client, self._keys.ready).pipeline(transaction=False)
+        self._scripts[name](keys=self._keys.script_keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+        result, _copies = pipe.execute()
+        return result
 
     def now_ms(self) -> int:
         return self._clock.now_ms()

@@ -16,7 +16,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +70,6 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def _pids(nodes: Sequence[RedisServer]) -> tuple[int | None, ...]:
-    return tuple(node.pid for node in nodes)
-
-
 class SentinelServer(RedisServer):
     """``redis-server sentinel.conf --sentinel``, watching the primary at ``primary_port``."""
 
@@ -102,7 +98,6 @@ class SentinelSet:
         self._owns = directory is None
         self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="docllm-sentinel-"))
         self.down_after_ms = down_after_ms
-        self._healthy_pids: tuple[int | None, ...] = ()
         primary = RedisServer(self.directory / "a", port=free_port())
         replica = RedisServer(self.directory / "b", port=free_port(), extra_args=self._replica_of(primary))
         self.data_nodes = [primary, replica]
@@ -140,7 +135,6 @@ class SentinelSet:
             node.extra_args = ()
         procs.register(self)
         self.wait_healthy()
-        self._healthy_pids = _pids([*self.data_nodes, *self.sentinels])
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> float:
@@ -164,15 +158,11 @@ class SentinelSet:
         return wait_for("sentinel set healthy", healthy, timeout)
 
     def heal(self) -> None:
-        """Start every node a test stopped; a stopped data node comes back as a replica. Waits only
-        when some process changed since the set was last healthy (cheap between most tests)."""
-        nodes = [*self.data_nodes, *self.sentinels]
-        if _pids(nodes) == self._healthy_pids:
-            return
-        for node in nodes:
+        """Start every node a test stopped (a stopped data node comes back as a replica) and wait
+        until the set is healthy again (one poll when it is: a switch-over changes no process)."""
+        for node in [*self.data_nodes, *self.sentinels]:
             node.start()
         self.wait_healthy()
-        self._healthy_pids = _pids(nodes)
 
     def flush(self) -> None:
         with self.primary().client() as client:
@@ -218,7 +208,6 @@ class RedisClusterSet:
             raise ServerNotInstalled("redis-cli not installed (Debian package redis-tools): run scripts/test")
         self.cli: str = cli
         self._created = False
-        self._healthy_pids: tuple[int | None, ...] = ()
         self._admin: RedisCluster | None = None
 
     @property
@@ -241,7 +230,6 @@ class RedisClusterSet:
                 raise ServerFailedToStart(f"redis-cli --cluster create: {procs.tail(self.directory / 'create.log')}")
             self._created = True
         self.wait_healthy()
-        self._healthy_pids = _pids(self.nodes)
         return self
 
     def owner_of(self, key: str) -> RedisServer:
@@ -270,15 +258,14 @@ class RedisClusterSet:
         return wait_for("redis cluster healthy", healthy, timeout)
 
     def heal(self) -> None:
-        """Start every node a test stopped (it rejoins as a replica); waits only when some process
-        changed since the cluster was last healthy."""
-        if _pids(self.nodes) == self._healthy_pids:
-            return
-        for node in self.nodes:
+        """Start every node a test stopped (it rejoins as a replica) and wait until the cluster is
+        healthy again (one poll when it is)."""
+        restarted = [node for node in self.nodes if not node.is_running]
+        for node in restarted:
             node.start()
         self.wait_healthy()
-        self._healthy_pids = _pids(self.nodes)
-        self._drop_admin()
+        if restarted:
+            self._drop_admin()
 
     def flush(self) -> None:
         try:

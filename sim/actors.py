@@ -19,6 +19,7 @@ from docllm.runtime.config_gate import ConfigGate
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
+from sim.observers import LostReplies
 from sim.world import Actor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,10 +31,11 @@ class ProductActor(Actor):
         super().__init__(system.world, name)
         self.sys = system
         self.no_beat_until = self.last_no_beat_end = 0
+        self.lost_replies = 0  # database writes to come whose reply is lost (sim.faults)
 
     def ports(self) -> tuple[Any, Any]:
         queue, repo = self.sys.ports_for(self)
-        return Faulty(queue, self.budget, "queue"), Faulty(repo, self.budget, "repo")
+        return Faulty(queue, self.budget, "queue"), Faulty(LostReplies(repo, self), self.budget, "repo")
 
     def port_calls(self) -> SimPortCalls:
         return SimPortCalls(self, self.sys.ready_wait)

@@ -41,6 +41,13 @@ class AckAnyTokenQueue(RedisTaskQueue):
         return done
 
 
+class NoStepReportQueue(RedisTaskQueue):
+    """Steps of the authority's clock go unreported: no quiet windows (DESIGN section 6)."""
+
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        return None
+
+
 class NoClampQueue(RedisTaskQueue):
     """Deadlines are taken as written: a backward step of the Redis server's clock leaves a crashed
     worker's lease (and every delayed retry) an hour in the future."""
@@ -113,6 +120,12 @@ BREAKS = {
         ),
         Break(
             "no-clamp", "deadlines a backward clock step pushed out are left there", "skew", queue_class=NoClampQueue
+        ),
+        Break(
+            "no-step-report",
+            "a step of the clock is not reported: reapers reclaim across it",
+            "skew",
+            queue_class=NoStepReportQueue,
         ),
         Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
         Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),

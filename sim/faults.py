@@ -36,6 +36,8 @@ KINDS = CRASH_KINDS + (
     "malformed",
     "sigterm",
     "clock_back",
+    "clock_forward",
+    "lost_reply",
 )
 POINTS = (
     "worker:after_claim",
@@ -163,10 +165,11 @@ class FaultPlan:
             s.ledger.fault(kind, f"redis restarts (data kept, script cache lost), down {ms / 1000:.1f}s")
             s.client.script_flush()
             return s.outage("redis", ms)
-        if kind == "clock_back":
+        if kind in ("clock_back", "clock_forward"):
             ms = r.choice((60_000, 3_600_000))
-            s.ledger.fault(kind, f"the Redis server's clock steps back {ms / 60_000:.0f} min")
-            return s.step_clock_back(ms)
+            way = "back" if kind == "clock_back" else "forward"
+            s.ledger.fault(kind, f"the Redis server's clock steps {way} {ms / 60_000:.0f} min")
+            return s.step_clock(-ms if kind == "clock_back" else ms)
         if kind == "redis_flush":
             s.ledger.fault(kind, "redis restarts without persistence: FLUSHALL")
             return s.data_loss(None, "redis restarted without AOF: every key lost")
@@ -186,6 +189,12 @@ class FaultPlan:
             s.ledger.fault(kind, f"{why} payload {raw[:40]!r}")
             s.ledger.bad_payload(raw, why)
             return s.push_raw(raw)
+        if kind == "lost_reply":  # the write lands, its reply never comes back (issue 13 item 1)
+            actor = self._pick(s.actors_of("worker") + s.actors_of("reaper") + s.actors_of("reconciler"))
+            if actor is not None:
+                s.ledger.arm(f"arm {actor.label}: the reply of its next database write is lost")
+                actor.lost_replies = getattr(actor, "lost_replies", 0) + 1
+            return
         if kind == "sigterm":
             actor = self._pick([w for w in s.actors_of("worker") if not getattr(w, "stopping", False)])
             if actor is not None:

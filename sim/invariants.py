@@ -55,9 +55,10 @@ class Checker:
         """When an attempt whose owner was last alive at ``last_life`` is overdue (I1)."""
         led, windows, now = self.sys.ledger, self.sys.world.windows, self.sys.world.now
         deadline, kinds = last_life + bound_ms, REAP_BLOCKERS
-        for step in self.sys.clock_steps:  # a backward step: reclaimed within a lease of it (clamp)
-            if step >= last_life:
-                deadline = max(deadline, step + bound_ms)
+        allowance = self.sys.step_allowance_ms
+        for step in self.sys.clock_steps:  # reclaimed within a lease of the clamp or the quiet windows
+            if step >= last_life - allowance:
+                deadline = max(deadline, step + bound_ms + allowance)
         loss = led.last_loss_after(last_life)
         if loss is not None:
             deadline, kinds = max(deadline, loss + self.sys.recovery_ms), ALL_BLOCKERS

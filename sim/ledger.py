@@ -176,6 +176,13 @@ class Ledger:
                 key=(what, attempt),
             )
 
+    def moved(self, task_id: int | None) -> None:
+        """A live process took the task's payload (staged or leased it): whatever crash comes
+        next, I1's bound counts from here. An orphaned row's recovery rides on its payload."""
+        book = self.books.get(task_id) if task_id is not None else None
+        if book is not None:
+            book.last_life = max(book.last_life, self.world.now)
+
     def renewed(self, token: str) -> None:
         self.renew[token] = self.world.now
         task_id = self.token_task.get(token)

@@ -74,6 +74,7 @@ class QueueObserver:
         raw = self._q.stage(timeout_s)
         if raw is not None:
             self._log("call", f"queue.stage {raw[:60]!r}", task_of(raw))
+            self._l.moved(task_of(raw))
         return raw
 
     def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
@@ -96,6 +97,7 @@ class QueueObserver:
         self._l.token_task[delivery.token] = task_id
         self._l.token_holder[delivery.token] = delivery.holder
         self._l.mark(task_id, "claim")
+        self._l.moved(task_id)
 
     def extend(self, token: str, lease_ms: int) -> bool:
         return self.extend_many([token], lease_ms)[0]
@@ -220,3 +222,35 @@ class RepoObserver:
             "call", f"repo.get -> {row.status.value if row else None} attempt {row.attempt if row else '-'}", task_id
         )
         return row
+
+
+WRITES = frozenset({"start_attempt", "commit", "retry", "fail", "reopen", "delete"})
+
+
+class LostReplies:
+    """A database write that lands, and whose reply never comes back: the connection dropped after
+    the commit, and the adapter's own retries ran out. The caller gets ``Unavailable`` for a write
+    that happened (issue 13 item 1). Armed per actor by the fault plan (``lost_reply``)."""
+
+    def __init__(self, target: Any, actor: Any):
+        self._target, self._actor = target, actor
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._target, attr)
+        if attr not in WRITES:
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = value(*args, **kwargs)
+            if self._actor.lost_replies > 0:
+                self._actor.lost_replies -= 1
+                task = args[0] if args and isinstance(args[0], int) else None
+                actor = self._actor
+                actor.world.log("call", f"repo.{attr} landed; its reply is lost", task)
+                if actor.kind == "reaper":  # its cycle failed: as if the database were down for one
+                    now = actor.world.now
+                    actor.world.windows.add("db", now, now + actor.sys.interval_ms)
+                raise Unavailable(f"the database's reply to {attr} was lost after the write landed (simulated)")
+            return result
+
+        return call

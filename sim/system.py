@@ -43,6 +43,8 @@ class System:
         self.lease_ms = int(s.lease_seconds * 1000)
         self.interval_ms = int(s.reaper_interval_seconds * 1000)
         self.bound_ms = self.lease_ms + self.interval_ms + MARGIN_MS  # I1
+        # After a step of the authority's clock: the resync that sees it, then the quiet period.
+        self.step_allowance_ms = self.lease_ms + self.lease_ms // 3
         self.grace_ms = int(s.shutdown_grace_seconds * 1000)
         self.restart_max_ms = int(scenario.restart_s[1] * 1000)
         self.recovery_ms = (
@@ -74,7 +76,7 @@ class System:
         spec, r = self.scenario.clocks, self.world.rng_for("clocks")
         self.redis_offset_ms = int(r.uniform(-spec.skew_h, spec.skew_h) * 3_600_000) if spec.skew_redis else 0
         self.clock = authority_clock(self.world, lambda: self.redis_offset_ms)
-        self.clock_steps: list[int] = []  # true times the authority's clock stepped (back)
+        self.clock_steps: list[int] = []  # true times the authority's clock stepped
         self._clock_rng = r
         tz = r.choice(spec.db_tz)
         self.db_clock = DbClock(self.world, self._offset(spec, r), self._drift(spec, r), tz_hours=tz)
@@ -193,19 +195,28 @@ class System:
         self.after_data_loss()
         self.outage("redis", int(self.rng.uniform(1_000, 3_000)))
 
-    def step_clock_back(self, ms: int) -> None:
-        """The Redis server's clock steps back (an NTP step, a failover to a host behind)."""
+    def step_clock(self, ms: int) -> None:
+        """The Redis server's clock steps by ``ms`` (an NTP step, a VM resume, a failover to a
+        host whose clock is elsewhere)."""
         from sim.world import EPOCH_MS
 
-        self.redis_offset_ms -= ms
+        self.redis_offset_ms += ms
         self.clock.set(EPOCH_MS + self.redis_offset_ms + self.world.now)
         self.clock_steps.append(self.world.now)
+        if ms < 0:  # the new clock meets the quiet windows of earlier steps again, -ms later
+            self.clock_steps.append(self.world.now - ms)
 
     def failover(self, snap: list, lag_ms: int) -> None:
         if not self.faults_active:
             return
         self.ledger.fault("redis_failover", f"redis failover: the replica missed the last {lag_ms / 1000:.1f}s")
         self.data_loss(snap, f"redis failover lost the writes of the last {lag_ms / 1000:.1f}s")
+        step = self.rng.choice((0, 0, -3_600_000, -60_000, 60_000, 3_600_000))
+        if step:  # the new primary's host keeps another time
+            self.ledger.fault(
+                "redis_failover", f"the new primary's clock is {step / 60_000:+.0f} min off the old one's"
+            )
+            self.step_clock(step)
 
     def after_data_loss(self) -> None:
         self.ready_dirty = True

@@ -36,7 +36,12 @@ def _engine(settings: Settings) -> Iterator:
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
         os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///") :])), exist_ok=True)
     # one connection per port thread, plus the metrics scrape and the readiness check
-    engine = make_engine(settings.database_url, pool_size=threads_for(settings.concurrency) + 2)
+    engine = make_engine(
+        settings.database_url,
+        pool_size=threads_for(settings.concurrency) + 2,
+        connect_timeout=settings.database_connect_timeout_seconds,
+        io_timeout=settings.database_timeout_seconds,
+    )
     yield engine
     engine.dispose()
 
@@ -45,8 +50,16 @@ def _clock(client, settings: Settings):
     from docllm.adapters.redis_clock import RedisServerClock
     from docllm.adapters.redis_keys import RedisKeys
 
-    # On a Cluster, TIME from the node that owns the queue's slot
-    return RedisServerClock(client, key=RedisKeys(settings.queue_prefix).ready)
+    # Re-read well within a lease: after a step of the server's clock, every process must report
+    # it and renew on the new time before the fleet's quiet period (one lease) ends. On a
+    # Cluster, TIME from the node that owns the queue's slot.
+    lease_ms = settings.lease_seconds * 1000
+    return RedisServerClock(
+        client,
+        resync_seconds=min(30.0, lease_ms / 3000),
+        lease_ms=int(lease_ms),
+        key=RedisKeys(settings.queue_prefix).ready,
+    )
 
 
 def _queue(client, settings: Settings, clock, metrics):

@@ -30,6 +30,8 @@ class Settings:
     home: str = ".docllm"
     redis_url: str = EMBEDDED_REDIS
     database_url: str = ""
+    database_connect_timeout_seconds: float = 10.0
+    database_timeout_seconds: float = 60.0
     queue_prefix: str = "docllm"
     lease_seconds: float = 30.0
     processing_timeout_seconds: float = 600.0
@@ -55,6 +57,8 @@ class Settings:
     metrics_port: int | None = None
     metrics_host: str = "0.0.0.0"
     worker_id: str = ""
+    dashboard_token: str = field(default="", repr=False)
+    dashboard_on_worker: bool = False
     # How long the Redis topology takes to replace a failed primary (detection + promotion);
     # None: 0 for one server, 30 s for Sentinel and Cluster (their default detection times).
     redis_failover_seconds: float | None = None
@@ -62,7 +66,7 @@ class Settings:
     redis_wait_replicas: int = 0
 
     def __repr__(self) -> str:
-        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "llm_api_key"}
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
         shown["redis_url"], shown["database_url"] = redact_url(self.redis_url), redact_url(self.database_url)
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
@@ -110,6 +114,8 @@ class Settings:
             "reconcile_interval_seconds",
             "llm_timeout_seconds",
             "retry_base_seconds",
+            "database_connect_timeout_seconds",
+            "database_timeout_seconds",
         ):
             need(getattr(self, name) > 0, name, "must be greater than 0")
         for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds"):
@@ -127,6 +133,16 @@ class Settings:
         need(self.metrics_port is None or 0 <= self.metrics_port <= 65535, "metrics_port", "must be a port number")
         self._validate_redis(need)
         need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
+        need(
+            not self.dashboard_on_worker or self.metrics_port is not None,
+            "dashboard_on_worker",
+            "needs DOCLLM_METRICS_PORT (the dashboard is served on that port)",
+        )
+        need(
+            not self.dashboard_on_worker or bool(self.dashboard_token) or is_loopback(self.metrics_host),
+            "dashboard_on_worker",
+            f"DOCLLM_METRICS_HOST={self.metrics_host!r} is not a loopback address: set DOCLLM_DASHBOARD_TOKEN",
+        )
         if self.llm_provider == "openai":
             need(
                 bool(self.llm_api_key),
@@ -200,6 +216,26 @@ def _number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
+def _flag(raw: str) -> bool:
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be 1 or 0 (true/false, yes/no, on/off)")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address accepts connections from this machine only."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything
+
+
 def _port(raw: str) -> int:
     return _number(int)(raw)
 
@@ -208,6 +244,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "home": ("DOCLLM_HOME", str),
     "redis_url": ("DOCLLM_REDIS_URL", str),
     "database_url": ("DOCLLM_DATABASE_URL", str),
+    "database_connect_timeout_seconds": ("DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS", _number(float)),
+    "database_timeout_seconds": ("DOCLLM_DATABASE_TIMEOUT_SECONDS", _number(float)),
     "queue_prefix": ("DOCLLM_QUEUE_PREFIX", str),
     "lease_seconds": ("DOCLLM_LEASE_SECONDS", _number(float)),
     "processing_timeout_seconds": ("PROCESSING_TIMEOUT_SECONDS", _number(float)),
@@ -233,9 +271,12 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "metrics_port": ("DOCLLM_METRICS_PORT", _port),
     "metrics_host": ("DOCLLM_METRICS_HOST", str),
     "worker_id": ("DOCLLM_WORKER_ID", str),
+    "dashboard_token": ("DOCLLM_DASHBOARD_TOKEN", str),
+    "dashboard_on_worker": ("DOCLLM_DASHBOARD_ON_WORKER", _flag),
     "redis_failover_seconds": ("DOCLLM_REDIS_FAILOVER_SECONDS", _number(float)),
     "redis_wait_replicas": ("DOCLLM_REDIS_WAIT_REPLICAS", _number(int)),
 }
+SECRETS = ("llm_api_key", "dashboard_token")
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}
 
 SETTINGS_TABLE = {name: var for name, (var, _) in _VARIABLES.items()}
@@ -253,6 +294,6 @@ def redact_url(url: str) -> str:
 
 
 def _shown(name: str, value: Any) -> str:
-    if name == "llm_api_key":
+    if name in SECRETS:
         return "<hidden>"
     return repr(redact_url(value)) if name in ("redis_url", "database_url") else repr(value)

@@ -475,3 +475,41 @@ def test_clamp_brings_deadlines_a_backward_clock_step_pushed_out_back_in(subject
     assert {d.token for d in subject.queue.expired(10)} >= {crashed.token}
     subject.clock.advance(20_000)
     assert subject.queue.promote_due(10) == 1  # the retry is due within its longest delay
+
+
+def test_after_a_forward_clock_step_no_lease_is_reclaimed_for_a_lease_and_live_ones_renew(
+    subject: QueueUnderTest,
+) -> None:
+    # DESIGN section 6: the authority's clock jumps an hour ahead. One worker heartbeats (it held
+    # its lease until the step), one lease had lapsed before the step, one worker died.
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    lapsed = claim(subject, 1_000)
+    subject.clock.advance(1_500)
+    live, dead = subject.queue.claim_batch("w1", 1_000, 2)
+    before = subject.queue.now_ms()
+    subject.clock.advance(3_600_000)
+    subject.queue.note_clock_step(subject.queue.now_ms(), before, 0, 1_000)
+    assert subject.queue.expired(10) == []  # quiet: everything looks expired on the new clock
+    assert subject.queue.extend_many([live.token, lapsed.token], 1_000) == [True, False]
+    subject.clock.advance(700)
+    assert subject.queue.extend_many([live.token], 1_000) == [True]  # its next beat, on the new clock
+    subject.clock.advance(634)  # the quiet window (a lease and a third) is over
+    assert subject.queue.extend_many([dead.token], 1_000) == [False]  # too late: it stays lost
+    assert {d.token for d in subject.queue.expired(10)} == {lapsed.token, dead.token}
+    assert subject.queue.lease_exists(live.token)
+
+
+def test_a_process_still_on_the_old_clock_does_not_reclaim_after_a_step(subject: QueueUnderTest) -> None:
+    # One process saw the clock step back an hour and renewed a lease on the new clock; another
+    # has not re-read TIME yet and still counts on the old clock, an hour ahead.
+    subject.queue.push(payload(1))
+    renewed_late = claim(subject, 1_000)
+    old = subject.queue.now_ms()
+    subject.clock.advance(-3_600_000)
+    subject.queue.note_clock_step(subject.queue.now_ms(), old, 0, 1_000)
+    assert subject.queue.extend_many([renewed_late.token], 1_000) == [True]
+    subject.clock.advance(3_600_000)  # the old clock's view: that deadline is an hour ago
+    assert subject.queue.expired(10) == []
+    subject.clock.advance(1_334)  # after the window, the lease is expired on any clock
+    assert [d.token for d in subject.queue.expired(10)] == [renewed_late.token]

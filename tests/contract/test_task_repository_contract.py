@@ -316,3 +316,36 @@ def test_updated_at_never_goes_back(repo):
     repo.retry(task.task_id, attempt.attempt, "e")
     stamps.append(repo.get(task.task_id).updated_at)
     assert stamps == sorted(stamps)
+
+
+def _end(repo: TaskRepository, task: Task, ok: bool) -> None:
+    started = repo.start_attempt(task.task_id, f"tok-{task.task_id}").task
+    assert started is not None
+    if ok:
+        assert repo.commit(task.task_id, started.attempt, {"findings": []})
+    else:
+        assert repo.fail(task.task_id, started.attempt, "boom")
+
+
+def test_search_filters_by_status_and_name_newest_first(repo):
+    a, b, c = (repo.create(name, "x") for name in ("guide.md", "Guide 100%_v2.md", "notes.txt"))
+    _end(repo, b, ok=True)
+    assert [t.task_id for t in repo.search()] == [c.task_id, b.task_id, a.task_id]
+    assert [t.task_id for t in repo.search(name_contains="uide")] == [b.task_id, a.task_id]
+    assert [t.task_id for t in repo.search(name_contains="GUIDE")] == [b.task_id, a.task_id]  # any case
+    assert [t.task_id for t in repo.search(name_contains="100%_")] == [b.task_id]  # wildcards are text
+    assert repo.search(name_contains="%") == repo.search(name_contains="100%")
+    assert [t.task_id for t in repo.search(PENDING)] == [c.task_id, a.task_id]
+    assert [t.task_id for t in repo.search(SUCCESS, "guide")] == [b.task_id]
+    assert [t.task_id for t in repo.search(limit=1)] == [c.task_id]
+    assert all(t.document is None for t in repo.search())
+
+
+def test_finished_per_minute_counts_ended_tasks_of_the_last_minutes(repo):
+    tasks = [repo.create(f"t{i}", "x") for i in range(4)]
+    for task, ok in zip(tasks[:3], (True, True, False), strict=True):
+        _end(repo, task, ok)
+    counts = repo.finished_per_minute(5)
+    assert set(counts) == {"success", "failed"} and all(len(v) == 5 for v in counts.values())
+    # now, or the minute before when the clock turned a minute since
+    assert (sum(counts["success"][-2:]), sum(counts["failed"][-2:])) == (2, 1)

@@ -36,3 +36,5 @@ def test_short_chaos_run(
     f = result.summary["faults"]
     assert f["redis_flushes"] == 1 and f["redis_restarts"] >= 1 and f["mariadb_restarts"] >= 1
     assert f["worker_sigterms"] >= 1 and f["worker_pauses"] >= 1 and f["rows_deleted"] >= 1
+    assert f["net_latency_bursts"] >= 1 and f["net_blackholes"] >= 1 and f["net_resets"] >= 1
+    assert f["net_dropped_replies"] >= 1

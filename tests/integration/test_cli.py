@@ -138,4 +138,9 @@ def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
     assert status["status"] == "pending" and status["retry_count"] == 0
     assert [d["payload"] for d in json.loads(cli("dead", "list", "--json")[1])] == ["garbage"]
     assert cli("dead", "retry", "1")[0] == 1  # nothing to retry any more
+    code, out, err = cli("dead", "discard", "1", "--json")
+    assert code == 1 and "no dead letter" in err
+    code, out, _ = cli("dead", "discard", "--all", "--json")  # the malformed letter names no task
+    assert code == 0 and json.loads(out) == {"discarded": [None]}
+    assert json.loads(cli("dead", "list", "--json")[1]) == []
     container.shutdown_resources()

@@ -21,3 +21,4 @@ def test_demo_recovers_the_killed_task_and_finishes_every_task(tmp_path):
     assert "SIGKILL demo-worker-" in out and "reaper reclaimed task" in out
     assert "committed once by attempt 2" in out and "every task succeeded" in out
     assert out.count("success") >= 5
+    assert "dashboard" in out  # where to see the reports next

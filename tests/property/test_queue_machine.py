@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import fakeredis
+import pytest
 from sqlalchemy import text
 
 from docllm.adapters.migrations import upgrade_schema
@@ -43,6 +44,9 @@ class RedisSqliteMachine(QueueMachine):
                 {"t": task_id},
             )
 
+
+# 200 examples x 50 steps: about 80 s alone on fakeredis, more beside other test processes.
+pytestmark = pytest.mark.timeout(900)
 
 TestInMemoryAdapters = QueueMachine.TestCase
 TestFakeRedisAndSqlite = RedisSqliteMachine.TestCase

@@ -14,6 +14,7 @@ EXPECTED = {
     "no-cancel": {"I11"},
     "no-clamp": {"I1", "I2"},
     "no-heartbeat": {"I8"},
+    "no-step-report": {"I8"},
 }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from sim.crash_scenarios import main, parse_args, plan
 from sim.scenarios import names
 
@@ -17,6 +19,7 @@ def test_the_default_run_covers_the_issue_minimum():
     assert sum(default_tasks(name) for name, _, _ in runs) >= 1_000
 
 
+@pytest.mark.timeout(900)  # about 30 s alone; beside the other test processes, several times that
 def test_the_default_run_has_no_violation(capsys):
     started = time.perf_counter()
     status = main(["--jobs", "2"])

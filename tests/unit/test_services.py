@@ -151,6 +151,23 @@ def test_a_start_whose_answer_was_lost_and_payload_requeued_leaves_no_orphan(w):
     assert attempt is not None and ok and w.status(task.task_id) is TaskStatus.success
 
 
+def test_a_lost_start_answer_then_a_claimer_that_dies_leaves_no_orphan(w):  # issue 13, item 1b (sim)
+    # Found by the simulation's lost database replies: the reaper took the second claim's lease
+    # for an old duplicate of the attempt on the row, acked the only payload, and the row stayed
+    # processing until the reconciler's grace.
+    task = w.submit()
+    delivery = w.worker("w1").claim()
+    w.repo.start_attempt(task.task_id, delivery.token)  # it landed; the answer never came back
+    w.queue.requeue(delivery.token, front=True)
+    w.worker("w2").claim()  # w2 dies before it starts
+    w.expire()
+    assert w.reaper().reap_once() == 1
+    row = w.repo.get(task.task_id)
+    assert row.status is TaskStatus.pending and row.retry_count == 0  # handed back uncharged
+    attempt, ok = w.run_one(w.worker("w3"))
+    assert attempt is not None and ok and w.status(task.task_id) is TaskStatus.success
+
+
 def test_reaper_crash_between_row_and_queue_is_finished_by_the_next_one(w):  # D2
     task = w.submit()
     proc = w.worker("dead")

@@ -23,6 +23,8 @@ def test_defaults_run_on_a_laptop():
         ({"DOCLLM_REDIS_URL": "localhost:6379"}, "DOCLLM_REDIS_URL"),
         ({"DOCLLM_LOG_FORMAT": "xml"}, "DOCLLM_LOG_FORMAT"),
         ({"DOCLLM_LLM_PROVIDER": "openai"}, "DOCLLM_LLM_API_KEY"),
+        ({"DOCLLM_DATABASE_TIMEOUT_SECONDS": "0"}, "DOCLLM_DATABASE_TIMEOUT_SECONDS"),
+        ({"DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS": "-1"}, "DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS"),
     ],
 )
 def test_a_bad_setting_names_its_variable(env, named):
@@ -47,3 +49,40 @@ def test_urls_lose_their_passwords_in_repr_and_messages():
     )
     assert "hunter2" not in repr(s) and "sekret" not in repr(s)
     assert "mysql+pymysql://u:***@db/docllm" in repr(s)
+
+
+def test_database_timeouts_reach_the_engine():
+    import sqlalchemy as sa
+
+    from docllm.container import Container
+
+    env = {"DOCLLM_DATABASE_URL": "mysql+pymysql://u:p@db/x", "DOCLLM_DATABASE_TIMEOUT_SECONDS": "2.5"}
+    container = Container()
+    container.settings.override(Settings.from_env({**env, "DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS": "4"}))
+    engine = container.engine()
+    seen = {}
+
+    def capture(dialect, record, cargs, cparams):  # what PyMySQL would get; no connection is made
+        seen.update(cparams)
+        raise RuntimeError("captured")
+
+    sa.event.listen(engine, "do_connect", capture)
+    try:
+        with pytest.raises(RuntimeError, match="captured"):
+            engine.connect()
+        assert (seen["connect_timeout"], seen["read_timeout"], seen["write_timeout"]) == (4.0, 2.5, 2.5)
+    finally:
+        container.shutdown_resources()
+
+
+def test_the_dashboard_on_the_worker_port_needs_loopback_or_a_token():
+    port = {"DOCLLM_DASHBOARD_ON_WORKER": "1", "DOCLLM_METRICS_PORT": "9464"}
+    with pytest.raises(SettingsError, match="DOCLLM_DASHBOARD_TOKEN"):
+        Settings.from_env(port)  # the port binds 0.0.0.0 by default
+    with pytest.raises(SettingsError, match="DOCLLM_METRICS_PORT"):
+        Settings.from_env({"DOCLLM_DASHBOARD_ON_WORKER": "1", "DOCLLM_METRICS_HOST": "127.0.0.1"})
+    with pytest.raises(SettingsError, match="DOCLLM_DASHBOARD_ON_WORKER"):
+        Settings.from_env({"DOCLLM_DASHBOARD_ON_WORKER": "maybe"})
+    assert Settings.from_env({**port, "DOCLLM_METRICS_HOST": "::1"}).dashboard_on_worker
+    s = Settings.from_env({**port, "DOCLLM_DASHBOARD_TOKEN": "tok-secret-9"})
+    assert s.dashboard_on_worker and "tok-secret" not in repr(s)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from docllm.adapters.clock_steps import ClockSteps
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
@@ -56,6 +57,7 @@ class InMemoryTaskQueue:
         # first) and their processing_ts stamps. A lease's own stamp is implied by the lease.
         self._unleased: list[str] = []
         self._stamps: dict[int, str] = {}
+        self._steps = ClockSteps()
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
@@ -143,12 +145,16 @@ class InMemoryTaskQueue:
             out = []
             for token in tokens:
                 lease = self._leases.get(token)
-                if lease is not None and lease.deadline_ms >= now:
+                if lease is not None and self._steps.renewable(lease.deadline_ms, now):
                     lease.deadline_ms = now + lease_ms
                     out.append(True)
                 else:
                     out.append(False)
             return out
+
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        with self._changed:
+            self._steps.record(new_ms, old_ms, since_ms, lease_ms)
 
     def lease_exists(self, token: str) -> bool:
         with self._changed:
@@ -194,6 +200,8 @@ class InMemoryTaskQueue:
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         now = self._clock.now_ms()
         with self._changed:
+            if self._steps.quiet(now) is not None:
+                return []
             late = sorted(
                 (lease.deadline_ms, token) for token, lease in self._leases.items() if lease.deadline_ms < now
             )

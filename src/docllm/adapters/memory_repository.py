@@ -74,6 +74,24 @@ class InMemoryTaskRepository:
                 found[row.status.value] += 1
             return found
 
+    def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
+        needle = name_contains.casefold()
+        with self._lock:
+            rows = (self._rows[i] for i in sorted(self._rows, reverse=True))
+            found = [r for r in rows if status in (None, r.status) and needle in (r.task_name or "").casefold()]
+            return [_listed(r) for r in found[:limit]]
+
+    def finished_per_minute(self, minutes: int) -> dict[str, list[int]]:
+        now = self._now().replace(second=0, microsecond=0)
+        counts = {SUCCESS.value: [0] * minutes, FAILED.value: [0] * minutes}
+        with self._lock:
+            for row in self._rows.values():
+                if row.status.terminal and row.finished_at is not None:
+                    ago = int((now - row.finished_at.replace(second=0, microsecond=0)).total_seconds() // 60)
+                    if 0 <= ago < minutes:
+                        counts[row.status.value][minutes - 1 - ago] += 1
+        return counts
+
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
         with self._lock:
             keys = sorted((r.updated_at, r.task_id) for r in self._rows.values() if not r.status.terminal)

@@ -16,6 +16,7 @@ _SUFFIXES = {
     "dead": "queue:dead",  # JSON {"payload", "reason", "at_ms", "task_id"}, newest left
     "staging": "queue:staging",  # list: taken from ready by a blocking claimer, about to be leased
     "staging_seen": "hash:staging_seen",  # payload -> when the reaper first saw it staged (ms)
+    "clock": "list:clock_steps",  # quiet windows after steps of the authority's clock (lib.lua)
 }
 
 
@@ -34,6 +35,7 @@ class RedisKeys:
     dead: str = field(init=False)
     staging: str = field(init=False)
     staging_seen: str = field(init=False)
+    clock: str = field(init=False)
 
     def __post_init__(self) -> None:
         for name, suffix in _SUFFIXES.items():
@@ -41,7 +43,7 @@ class RedisKeys:
 
     @property
     def script_keys(self) -> list[str]:
-        """KEYS[1..9] of every queue script, in the order their headers name them (lua/lib.lua)."""
+        """KEYS[1..10] of every queue script, in the order their headers name them (lua/lib.lua)."""
         return [
             self.ready,
             self.processing,
@@ -52,6 +54,7 @@ class RedisKeys:
             self.processing_ts,
             self.staging,
             self.staging_seen,
+            self.clock,
         ]
 
     def lead(self, role: str) -> str:

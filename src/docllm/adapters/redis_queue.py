@@ -30,6 +30,7 @@ from docllm.domain.ports import Clock
 
 SCRIPT_NAMES = (
     "claim",
+    "clock_step",
     "lease_staged",
     "unstage",
     "clamp",
@@ -87,6 +88,8 @@ class RedisTaskQueue:
         self._client = client
         self._keys = RedisKeys.of(keys_or_prefix)
         self._clock = clock or RedisServerClock(client, key=self._keys.ready)
+        if isinstance(self._clock, RedisServerClock):
+            self._clock.watch_steps(self.note_clock_step)
         self._new_token = token_factory or (lambda: uuid.uuid4().hex)
         self._promote_batch = promote_batch
         self._page_size = page_size
@@ -185,6 +188,9 @@ class RedisTaskQueue:
         if not tokens:
             return []
         return [bool(ok) for ok in self._run("extend_many", self._clock.now_ms(), lease_ms, *tokens)]
+
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        self._run("clock_step", new_ms, old_ms, since_ms, lease_ms)  # never reads the clock: it is reporting
 
     def lease_exists(self, token: str) -> bool:
         with self._errors("lease_exists"):

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -21,6 +22,8 @@ from sqlalchemy.pool import StaticPool
 from docllm.domain.errors import Unavailable
 
 T = TypeVar("T")
+
+ER_UNKNOWN_SYSTEM_VARIABLE = 1193  # MySQL: no idle_transaction_timeout
 
 # MySQL/MariaDB errors that say the database cannot do the work right now, not that the work is
 # wrong: they are retried, then reported as ``Unavailable`` and never charged to a task (I9).
@@ -52,7 +55,7 @@ REFUSED = {
 }
 
 
-def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 60, pool_size: int = 5) -> Engine:
+def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: float = 60, pool_size: int = 5) -> Engine:
     """An engine for ``DOCLLM_DATABASE_URL``; ``io_timeout`` bounds a read or write on a hung server.
 
     ``pool_size`` should cover every thread that uses the engine at once (the worker's slots plus
@@ -65,7 +68,7 @@ def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 
             url = url.set(drivername=f"{backend}+pymysql")
         if "charset" not in url.query:
             url = url.update_query_dict({"charset": "utf8mb4"})
-        return create_engine(
+        engine = create_engine(
             url,
             pool_size=pool_size,
             max_overflow=pool_size,
@@ -78,9 +81,35 @@ def make_engine(url: str | URL, *, connect_timeout: int = 10, io_timeout: int = 
                 "write_timeout": io_timeout,
             },
         )
+        _end_abandoned_transactions(engine, idle_seconds=max(1, math.ceil(2 * io_timeout)))
+        return engine
     if backend == "sqlite":
         return _sqlite_engine(url, pool_size)
     return create_engine(url, pool_pre_ping=True)
+
+
+def _end_abandoned_transactions(engine: Engine, idle_seconds: int) -> None:
+    """The server ends a transaction its client left idle for ``idle_seconds``.
+
+    A client whose connection went half-open mid-transaction (its host died, a NAT entry or a
+    firewall dropped the connection, its COMMIT never arrived) gives up after the read timeout,
+    but the server still sees a live connection and keeps the transaction's row locks until
+    ``wait_timeout`` (8 hours by default): every later write of those rows waits and fails. None
+    of our transactions waits between its statements, so twice the I/O timeout is safe.
+    MariaDB (10.3+) has ``idle_transaction_timeout`` for exactly this; MySQL only ``wait_timeout``,
+    which also closes idle pooled connections (the pool's pre-ping replaces them)."""
+
+    @event.listens_for(engine, "connect")
+    def _session(dbapi_connection, _record):
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"SET SESSION idle_transaction_timeout = {idle_seconds}")
+        except Exception as exc:  # noqa: BLE001 - which server it is shows in the error
+            if not exc.args or exc.args[0] != ER_UNKNOWN_SYSTEM_VARIABLE:
+                raise
+            cursor.execute(f"SET SESSION wait_timeout = {idle_seconds}")
+        finally:
+            cursor.close()
 
 
 def _sqlite_engine(url: URL, pool_size: int) -> Engine:

@@ -10,6 +10,7 @@ Listing methods (``get_many``, ``recent``, ``non_terminal_after``) leave ``docum
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from docllm.adapters.sql_engine import TransientRetry
 from docllm.adapters.sql_schema import task_doc_llm as t
-from docllm.adapters.sql_time import utcnow
+from docllm.adapters.sql_time import minute_of, utcnow
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
 
@@ -138,6 +139,40 @@ class SqlAlchemyTaskRepository:
         stmt = select(t.c.status, func.count()).group_by(t.c.status)
         found = dict(self._run(lambda conn: conn.execute(stmt).all()))
         return {s.value: 0 for s in TaskStatus} | found
+
+    def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
+        stmt = select(*LISTED_ROW).order_by(t.c.task_id.desc()).limit(limit)
+        if status is not None:
+            stmt = stmt.where(t.c.status == status.value)
+        if name_contains:
+            stmt = stmt.where(t.c.task_name.contains(name_contains, autoescape=True))
+        return self._run(partial(_tasks, stmt))
+
+    def finished_per_minute(self, minutes: int) -> dict[str, list[int]]:
+        """Grouped by the database (at most 2 x ``minutes`` rows back). Ended rows are not written
+        again until an operator reopens them, so ``updated_at`` is their end: the range is one of
+        the (status, updated_at) index per status, not a scan of the table."""
+
+        def work(conn):
+            now = conn.execute(select(utcnow())).scalar_one().replace(second=0, microsecond=0)
+            since = now - timedelta(minutes=minutes - 1)
+            minute = minute_of(t.c.finished_at)
+            stmt = (
+                select(t.c.status, minute, func.count())
+                .where(t.c.status.in_((SUCCESS.value, FAILED.value)), t.c.updated_at >= since)
+                .group_by(t.c.status, minute)
+            )
+            return now, conn.execute(stmt).all()
+
+        now, rows = self._run(work)
+        counts = {SUCCESS.value: [0] * minutes, FAILED.value: [0] * minutes}
+        for status, at, n in rows:
+            if at is None:
+                continue
+            ago = int((now.replace(tzinfo=None) - datetime.strptime(at, "%Y-%m-%d %H:%M")).total_seconds() // 60)
+            if 0 <= ago < minutes:
+                counts[status][minutes - 1 - ago] += n
+        return counts
 
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
         def work(conn):

@@ -64,3 +64,28 @@ def _postgresql_utcnow(element, compiler, **kw):
 @compiles(utcnow)
 def _unsupported_utcnow(element, compiler, **kw):
     raise CompileError(f"utcnow() has no UTC form for dialect {compiler.dialect.name!r}")
+
+
+class minute_of(FunctionElement):  # noqa: N801 - reads like the SQL function it stands for
+    """A timestamp's minute as text, 'YYYY-MM-DD HH:MM' (the same form on every dialect)."""
+
+    inherit_cache = True
+
+
+@compiles(minute_of, "mysql")
+@compiles(minute_of, "mariadb")
+def _mysql_minute(element, compiler, **kw):
+    pattern = "%Y-%m-%d %H:%i"
+    if compiler.dialect.paramstyle in ("format", "pyformat"):  # PyMySQL: a literal % is written %%
+        pattern = pattern.replace("%", "%%")
+    return f"DATE_FORMAT({compiler.process(element.clauses, **kw)}, '{pattern}')"
+
+
+@compiles(minute_of, "sqlite")
+def _sqlite_minute(element, compiler, **kw):
+    return f"substr({compiler.process(element.clauses, **kw)}, 1, 16)"  # the text form above
+
+
+@compiles(minute_of, "postgresql")
+def _postgresql_minute(element, compiler, **kw):
+    return f"to_char({compiler.process(element.clauses, **kw)}, 'YYYY-MM-DD HH24:MI')"

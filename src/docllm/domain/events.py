@@ -23,6 +23,7 @@ RECONCILED = "reconciled"
 LEFTOVER_RELEASED = "leftover_released"
 SUBMITTED = "submitted"
 REOPENED = "reopened"
+DISCARDED = "discarded"
 
 
 class NullEvents:

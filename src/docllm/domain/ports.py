@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
-from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task
+from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task, TaskStatus
+from docllm.domain.workers import WorkerRecord
 
 
 class Clock(Protocol):
@@ -55,7 +56,15 @@ class TaskQueue(Protocol):
 
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """``extend`` every token in one round trip; a lease already past its deadline is not
-        renewed (the reaper may be acting on it)."""
+        renewed (the reaper may be acting on it), unless it expired only because the authority's
+        clock stepped (``note_clock_step``)."""
+
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        """Record, for the fleet, that the authority's clock stepped: it reads ``new_ms`` where
+        ``old_ms`` was expected, some time in the ``since_ms`` since the reporter's previous read
+        (DESIGN section 6). From then until ``lease_ms`` after the report, on either clock,
+        ``expired`` finds nothing and a lease live before the step may be renewed. Called by the
+        clock before it hands out the new time; never reads the clock."""
 
     def lease_exists(self, token: str) -> bool:
         """Whether ``token`` still holds a lease."""
@@ -79,7 +88,8 @@ class TaskQueue(Protocol):
 
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         """Leases whose deadline has passed, in deadline order, at most ``limit``: the oldest, or
-        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest."""
+        when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest.
+        None within the quiet period after a forward step of the clock."""
 
     def in_flight(self, limit: int) -> list[Delivery]:
         """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""
@@ -158,6 +168,24 @@ class TaskRepository(Protocol):
 
     def counts(self) -> dict[str, int]:
         """Rows per status, every status present."""
+
+    def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
+        """Newest first, at most ``limit``, of one status (or any) whose name contains the text
+        (case as the database compares it; ``%`` and ``_`` are plain characters). No documents."""
+
+    def finished_per_minute(self, minutes: int) -> dict[str, list[int]]:
+        """Tasks that ended ``success`` and ``failed`` in each of the last ``minutes`` minutes of the
+        database's clock, oldest first, the current minute last (the dashboard's throughput chart)."""
+
+
+class WorkerRegistry(Protocol):
+    """Live worker processes: each keeps its record current; a record not renewed expires."""
+
+    def beat(self, record: WorkerRecord, ttl_ms: int) -> None: ...
+
+    def remove(self, worker_id: str) -> None: ...
+
+    def live(self) -> list[WorkerRecord]: ...
 
 
 class DocumentReviewer(Protocol):

@@ -55,5 +55,12 @@ def build_service(container: Container, workers: bool = True, reaper: bool = Tru
         reconciler=container.reconciler() if reaper else None,
         metrics=metrics,
         readiness=container.readiness() if metrics is not None else {},
+        web_app=_dashboard(container) if container.settings().dashboard_on_worker else None,
     )
     return Service(container.settings(), parts)
+
+
+def _dashboard(container: Container) -> object:
+    from docllm.entrypoints.dashboard.wiring import build_app
+
+    return build_app(container)

@@ -38,10 +38,19 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("task_id", nargs="?", type=int)
     target.add_argument("--all", action="store_true")
     dr.add_argument("--json", action="store_true")
+    dd = dsub.add_parser("discard", help="drop dead letters (the rows stay failed)")
+    target = dd.add_mutually_exclusive_group(required=True)
+    target.add_argument("task_id", nargs="?", type=int)
+    target.add_argument("--all", action="store_true")
+    dd.add_argument("--json", action="store_true")
     sub.add_parser("worker", help="run a worker (with the reaper and reconciler)")
     sub.add_parser("reaper", help="run the reaper and reconciler alone")
     demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")
     demo.add_argument("--workers", type=int, default=3)
+    demo.add_argument("--dashboard", action="store_true", help="then serve the dashboard over the demo's data")
+    db = sub.add_parser("dashboard", help="serve the web dashboard (loopback unless DOCLLM_DASHBOARD_TOKEN is set)")
+    db.add_argument("--host", default="127.0.0.1")
+    db.add_argument("--port", type=int, default=8765)
     return p
 
 
@@ -64,7 +73,9 @@ def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | N
     from docllm.entrypoints import commands  # here: `docllm --help` need not import the container
 
     if args.command == "dead":
-        return commands.dead_list if args.dead_command == "list" else commands.dead_retry
+        return {"list": commands.dead_list, "retry": commands.dead_retry, "discard": commands.dead_discard}[
+            args.dead_command
+        ]
     return getattr(commands, args.command.replace("-", "_"))
 
 

@@ -9,11 +9,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from docllm.container import Container
-from docllm.domain.services.producer import retry_dead
+from docllm.domain.services.producer import discard_dead, retry_dead
 from docllm.domain.services.producer import submit as submit_task
 from docllm.entrypoints import views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 from docllm.entrypoints.output import CommandError, console, print_json
+from docllm.entrypoints.snapshot import stats_of
 from docllm.settings import redact_url
 
 
@@ -74,8 +75,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def _stats(c: Container) -> dict:
-    queue = c.queue()
-    return views.stats_json(c.repository().counts(), queue.stats(), queue.now_ms())
+    return stats_of(c)
 
 
 def stats(args: argparse.Namespace) -> int:
@@ -115,6 +115,26 @@ def dead_retry(args: argparse.Namespace) -> int:
     return 0
 
 
+def dead_discard(args: argparse.Namespace) -> int:
+    with _container() as c:
+        ids = discard_dead(c.queue(), None if args.all else args.task_id, c.events())
+    if args.json:
+        print_json({"discarded": ids})
+    else:
+        print(f"discarded {len(ids)} dead letter(s)")
+    if not args.all and not ids:
+        raise CommandError(f"task {args.task_id} has no dead letter")
+    return 0
+
+
+def dashboard(args: argparse.Namespace) -> int:
+    from docllm.entrypoints.dashboard.serve import check_bind, serve
+
+    check_bind(args.host, load_settings().dashboard_token)  # before anything connects
+    with _container() as c:
+        return serve(c, args.host, args.port)
+
+
 def worker(args: argparse.Namespace) -> int:
     from docllm.entrypoints.worker import main as run
 
@@ -130,4 +150,4 @@ def reaper(args: argparse.Namespace) -> int:
 def demo(args: argparse.Namespace) -> int:
     from docllm.entrypoints.demo import run_demo
 
-    return run_demo(workers=args.workers)
+    return run_demo(workers=args.workers, dashboard=args.dashboard)

@@ -32,6 +32,8 @@ DEMO_ENV = {  # short lease and fast reaper so the recovery shows within seconds
     "DOCLLM_SHUTDOWN_GRACE_SECONDS": "5",
 }
 TIMEOUT_SECONDS = 90
+DASHBOARD_PORT = 8765
+DASHBOARD_URL = f"http://127.0.0.1:{DASHBOARD_PORT}/"
 
 
 def find_examples() -> Path:
@@ -43,7 +45,7 @@ def find_examples() -> Path:
     raise FileNotFoundError("examples/docs not found: run the demo from the docllm checkout")
 
 
-def run_demo(workers: int = 3) -> int:
+def run_demo(workers: int = 3, dashboard: bool = False) -> int:
     console = Console()
     home = Path(os.environ.get("DOCLLM_HOME", ".docllm")).resolve() / "demo"
     env = {**os.environ, **DEMO_ENV, "DOCLLM_HOME": str(home)}
@@ -114,8 +116,25 @@ def run_demo(workers: int = 3) -> int:
         f"[bold {'green' if ok else 'red'}]{'every task succeeded' if ok else 'demo did not finish'}"
         f"[/] in {time.monotonic() - started:.1f} s"
     )
+    if dashboard:
+        _serve_dashboard(container, console)
+    else:
+        console.print(
+            f"Next, the reports (findings, quotes, suggestions) in a browser: DOCLLM_HOME={home} {docllm} "
+            f"dashboard, then open {DASHBOARD_URL} (or run `docllm demo --dashboard`)"
+        )
     container.shutdown_resources()
     return 0 if ok else 1
+
+
+def _serve_dashboard(container, console: Console) -> None:
+    from docllm.entrypoints.dashboard.serve import serve
+
+    console.print(f"[bold]dashboard[/] on {DASHBOARD_URL} over the demo's data; Ctrl-C stops it")
+    try:
+        serve(container, "127.0.0.1", DASHBOARD_PORT)
+    except KeyboardInterrupt:
+        pass
 
 
 def _reset(container, home: Path) -> None:

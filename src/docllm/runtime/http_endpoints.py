@@ -1,4 +1,5 @@
-"""The process's HTTP port (``DOCLLM_METRICS_PORT``): ``/metrics``, ``/healthz`` and ``/readyz``.
+"""The process's HTTP port (``DOCLLM_METRICS_PORT``): ``/metrics``, ``/healthz`` and ``/readyz``,
+and every other path to a WSGI app when one is given (the dashboard, ``DOCLLM_DASHBOARD_ON_WORKER``).
 
 - ``/healthz`` (liveness): 200 while the process's loops come round (no stalled reaper or
   reconciler loop, no dead worker slot); 503 listing the problems. An outage of Redis or the
@@ -12,11 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -45,9 +47,11 @@ class HttpEndpoints:
         registry: CollectorRegistry,
         health: Health,
         checks: Mapping[str, Callable[[], object]],
+        app: Callable[..., Any] | None = None,
     ):
         self.host, self.requested_port = host, port
         self.registry, self.health, self.checks = registry, health, checks
+        self.app = app  # a WSGI app served on every other path
         self.server: ThreadingHTTPServer | None = None
 
     @property
@@ -101,6 +105,8 @@ def _handler(endpoints: HttpEndpoints) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             page = pages.get(urlsplit(self.path).path)
+            if page is None and endpoints.app is not None:
+                return self._wsgi()
             if page is None:
                 status, kind, body = 404, "text/plain", b"not found: try /metrics, /healthz, /readyz\n"
             else:
@@ -115,7 +121,51 @@ def _handler(endpoints: HttpEndpoints) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            if endpoints.app is None:
+                self.send_error(405)
+            else:
+                self._wsgi()
+
+        def _wsgi(self) -> None:
+            """This request to the WSGI app, through the standard library's CGI-style handler."""
+            from wsgiref.handlers import SimpleHandler
+
+            environ = _environ(self)
+            out: Any = self.wfile
+            handler = SimpleHandler(self.rfile, out, sys.stderr, environ, multithread=True)
+            handler.http_version = "1.0"
+            handler.origin_server = True  # it writes the status line itself
+            assert endpoints.app is not None
+            handler.run(endpoints.app)
+            self.close_connection = True
+
         def log_message(self, format: str, *args: Any) -> None:  # scrapes every few seconds: no INFO lines
             log.debug("http %s", format % args)
 
     return Handler
+
+
+def _environ(req: BaseHTTPRequestHandler) -> dict[str, Any]:
+    """The WSGI environ of a request (what ``wsgiref.simple_server`` builds, for this handler)."""
+    path, _, query = req.path.partition("?")
+    address: Any = req.server.server_address  # (host, port, ...): an AF_INET(6) server
+    host, port = address[0], address[1]
+    env: dict[str, Any] = {
+        "REQUEST_METHOD": req.command,
+        "SCRIPT_NAME": "",
+        "PATH_INFO": unquote(path, "iso-8859-1"),
+        "QUERY_STRING": query,
+        "SERVER_NAME": str(host),
+        "SERVER_PORT": str(port),
+        "SERVER_PROTOCOL": req.request_version,
+        "REMOTE_ADDR": req.client_address[0],
+        "CONTENT_TYPE": req.headers.get("Content-Type", ""),
+        "CONTENT_LENGTH": req.headers.get("Content-Length", ""),
+        "wsgi.url_scheme": "http",
+    }
+    for key, value in req.headers.items():
+        name = "HTTP_" + key.upper().replace("-", "_")
+        if name not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):
+            env[name] = f"{env[name]},{value}" if name in env else value
+    return env

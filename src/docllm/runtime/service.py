@@ -40,6 +40,7 @@ class Parts:
     reconciler: Reconciler | None = None
     metrics: Any = None
     readiness: dict[str, Any] = field(default_factory=dict)
+    web_app: Any = None  # a WSGI app served on the HTTP port's other paths (the dashboard)
 
 
 class Service:
@@ -140,7 +141,7 @@ class Service:
         worker = self.worker
         m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
         self.endpoints = HttpEndpoints(
-            self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness
+            self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness, self.parts.web_app
         ).start()
 
     def run_forever(self) -> None:

@@ -6,7 +6,9 @@ and reapers (``docllm reaper``), some with their wall clocks hours off (libfaket
 in with ``docllm submit`` in waves while, at random moments, workers and reapers are SIGKILLed
 and restarted, workers get SIGTERM or are frozen (SIGSTOP) past their lease and woken up again,
 Redis is restarted and crashed, loses everything once
-(FLUSHALL), MariaDB is restarted and crashed, and bad input arrives (malformed payloads pushed
+(FLUSHALL), MariaDB is restarted and crashed, a process's own network links (through the fault
+proxy) get latency bursts, go half-open, are reset or lose the reply of a commit or a Redis script
+that ran, and bad input arrives (malformed payloads pushed
 straight to the ready list, rows deleted while their task is in flight, a 10 MB document).
 
 When the faults stop, within a bound computed from the settings (:meth:`ChaosSettings.settle_bound`)
@@ -20,7 +22,8 @@ Used by ``tests/e2e/test_chaos.py`` (short) and ``scripts/chaos`` (``python -m t
 ``--soak`` for 30 minutes and 5,000 tasks).
 
 Modules: ``settings`` (the knobs and the settle bound), ``scenario`` (one run), ``workload`` (the
-documents and their submits), ``faults`` (every fault and the restarts), ``bad_input``,
+documents and their submits), ``faults`` (every fault and the restarts), ``network`` (each process's
+links through the fault proxy, and their faults), ``bad_input``,
 ``sampling`` (measured while the faults go on), ``checks``, ``counters``, ``report`` (the summary as
 Markdown), ``__main__`` (``scripts/chaos``). The names the tests use are importable from here.
 """

@@ -21,6 +21,10 @@ class Counters:
     rows_deleted: int = 0
     malformed_pushed: int = 0
     submits: int = 0
+    net_latency_bursts: int = 0
+    net_blackholes: int = 0
+    net_resets: int = 0
+    net_dropped_replies: int = 0  # replies of a commit or a script that ran, dropped (counted by the proxy)
     submit_failures: int = 0
 
     @property

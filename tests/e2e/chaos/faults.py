@@ -3,8 +3,9 @@
 Processes: SIGKILL (a worker in the middle of an attempt when one is, or a reaper), SIGTERM (it
 must stop within the grace period), SIGSTOP past the lease then SIGCONT; each restarted after a
 random pause, with the same wall-clock skew. Servers: Redis restarted, crashed and FLUSHALLed,
-MariaDB restarted and crashed. Bad input: malformed payloads, a 10 MB document, rows deleted
-while their task is in flight.
+MariaDB restarted and crashed. Network (each process's own links through the fault proxy, see
+``network``): latency bursts, half-open links, resets, dropped replies of commits and scripts.
+Bad input: malformed payloads, a 10 MB document, rows deleted while their task is in flight.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable
 
 from tests.e2e.chaos.bad_input import MALFORMED
 from tests.e2e.chaos.counters import Counters
+from tests.e2e.chaos.network import KINDS as NETWORK_FAULTS
+from tests.e2e.chaos.network import NetworkFaults
 from tests.e2e.chaos.settings import ChaosSettings
 from tests.e2e.chaos.workload import Workload
 from tests.e2e.harness import Harness, Probe, Proc
@@ -37,8 +40,9 @@ class Faults:
         count: Counters,
         problems: list[str],
         say: Callable[[str], None],
+        network: NetworkFaults,
     ):
-        self.s, self.rng, self.harness, self.probe = settings, rng, harness, probe
+        self.s, self.rng, self.harness, self.probe, self.network = settings, rng, harness, probe, network
         self.redis, self.mariadb, self.workload = redis_server, mariadb_server, workload
         self.count, self.problems, self.say = count, problems, say
         self.deleted: set[int] = set()
@@ -62,7 +66,8 @@ class Faults:
             else:
                 self.count.reaper_restarts += 1
             return proc
-        return h.worker(name, skew=skew) if name.startswith("worker") else h.reaper(name, skew=skew)
+        env = self.network.env(name)
+        return h.worker(name, env, skew) if name.startswith("worker") else h.reaper(name, env, skew)
 
     def plan(self, start: float) -> list[tuple[float, str, float]]:
         """Server faults, SIGTERMs and bad input at fixed fractions of the phase (each at least once):
@@ -80,6 +85,7 @@ class Faults:
         sigterms = max(3, int(d / 120))  # 3 in a short run, one every 2 minutes in a soak
         plan += [(0.1 + 0.8 * i / sigterms, "sigterm") for i in range(sigterms)]
         plan += [(0.3, "pause"), (0.6, "pause")]  # more come at random with the kills
+        plan += [(0.2 + 0.6 * i / len(NETWORK_FAULTS), what) for i, what in enumerate(NETWORK_FAULTS)]
         plan += [(0.25 + 0.5 * (i + 1) / (self.s.deleted_rows + 1), "delete_row") for i in range(self.s.deleted_rows)]
         if self.s.server_fault_every_s:
             cycle = ("restart_redis", "restart_mariadb", "crash_redis", "crash_mariadb")
@@ -102,6 +108,9 @@ class Faults:
         """SIGKILL a worker (in the middle of an attempt when one is) or a reaper; now and then
         SIGSTOP a busy worker for longer than its lease instead (D5: slow but alive)."""
         workers, reapers = self._procs("worker"), self._procs("reaper")
+        if self.rng.random() < self.s.network_fault_share:
+            self._network(self.rng.choice(NETWORK_FAULTS))
+            return
         if workers and self.rng.random() < 0.15:
             self._pause(self._busy_worker(workers))
             return
@@ -141,7 +150,10 @@ class Faults:
 
     def _sigterm(self) -> bool:
         """SIGTERM a busy worker; it must stop within the grace period (checked in ``restarts``)."""
-        serving = [w for w in self._procs("worker") if w.serving]  # before its handlers exist, SIGTERM kills it
+        # Before its handlers exist, SIGTERM kills it. Not one whose links are faulted right now: a
+        # worker cut off from Redis stops only when its blocked calls time out (Redis socket timeout),
+        # which is not what the grace-period check is about.
+        serving = [w for w in self._procs("worker") if w.serving and w.name not in self.network.heal_at]
         if not serving:
             return False
         victim = self._busy_worker(serving)
@@ -158,6 +170,15 @@ class Faults:
         threading.Thread(target=clock_the_stop, daemon=True).start()
         return True
 
+    def _network(self, what: str) -> bool:
+        """A network fault on a busy worker's links (a reaper's, now and then)."""
+        workers, reapers = self._procs("worker"), self._procs("reaper")
+        if not workers:
+            return False
+        victim = self.rng.choice(reapers) if reapers and self.rng.random() < 0.2 else self._busy_worker(workers)
+        self.say(f"fault: {what}: {self.network.fault(what, victim.name, self.count)}")
+        return True
+
     def _busy_worker(self, workers: list[Proc]) -> Proc:
         """A worker in the middle of an attempt when there is one (it holds a lease)."""
         try:
@@ -169,6 +190,7 @@ class Faults:
 
     def restarts(self, now: float) -> None:
         self.resume(now)
+        self.network.heal_due(now)
         grace_limit = self.s.shutdown_grace_s + 5.0
         for name, sent in list(self.terminated.items()):
             proc = self.harness.procs[name]
@@ -198,6 +220,8 @@ class Faults:
 
     def planned(self, what: str) -> bool:
         """A planned fault; False when it found nothing to act on (no busy worker, no task in flight)."""
+        if what in NETWORK_FAULTS:
+            return self._network(what)
         if what in ("sigterm", "delete_row", "pause"):
             act = {"sigterm": self._sigterm, "delete_row": self._delete_in_flight_row, "pause": self._pause_one}[what]
             done = act()
@@ -261,6 +285,7 @@ class Faults:
     def heal(self) -> None:
         """The faults are over: every paused worker woken, both servers up, every process running."""
         self.resume(time.monotonic(), everyone=True)
+        self.network.heal_due(time.monotonic(), everyone=True)
         self.redis.start()
         self.mariadb.start()
         deadline = time.monotonic() + self.s.shutdown_grace_s + 6

@@ -28,6 +28,9 @@ def markdown(summary: dict[str, Any], command: str = "") -> str:
         f"- restarts: {f['worker_restarts']} workers, {f['reaper_restarts']} reapers, Redis {f['redis_restarts']} "
         f"restarts + {f['redis_crashes']} SIGKILLs + {f['redis_flushes']} FLUSHALL, MariaDB {f['mariadb_restarts']} "
         f"restarts + {f['mariadb_crashes']} SIGKILLs",
+        f"- network (own links through the fault proxy): {f['net_latency_bursts']} latency bursts, "
+        f"{f['net_blackholes']} half-open links, {f['net_resets']} resets, {f['net_dropped_replies']} replies "
+        "of a commit or script dropped after it ran",
         f"- max time in processing: {s['max_lease_age_s']} s (Redis lease age), {s['max_row_processing_s']} s "
         f"(row `processing`); largest ready backlog {s['max_ready_backlog']}",
         f"- recoveries (log events): {s['recoveries']}",

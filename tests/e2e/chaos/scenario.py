@@ -13,6 +13,7 @@ from typing import Any
 from tests.e2e.chaos.checks import check, settled
 from tests.e2e.chaos.counters import Counters
 from tests.e2e.chaos.faults import Faults
+from tests.e2e.chaos.network import NetworkFaults
 from tests.e2e.chaos.sampling import Sampler
 from tests.e2e.chaos.settings import ChaosSettings
 from tests.e2e.chaos.workload import Workload
@@ -55,6 +56,7 @@ class Chaos:
         self.count = Counters()
         self.problems: list[str] = []
         self.workload = Workload(settings, self.harness, workdir, self.count, self.problems, say)
+        self.network = NetworkFaults(self.rng, redis_server, mariadb_server, database_url, settings.lease_s)
         self.faults = Faults(
             settings,
             self.rng,
@@ -66,6 +68,7 @@ class Chaos:
             self.count,
             self.problems,
             say,
+            self.network,
         )
         self.sampler = Sampler(self.probe)
         self.llm: Proc | None = None
@@ -77,6 +80,7 @@ class Chaos:
             h, latency_ms=f"{low}-{high}", rate_429=self.s.rate_429, rate_500=self.s.rate_500, seed=self.seed
         )
         h.env["DOCLLM_LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+        self.network.llm_port = port
         h.init_db()
         install_commit_audit(self.probe)
         self.workload.write()
@@ -191,6 +195,8 @@ class Chaos:
         finally:
             self.harness.close()
             self.probe.close()
+            self.count.net_dropped_replies = self.network.dropped_replies()
+            self.network.close()
         successes = checks["by_status"].get("success", 0)
         busy = faults_done - began - set_up + settle_s
         c = self.count

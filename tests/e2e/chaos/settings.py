@@ -23,12 +23,14 @@ class ChaosSettings:
     shutdown_grace_s: float = 2.0
     max_attempts: int = 10
     llm_timeout_s: float = 10.0
+    database_timeout_s: float = 5.0  # a half-open database connection fails after this
     # the LLM test server
     llm_latency_ms: tuple[int, int] = (300, 2500)
     rate_429: float = 0.05
     rate_500: float = 0.05
     # faults
     process_fault_every_s: tuple[float, float] = (1.5, 3.5)
+    network_fault_share: float = 0.1  # of the random faults, this share hits a process's links instead
     restart_after_s: tuple[float, float] = (0.2, 2.0)
     server_fault_every_s: float = 0.0  # 0: each server fault once; else a cycle of them this often
     worker_skews: tuple[str | None, ...] = (None, "+8h", "-7h", "+26h")
@@ -61,6 +63,8 @@ class ChaosSettings:
             "DOCLLM_MAX_ATTEMPTS": str(self.max_attempts),
             "DOCLLM_CONCURRENCY": str(self.concurrency),
             "DOCLLM_LLM_TIMEOUT_SECONDS": str(self.llm_timeout_s),
+            "DOCLLM_DATABASE_TIMEOUT_SECONDS": str(self.database_timeout_s),
+            "DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS": str(self.database_timeout_s),
             "DOCLLM_LLM_PROVIDER": "openai",
             "DOCLLM_LLM_API_KEY": "test-key",
             "DOCLLM_LLM_MODEL": "test-model",

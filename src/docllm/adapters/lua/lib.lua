@@ -1,11 +1,41 @@
 -- lib.lua: helpers prepended to every queue script by redis_queue.py (a script cannot include
 -- another). Scripts never call TIME: the adapter passes the authority's now_ms.
--- KEYS (the same nine in every script, RedisKeys.script_keys):
+-- KEYS (the same ten in every script, RedisKeys.script_keys):
 --   1 ready, 2 processing, 3 lease_index, 4 leases, 5 delayed, 6 dead, 7 processing_ts,
---   8 staging, 9 staging_seen
+--   8 staging, 9 staging_seen, 10 clock
 local READY, PROCESSING, LEASE_INDEX, LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DELAYED, DEAD, PROCESSING_TS = KEYS[5], KEYS[6], KEYS[7]
-local STAGING, STAGING_SEEN = KEYS[8], KEYS[9]
+local STAGING, STAGING_SEEN, CLOCK = KEYS[8], KEYS[9], KEYS[10]
+
+-- Steps of the authority clock (DESIGN section 6: an NTP step, a VM resume, a failover to a host
+-- whose clock is elsewhere). A process's clock (redis_clock.py) sees a step when TIME disagrees
+-- with its monotonic clock, and records it here (clock_step.lua) before it hands the new time to
+-- anyone: a quiet window of one lease from the step, on the old clock and on the new one, since
+-- processes that have not re-read TIME yet still count on the old one. No lease is reclaimed by a
+-- caller whose time falls in a window, and a lease that was live before the step (its deadline
+-- past the window's floor) may still be renewed, so every live worker renews on the new clock
+-- first. The windows live in Redis: every process agrees on them whatever its own schedule.
+-- Entries "from:until:floor" of the list CLOCK, newest first (windows of different clocks cannot
+-- be ordered by time). Mirrored by adapters/clock_steps.py.
+
+-- The lowest floor of the quiet windows `now` falls in, or nil when reclaims may go on.
+local function clock_quiet(now)
+  local lowest = nil
+  for _, w in ipairs(redis.call('LRANGE', CLOCK, 0, -1)) do
+    local from, until_ms, floor = string.match(w, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
+    from, until_ms, floor = tonumber(from), tonumber(until_ms), tonumber(floor)
+    if from <= now and now < until_ms and (lowest == nil or floor < lowest) then lowest = floor end
+  end
+  return lowest
+end
+
+-- Whether a lease with this deadline may be renewed at `now`: it has not expired, or it expired
+-- only because the clock stepped under it.
+local function renewable(deadline, now)
+  if deadline >= now then return true end
+  local floor = clock_quiet(now)
+  return floor ~= nil and deadline > floor
+end
 
 -- The positive integer task id a payload names, as a string, or nil. A malformed payload is
 -- still leased (its caller dead-letters it), so a decode error must not abort the script.

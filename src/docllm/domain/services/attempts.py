@@ -16,10 +16,9 @@ from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
-from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
+from docllm.domain.services.outcome import ORPHANED_REASON, Outcome, OutcomeKind, Reason
 
 LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
-ORPHANED_REASON = "its attempt had no lease left: handed back without charging an attempt"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ class OutcomeKind(enum.Enum):
     release = "release"  # not the task's fault (shutdown, misconfiguration): back to ready, budget kept
 
 
+# A row ``processing`` under an attempt whose lease is gone (its start landed, its answer was lost).
+ORPHANED_REASON = "its attempt had no lease left: handed back without charging an attempt"
+
+
 class Reason(enum.StrEnum):
     """Why an attempt or a delivery did not succeed, as one of a few values: the ``reason`` field
     of events and the ``reason`` label of metrics (a label must not carry task ids or messages).
@@ -35,6 +39,7 @@ class Reason(enum.StrEnum):
     row_deleted = "row_deleted"
     lease_expired = "lease_expired"  # the reaper reclaimed an attempt whose worker stopped
     never_started = "never_started"  # the reaper requeued a claim that never started
+    orphaned = "orphaned"  # a row processing under an attempt without a lease, handed back uncharged
     task_failed = "task_failed"  # the reaper found the row already failed (its worker died after)
     unsettled = "unsettled"  # the reaper could not settle a lease (an unexpected error)
     other = "other"

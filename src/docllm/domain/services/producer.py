@@ -1,4 +1,4 @@
-"""What producers and operators do: submit a task, and retry dead letters."""
+"""What producers and operators do: submit a task, and retry or discard dead letters."""
 
 from __future__ import annotations
 
@@ -53,3 +53,14 @@ def retry_dead(
         queue.push(make_payload(row.task_id, row.task_name))
         sink.emit(ev.REOPENED, task_id=row.task_id)
     return [row.task_id for row in reopened]
+
+
+def discard_dead(queue: TaskQueue, task_id: int | None, events: EventSink | None = None) -> list[int | None]:
+    """Operator's discard: drop the dead letters of one task (or all, with None) and return whose.
+    The row keeps its status and error: the task stays on record, and a retry of its id still
+    reopens it. Letters that name no task (malformed payloads) go only with ``None``."""
+    removed = queue.remove_dead_letters(None if task_id is None else [task_id])
+    sink = events or NullEvents()
+    for letter in removed:
+        sink.emit(ev.DISCARDED, task_id=letter.task_id)
+    return [letter.task_id for letter in removed]

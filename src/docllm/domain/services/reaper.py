@@ -16,7 +16,7 @@ from docllm.domain.model import Delivery, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
-from docllm.domain.services.outcome import Reason
+from docllm.domain.services.outcome import ORPHANED_REASON, Reason
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
 
@@ -89,6 +89,15 @@ class Reaper:
                 self.events.emit(ev.REQUEUED, task_id=task_id, reason=Reason.never_started, worker=self.name)
             return True
         if row.lease_token != delivery.token:
+            if row.lease_token is not None and not self.queue.lease_exists(row.lease_token):
+                # The row's attempt has no lease (its start landed but the answer was lost and its
+                # payload went back; issue 13 item 1): this payload is the only one left, so hand
+                # the row back uncharged, fenced on that attempt, and requeue rather than ack.
+                if not self.repo.retry(task_id, row.attempt, ORPHANED_REASON, count_failure=False):
+                    return False
+                self.queue.requeue(delivery.token, front=True)
+                self.events.emit(ev.REQUEUED, task_id=task_id, reason=Reason.orphaned, worker=self.name)
+                return True
             # A newer attempt holds the row; this lease is an old duplicate.
             self.queue.ack(delivery.token)
             self.events.emit(ev.STALE_LEASE_DROPPED, task_id=task_id, worker=self.name)

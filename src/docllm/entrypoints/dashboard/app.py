@@ -1,0 +1,155 @@
+"""The dashboard's pages and actions over the same ports and services as the CLI.
+
+``create_app`` takes what it shows as arguments (``Sources``), so tests pass real adapters or
+fakes and the app never sees the container (``wiring.build_app`` does that).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, abort, flash, redirect, render_template, request, session, url_for
+
+from docllm.domain.model import Task, TaskStatus
+from docllm.domain.ports import EventSink, TaskQueue, TaskRepository, WorkerRegistry
+from docllm.domain.report import SEVERITIES
+from docllm.domain.services.producer import discard_dead, retry_dead
+from docllm.entrypoints.dashboard import security
+from docllm.entrypoints.dashboard.chart import throughput_svg
+from docllm.entrypoints.views import printable, task_json
+
+HERE = Path(__file__).resolve().parent
+CHART_MINUTES = 60
+LIST_LIMIT = 200
+
+
+@dataclass
+class Sources:
+    repository: TaskRepository
+    queue: TaskQueue
+    stats: Callable[[], dict[str, Any]]  # what `docllm stats --json` prints
+    registry: WorkerRegistry | None = None  # None: this build keeps no worker registry
+    events: EventSink | None = None
+    refresh_seconds: float = 2.0
+
+
+def create_app(src: Sources, token: str = "") -> Flask:
+    app = Flask("docllm.dashboard", root_path=str(HERE))
+    security.install(app, token)
+    app.jinja_env.globals.update(refresh_ms=int(src.refresh_seconds * 1000), statuses=[s.value for s in TaskStatus])
+    app.jinja_env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M:%S UTC") if v else "-"
+    app.jinja_env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+
+    @app.get("/")
+    def overview() -> str:
+        stats = src.stats()
+        chart = throughput_svg(src.repository.finished_per_minute(CHART_MINUTES))
+        return render_template("overview.html", stats=stats, chart=chart, llm=stats.get("llm"))
+
+    @app.get("/tasks")
+    def tasks() -> str:
+        status = request.args.get("status") or None
+        if status not in (None, *TaskStatus.__members__):
+            abort(400, f"unknown status {status!r}")
+        q = request.args.get("q", "").strip()
+        rows = src.repository.search(TaskStatus(status) if status else None, q, LIST_LIMIT)
+        return render_template("tasks.html", tasks=rows, status=status or "", q=q, findings=_findings_count)
+
+    @app.get("/tasks/<int:task_id>")
+    def task(task_id: int) -> str:
+        row = src.repository.get(task_id)
+        if row is None:
+            abort(404, f"no task with id {task_id}")
+        letters = [d for d in src.queue.dead_letters(limit=1000) if d.task_id == task_id]
+        running = [
+            (w, f) for w in (src.registry.live() if src.registry else []) for f in w.in_flight if f.task_id == task_id
+        ]
+        return render_template(
+            "task.html",
+            task=row,
+            report=_report(row),
+            letters=letters,
+            running=running,
+            as_json=task_json(row),
+            now_ms=src.queue.now_ms(),
+        )
+
+    @app.get("/dead")
+    def dead() -> str:
+        letters = src.queue.dead_letters(limit=LIST_LIMIT)
+        return render_template("dead.html", letters=letters, printable=printable, now_ms=src.queue.now_ms())
+
+    @app.post("/dead/<int:task_id>/retry")
+    def dead_retry(task_id: int) -> Any:
+        ids = retry_dead(src.repository, src.queue, task_id, src.events)
+        flash(f"requeued task {task_id}" if ids else f"task {task_id} is not failed: nothing to retry")
+        return redirect(url_for("dead"))
+
+    @app.post("/dead/retry-all")
+    def dead_retry_all() -> Any:
+        ids = retry_dead(src.repository, src.queue, None, src.events)
+        flash(f"requeued {len(ids)} task(s)")
+        return redirect(url_for("dead"))
+
+    @app.post("/dead/<int:task_id>/discard")
+    def dead_discard(task_id: int) -> Any:
+        removed = discard_dead(src.queue, task_id, src.events)
+        flash(f"discarded {len(removed)} dead letter(s) of task {task_id}")
+        return redirect(url_for("dead"))
+
+    @app.get("/workers")
+    def workers() -> str:
+        live = src.registry.live() if src.registry else None
+        return render_template("workers.html", workers=live, now_s=src.queue.now_ms() / 1000)
+
+    @app.get("/llm")
+    def llm() -> str:
+        return render_template("llm.html", llm=src.stats().get("llm"))
+
+    @app.route("/login", methods=["GET", "POST"])
+    def login() -> Any:
+        if not token:
+            return redirect(url_for("overview"))
+        if request.method == "POST":
+            if security.token_matches(request.form.get("token"), token):
+                session["auth"] = True
+                target = request.args.get("next", "")
+                return redirect(target if target.startswith("/") and not target.startswith("//") else "/")
+            return render_template("login.html", error="wrong token"), 401
+        return render_template("login.html", error=None)
+
+    @app.post("/logout")
+    def logout() -> Any:
+        session.clear()
+        return redirect(url_for("login"))
+
+    @app.errorhandler(400)
+    @app.errorhandler(401)
+    @app.errorhandler(403)
+    @app.errorhandler(404)
+    def error(exc: Any) -> Any:
+        return render_template("error.html", code=exc.code, message=exc.description), exc.code
+
+    return app
+
+
+def _findings_count(task: Task) -> int | None:
+    findings = task.result.get("findings") if isinstance(task.result, dict) else None
+    return len(findings) if isinstance(findings, list) else None
+
+
+def _report(task: Task) -> dict[str, Any] | None:
+    """A report's findings grouped by severity, worst first; None when the result is no report
+    (rows of the original deployment hold any text: shown as it is)."""
+    result = task.result
+    if not isinstance(result, dict) or not isinstance(result.get("findings"), list):
+        return None
+    groups: dict[str, list[dict[str, Any]]] = {s: [] for s in reversed(SEVERITIES)}
+    for f in result["findings"]:
+        if isinstance(f, dict):
+            groups.setdefault(str(f.get("severity", "other")), []).append(f)
+    return {"groups": {s: fs for s, fs in groups.items() if fs}, "total": len(result["findings"]), "raw": result}

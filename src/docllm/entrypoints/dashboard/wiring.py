@@ -1,0 +1,17 @@
+"""The dashboard built from the container: the same adapters and services as the CLI."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from docllm.container import Container
+from docllm.entrypoints.dashboard.app import Sources, create_app
+from docllm.entrypoints.snapshot import stats_of
+
+
+def build_app(c: Container) -> Flask:
+    # The worker registry's provider comes with the runtime's registry (issue 17); a container
+    # without it shows "no worker registry" rather than failing.
+    registry = c.worker_registry() if hasattr(c, "worker_registry") else None
+    sources = Sources(c.repository(), c.queue(), lambda: stats_of(c), registry, c.events())
+    return create_app(sources, token=c.settings().dashboard_token)

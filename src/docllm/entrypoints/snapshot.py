@@ -1,0 +1,14 @@
+"""What ``docllm stats --json`` prints, as one function of the container: the CLI and the
+dashboard show the same numbers (and the LLM's state under "llm" where it is recorded)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docllm.container import Container
+from docllm.entrypoints import views
+
+
+def stats_of(c: Container) -> dict[str, Any]:
+    queue = c.queue()
+    return views.stats_json(c.repository().counts(), queue.stats(), queue.now_ms())

@@ -1,0 +1,148 @@
+"""The dashboard in headless Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by
+selenium; nothing downloaded at run time) while worker processes work on real Redis and MariaDB:
+a task page turns to success by itself (live polling), its report shows a finding's quote, and a
+dead letter retried from the UI is processed. The worker's own port serves the dashboard too.
+
+With ``DOCLLM_SCREENSHOTS=DIR`` it also saves the main pages as PNGs (``python -m
+tests.e2e.dashboard_screenshots`` writes docs/screenshots/)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import in_ci
+from tests.e2e.harness import Harness, Probe, docllm_argv, wait_until
+from tests.servers.ports import free_port, port_is_open
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+QUOTE = "TODO: write the install steps."
+SHOTS = os.environ.get("DOCLLM_SCREENSHOTS")
+
+
+def document(i: int) -> str:
+    return f"# Guide {i}\n\n{QUOTE}\n\n## Usage\n\nRun the tool with `--help` to see its options.\n"
+
+
+@pytest.fixture
+def browser() -> Iterator:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        message = "chromium and chromium-driver are not installed (scripts/test installs them)"
+        pytest.fail(message) if in_ci() else pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    yield driver
+    driver.quit()
+
+
+def shot(driver, name: str) -> None:
+    """The whole page (beyond the window), through the DevTools protocol."""
+    if not SHOTS:
+        return
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 1600), "scale": 1}
+    png = driver.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True, "clip": clip})["data"]
+    Path(SHOTS).mkdir(parents=True, exist_ok=True)
+    (Path(SHOTS) / f"{name}.png").write_bytes(base64.b64decode(png))
+
+
+def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: Probe, browser, tmp_path: Path):
+    from selenium.webdriver.common.by import By
+
+    started = time.monotonic()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(1, 8):
+        (docs / f"guide-{i}.md").write_text(document(i))
+    (docs / "broken.md").write_text(document(0))
+    tasks = {t["task_name"]: t["task_id"] for t in harness.submit(sorted(docs.glob("*.md")))}
+    broken, first = tasks["broken.md"], tasks["guide-1.md"]
+    probe.execute("UPDATE task_doc_llm SET document = '' WHERE task_id = :id", id=broken)  # fails for good
+
+    port = free_port()
+    harness.spawn("dashboard", [*docllm_argv(), "dashboard", "--port", str(port)], "dashboard")
+    wait_until(lambda: port_is_open("127.0.0.1", port), 30, "the dashboard to listen", on_timeout=harness.dump)
+    base = f"http://127.0.0.1:{port}"
+
+    browser.get(f"{base}/tasks/{first}")
+    status = browser.find_element(By.ID, "task-status")
+    assert status.text == "pending"  # before any worker runs
+
+    worker_port = free_port()
+    slow = {"DOCLLM_OFFLINE_LATENCY_SECONDS": "0.5"}
+    harness.worker(
+        "w1",
+        env={
+            **slow,
+            "DOCLLM_METRICS_PORT": str(worker_port),
+            "DOCLLM_METRICS_HOST": "127.0.0.1",
+            "DOCLLM_DASHBOARD_ON_WORKER": "1",
+        },
+    )
+    harness.worker("w2", env=slow)
+
+    # The page refreshes itself (polling): no reload, the status turns to success and the report appears.
+    wait_until(
+        lambda: browser.find_element(By.ID, "task-status").text == "success",
+        60,
+        f"task {first} to show success",
+        on_timeout=harness.dump,
+    )
+    quotes = [q.text for q in browser.find_elements(By.CSS_SELECTOR, "blockquote.quote")]
+    assert QUOTE in quotes
+    assert "medium" in browser.find_element(By.CSS_SELECTOR, ".severity h3").text.lower()
+    shot(browser, "task-report")
+
+    wait_until(
+        lambda: probe.counts()["failed"] == 1 and probe.counts()["success"] == 7,
+        60,
+        "every task to end",
+        on_timeout=harness.dump,
+    )
+    browser.get(f"{base}/")
+    assert browser.find_element(By.ID, "queue-dead").text == "1"
+    assert "7 succeeded, 1 failed" in browser.find_element(By.CSS_SELECTOR, "svg.chart").get_attribute("aria-label")
+    shot(browser, "overview")
+    browser.get(f"{base}/tasks?status=success")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr[data-task-id]")) == 7
+    browser.get(f"{base}/tasks")
+    shot(browser, "tasks")
+
+    # The operator fixes the document, then retries the dead letter from the UI.
+    browser.get(f"{base}/dead")
+    row = browser.find_element(By.CSS_SELECTOR, f'#dead tr[data-task-id="{broken}"]')
+    assert "empty" in row.text
+    shot(browser, "dead-letters")
+    probe.execute("UPDATE task_doc_llm SET document = :doc WHERE task_id = :id", doc=document(0), id=broken)
+    row.find_element(By.CSS_SELECTOR, "button.retry").click()
+    assert f"requeued task {broken}" in browser.find_element(By.CSS_SELECTOR, ".flash").text
+    browser.get(f"{base}/tasks/{broken}")
+    wait_until(
+        lambda: browser.find_element(By.ID, "task-status").text == "success",
+        60,
+        f"retried task {broken} to succeed",
+        on_timeout=harness.dump,
+    )
+    assert probe.dead_letters() == []
+
+    # The worker's HTTP port serves the same dashboard beside /metrics.
+    with urllib.request.urlopen(f"http://127.0.0.1:{worker_port}/tasks?status=success") as page:
+        assert page.read().decode().count("data-task-id=") == 8
+    browser.get(f"{base}/workers")
+    shot(browser, "workers")
+    browser.get(f"{base}/llm")
+    shot(browser, "llm")
+    print(f"dashboard browser test: {time.monotonic() - started:.1f} s", file=sys.stderr)

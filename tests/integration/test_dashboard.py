@@ -1,0 +1,220 @@
+"""The dashboard over HTTP, in process (Flask's test client), on real Redis and MariaDB: every
+page, both actions, CSRF refusal, token auth, the loopback rule, and the app on the worker's port."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import re
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from docllm.container import Container
+from docllm.domain.model import TaskStatus
+from docllm.domain.payload import make_payload
+from docllm.domain.report import finding, make_report
+from docllm.domain.workers import InFlight, WorkerRecord
+from docllm.entrypoints.bootstrap import build_container
+from docllm.entrypoints.cli import main
+from docllm.entrypoints.dashboard.app import Sources, create_app
+from docllm.entrypoints.snapshot import stats_of
+from docllm.runtime.http_endpoints import HttpEndpoints
+from docllm.settings import Settings
+from tests.support.fake_worker_registry import InMemoryWorkerRegistry
+
+QUOTE = "Run `make instal` to set it up."
+
+
+@dataclass
+class World:
+    container: Container
+    sources: Sources
+    done: int  # a task with a report
+    dead: int  # a failed task with a dead letter
+    waiting: int  # a pending task
+
+
+@pytest.fixture
+def world(redis_url: str, mysql_url: str) -> Iterator[World]:
+    from docllm.adapters.migrations import upgrade_schema
+
+    settings = replace(
+        Settings.from_env({}), redis_url=redis_url, database_url=mysql_url, queue_prefix=f"d{uuid.uuid4().hex[:6]}"
+    )
+    c = build_container(settings, log=False)
+    upgrade_schema(c.engine())
+    repo, queue = c.repository(), c.queue()
+    from docllm.domain.services.producer import submit
+
+    done, dead, waiting = (
+        submit(repo, queue, name, "# Guide\n\ntext\n") for name in ("guide.md", "broken.md", "later.md")
+    )
+    for task in (done, dead):  # claim both (FIFO), then end them as a worker would
+        delivery = queue.claim("w1", 30_000)
+        assert delivery is not None
+        row = repo.start_attempt(task.task_id, delivery.token).task
+        assert row is not None
+        if task is done:
+            report = make_report(
+                [
+                    finding(
+                        "correctness",
+                        "high",
+                        "The target is misspelt.",
+                        heading="Guide > Install",
+                        line_start=3,
+                        quote=QUOTE,
+                        suggestion="Write `make install`.",
+                    ),
+                    finding("style", "low", "Passive voice.", quote="it is done"),
+                ],
+                "Two findings.",
+                "offline",
+                "rules",
+            )
+            assert repo.commit(task.task_id, row.attempt, report) and queue.ack(delivery.token)
+        else:
+            assert repo.fail(task.task_id, row.attempt, "the document is not a document")
+            assert queue.dead_letter(delivery.token, delivery.raw, "the document is not a document", task.task_id)
+    registry = InMemoryWorkerRegistry(queue.now_ms)
+    now_s = queue.now_ms() / 1000
+    registry.beat(
+        WorkerRecord("host-a:41", "host-a", 41, "0.1.0", 4, (InFlight(waiting.task_id, 1, 2.5),), now_s - 60, now_s),
+        ttl_ms=10_000,
+    )
+    sources = Sources(repo, queue, lambda: stats_of(c), registry, c.events())
+    yield World(c, sources, done.task_id, dead.task_id, waiting.task_id)
+    c.shutdown_resources()
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+def status_of(repo, task_id: int) -> TaskStatus | None:
+    row = repo.get(task_id)
+    return None if row is None else row.status
+
+
+def test_every_page_renders_what_the_services_hold(world: World):
+    client = create_app(world.sources).test_client()
+    page = client.get("/").get_data(as_text=True)
+    assert "tasks success" in page and 'id="queue-dead">1<' in page and 'id="queue-ready">1<' in page
+    assert "<svg" in page and "1 succeeded, 1 failed" in page  # the last hour's chart
+    assert "not configured" in page  # no LLM state recorded
+
+    listed = client.get("/tasks").get_data(as_text=True)
+    assert all(f'data-task-id="{i}"' in listed for i in (world.done, world.dead, world.waiting))
+    only = client.get("/tasks?status=success").get_data(as_text=True)
+    assert f'data-task-id="{world.done}"' in only and f'data-task-id="{world.dead}"' not in only
+    found = client.get("/tasks?q=BROK").get_data(as_text=True)
+    assert f'data-task-id="{world.dead}"' in found and f'data-task-id="{world.done}"' not in found
+    assert client.get("/tasks?status=bogus").status_code == 400
+
+    report = client.get(f"/tasks/{world.done}").get_data(as_text=True)
+    assert "Run `make instal` to set it up." in report  # the quote, escaped text, not markup
+    assert "Guide &gt; Install · line 3" in report and "Suggestion: Write `make install`." in report
+    assert report.index(">high <") < report.index(">low <")  # grouped, worst first
+    failed = client.get(f"/tasks/{world.dead}").get_data(as_text=True)
+    assert "the document is not a document" in failed and "dead letter" in failed
+    running = client.get(f"/tasks/{world.waiting}").get_data(as_text=True)
+    assert "attempt 1 on" in running and "host-a:41" in running
+    assert client.get("/tasks/999999").status_code == 404
+
+    dead = client.get("/dead").get_data(as_text=True)
+    assert f'data-task-id="{world.dead}"' in dead and "Retry" in dead and "Discard" in dead
+    workers = client.get("/workers").get_data(as_text=True)
+    assert "host-a:41" in workers and "1 / 4" in workers and f"/tasks/{world.waiting}" in workers
+    assert "not configured" in client.get("/llm").get_data(as_text=True)
+
+
+def test_llm_state_is_rendered_generically_and_a_missing_registry_is_said(world: World):
+    llm = {"breaker": {"state": "open", "failures": 5}, "usage": {"prompt_tokens": 1200, "cost_usd": 0.42}}
+    sources = replace(world.sources, stats=lambda: {**stats_of(world.container), "llm": llm}, registry=None)
+    client = create_app(sources).test_client()
+    page = client.get("/llm").get_data(as_text=True)
+    assert 'id="llm-breaker"' in page and "<th>state</th><td>open</td>" in page
+    assert "<th>cost_usd</th><td>0.42</td>" in page
+    assert 'id="llm-usage"' in client.get("/").get_data(as_text=True)
+    assert "keeps no worker registry" in client.get("/workers").get_data(as_text=True)
+
+
+def test_retry_and_discard_are_posts_refused_without_the_csrf_token(world: World):
+    repo, queue = world.sources.repository, world.sources.queue
+    client = create_app(world.sources).test_client()
+    token = csrf_of(client.get("/dead").get_data(as_text=True))
+
+    for form in ({}, {"csrf": "forged"}):
+        assert client.post(f"/dead/{world.dead}/retry", data=form).status_code == 403
+    assert client.get(f"/dead/{world.dead}/retry").status_code == 405  # an action is never a GET
+    assert status_of(repo, world.dead) is TaskStatus.failed and queue.stats().dead == 1
+
+    answer = client.post(f"/dead/{world.dead}/retry", data={"csrf": token}, follow_redirects=True)
+    assert answer.status_code == 200 and f"requeued task {world.dead}" in answer.get_data(as_text=True)
+    row = repo.get(world.dead)
+    assert row is not None and row.status is TaskStatus.pending and row.retry_count == 0
+    assert queue.stats().dead == 0 and queue.stats().ready == 2  # queued again
+
+    queue.dead_letter(None, make_payload(world.dead, "broken.md"), "given up again", world.dead)
+    assert client.post(f"/dead/{world.dead}/discard", data={"csrf": "forged"}).status_code == 403
+    assert queue.stats().dead == 1
+    answer = client.post(f"/dead/{world.dead}/discard", data={"csrf": token}, follow_redirects=True)
+    assert "discarded 1 dead letter(s)" in answer.get_data(as_text=True) and queue.stats().dead == 0
+    assert client.post("/dead/retry-all", data={"csrf": token}).status_code == 302
+
+
+def test_a_token_guards_every_page_and_the_login_compares_it(world: World):
+    client = create_app(world.sources, token="s3cret-token").test_client()
+    answer = client.get("/tasks?status=failed")
+    assert answer.status_code == 302 and "/login" in answer.headers["Location"]
+    assert client.post(f"/dead/{world.dead}/retry", data={}).status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 302
+    assert client.get("/", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    # a script with the bearer token needs no form token; nothing else is let through
+    assert client.post("/dead/retry-all", headers={"Authorization": "Bearer s3cret-token"}).status_code == 302
+
+    form = csrf_of(client.get("/login").get_data(as_text=True))
+    assert client.post("/login", data={"csrf": form, "token": "s3cret-tokeX"}).status_code == 401
+    assert client.post("/login", data={"token": "s3cret-token"}).status_code == 403  # the login form has CSRF too
+    answer = client.post("/login?next=/tasks", data={"csrf": form, "token": "s3cret-token"})
+    assert answer.status_code == 302 and answer.headers["Location"].endswith("/tasks")
+    assert client.get("/").status_code == 200
+    assert client.post(f"/dead/{world.dead}/retry", data={}).status_code == 403  # logged in, still CSRF
+    assert client.post("/logout", data={"csrf": form}).status_code == 302
+    assert client.get("/").status_code == 302
+
+
+def test_without_a_token_only_loopback_hosts_are_answered_and_other_binds_are_refused(world, monkeypatch, capsys):
+    client = create_app(world.sources).test_client()
+    assert client.get("/", headers={"Host": "127.0.0.1:8765"}).status_code == 200
+    assert client.get("/", headers={"Host": "evil.example:8765"}).status_code == 403  # a rebound name
+    monkeypatch.setenv("DOCLLM_REDIS_URL", "redis://127.0.0.1:1/0")  # never reached: refused first
+    monkeypatch.delenv("DOCLLM_DASHBOARD_TOKEN", raising=False)
+    assert main(["dashboard", "--host", "0.0.0.0", "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "refusing to serve the dashboard on 0.0.0.0" in err and "DOCLLM_DASHBOARD_TOKEN" in err
+
+
+def test_the_dashboard_is_served_on_the_worker_http_port(world: World):
+    app = create_app(world.sources)
+    endpoints = HttpEndpoints("127.0.0.1", 0, CollectorRegistry(), lambda: (True, []), {}, app).start()
+    base = f"http://127.0.0.1:{endpoints.port}"
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    try:
+        assert opener.open(f"{base}/healthz").status == 200  # the port's own pages are untouched
+        page = opener.open(f"{base}/dead").read().decode()
+        assert f'data-task-id="{world.dead}"' in page
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            opener.open(f"{base}/dead/{world.dead}/retry", data=b"csrf=forged")
+        assert refused.value.code == 403
+        done = opener.open(f"{base}/dead/{world.dead}/retry", data=f"csrf={csrf_of(page)}".encode())
+        assert done.status == 200 and f"requeued task {world.dead}" in done.read().decode()  # after the redirect
+    finally:
+        endpoints.stop()

@@ -87,6 +87,30 @@ class NoHeartbeatWorker(Worker):
         await asyncio.get_running_loop().create_future()
 
 
+class NoCancelReadWorker(Worker):
+    """Heartbeats never read the operator's cancel marks: a cancelled running task runs on and
+    commits (C1)."""
+
+    async def _cancels(self, runs: list[Running]) -> None:
+        return None
+
+
+class GrantAllLimiter:
+    """The fleet's rate limiter that grants every request and hears no Retry-After."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass
+
+    def acquire(self, tokens: int) -> float:
+        return 0.0
+
+    def settle(self, delta_tokens: int, hints: Any) -> None:
+        pass
+
+    def headroom(self) -> dict[str, Any]:
+        return {}
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -96,6 +120,7 @@ class Break:
     reaper_clock: Callable[[Any, Any], Any] | None = None
     repo_class: type | None = None
     worker_class: type[Worker] | None = None
+    limiter_class: type | None = None
 
     def wrap_repo(self, repo: SqlAlchemyTaskRepository) -> Any:
         if self.repo_class is None:
@@ -130,10 +155,19 @@ BREAKS = {
         Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
         Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),
         Break(
+            "no-cancel-read",
+            "heartbeats do not read the operator's cancel marks",
+            "cancel",
+            worker_class=NoCancelReadWorker,
+        ),
+        Break(
             "reaper-client-clock",
             "the reaper decides expiry with its own host's (skewed) clock",
             "skew",
             reaper_clock=lambda system, actor: system.wall_clock(actor.name),
+        ),
+        Break(
+            "no-rate-limit", "the fleet's rate limiter grants every request", "limits", limiter_class=GrantAllLimiter
         ),
     )
 }

@@ -10,7 +10,9 @@ the fault phase they fall in: ``(mean, from, to)`` as fractions); ``FaultPlan`` 
 - Redis or the database unavailable for a while, a Redis restart (its script cache is lost),
   Redis data loss (FLUSHALL, or a failover that restores a snapshot taken a few seconds
   earlier: the last writes are gone);
-- duplicate payloads, malformed payloads and payloads naming no task, SIGTERM of a worker.
+- duplicate payloads, malformed payloads and payloads naming no task, SIGTERM of a worker;
+- an operator's ``docllm cancel`` of a task that is pending or running (not a fault, but an
+  action from outside that the invariants must survive).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ KINDS = CRASH_KINDS + (
     "clock_back",
     "clock_forward",
     "lost_reply",
+    "cancel",
 )
 POINTS = (
     "worker:after_claim",
@@ -194,6 +197,12 @@ class FaultPlan:
             if actor is not None:
                 s.ledger.arm(f"arm {actor.label}: the reply of its next database write is lost")
                 actor.lost_replies = getattr(actor, "lost_replies", 0) + 1
+            return
+        if kind == "cancel":
+            task = self._pick([b for b in s.ledger.books.values() if b.status not in ("success", "failed")])
+            if task is not None:
+                s.ledger.fault(kind, f"the operator cancels task {task.task_id} ({task.status})", task.task_id)
+                s.cancel(task.task_id)
             return
         if kind == "sigterm":
             actor = self._pick([w for w in s.actors_of("worker") if not getattr(w, "stopping", False)])

@@ -10,7 +10,8 @@
   known loss since its latest attempt explains it, and then only for as long as the reconciler
   needs) and I7 (a bad payload gone without a dead letter).
 - At the end (``final``): I2 (every task finished within the bound, queue empty), I5 (a failed
-  task has its dead letter), I7, and the ledger against the database.
+  task has its dead letter), I7, the ledger against the database, and RATE (a provider limit the
+  fleet shares: the LLM refused next to no call over it).
 
 Bounds are extended by the time the system could not make progress for reasons outside the
 design: Redis or the database down (plus the runtime's backoff after it), no reaper or no
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from sim.system import System
 
 REAP_BLOCKERS = ("redis", "db", "no_reaper")
+RATE_SLACK = 2  # 429s over a shared limit a run may see (a crash mid-turn, a Redis restart)
 ALL_BLOCKERS = ("redis", "db", "no_reaper", "no_reconciler")
 TIME_CHECK_MS = 1_000
 LOSS_CHECK_MS = 10_000
@@ -233,10 +235,13 @@ class Checker:
                     )
             if led.nonterminal == 0:
                 led.violate("I2", None, f"every task finished but the queue is not empty: {s.leftovers()}")
+        rpm, refused = s.scenario.llm.provider_rpm, s.llm.limit_429s
+        if rpm and refused > RATE_SLACK:
+            led.violate("RATE", None, f"the LLM refused {refused} calls over its limit of {rpm} a minute", key="rate")
         dead = s.dead_letter_task_ids()
         last_loss = led.data_losses[-1] if led.data_losses else -1
         for tid, book in led.books.items():
-            if book.status == FAILED and tid not in dead and (book.failed_at or 0) > last_loss:
+            if book.status == FAILED and tid not in dead and (book.failed_at or 0) > last_loss and not book.cancelled:
                 led.violate("I5", tid, "failed, but its payload is not in the dead-letter list")
         for tid, (status, _attempt, retry_count) in s.rows().items():
             book = led.books.get(tid)

@@ -35,6 +35,9 @@ class Book:
     owner_alive: bool = False  # original design: a worker still holds the task
     owner: object = None  # original design: which worker slot holds it
     failed_at: int | None = None
+    cancelled: bool = False  # failed by an operator's cancel (no dead letter expected, I5)
+    cancel_marked_at: int | None = None  # the operator marked it while it ran
+    renewals_after_mark: int = 0  # lease renewals since: each heartbeat also reads the marks
 
 
 @dataclass
@@ -167,6 +170,35 @@ class Ledger:
         self.set_status(book, SUCCESS)
         self.mark(book.task_id, "commit")
 
+    def cancel_requested(self, book: Book, result: str) -> None:
+        """The operator's cancel came back: ``running`` means its worker must stop it (C1)."""
+        if result == "running" and book.cancel_marked_at is None:
+            book.cancel_marked_at, book.renewals_after_mark = self.world.now, 0
+        self.mark(book.task_id, f"cancel {result}")
+
+    def cancelled(self, book: Book) -> None:
+        book.cancelled, book.cancel_marked_at = True, None
+        self.set_status(book, FAILED)
+        self.mark(book.task_id, "cancelled")
+
+    def check_cancel(self, book: Book, what: str) -> None:
+        """C1: a cancelled task never starts again; a running one commits nothing after a
+        heartbeat of its attempt that read the mark (two renewals since it: one may have been
+        followed by a failed read)."""
+        if what == "start" and book.cancelled:
+            self.violate("C1", book.task_id, "an attempt started on a task the operator cancelled", key="start")
+        marked = book.cancel_marked_at
+        if marked is not None and self.last_loss_after(marked) is not None:
+            return  # Redis lost data since: the mark may be gone with it
+        if what == "commit" and marked is not None and book.renewals_after_mark >= 2:
+            self.violate(
+                "C1",
+                book.task_id,
+                f"committed after {book.renewals_after_mark} heartbeats since the operator cancelled it at "
+                f"{marked / 1000:.1f}s (its worker must stop it at the next one)",
+                key="commit",
+            )
+
     def fenced_write(self, book: Book, attempt: int, what: str) -> None:
         if book.status != PROCESSING or book.attempt != attempt:
             self.violate(
@@ -189,6 +221,8 @@ class Ledger:
         book = self.books.get(task_id) if task_id is not None else None
         if book is not None and book.token == token:
             book.last_life = self.world.now
+            if book.cancel_marked_at is not None:
+                book.renewals_after_mark += 1
 
     def bad_payload(self, raw: str, why: str) -> None:
         self.bad[raw] = BadPayload(raw, self.world.now, why)

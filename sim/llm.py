@@ -8,11 +8,17 @@ Errors are the ones the real OpenAIReviewer raises: TransientError for a timeout
 
 Poison documents (task names starting with ``poison-``) always fail the same way: ``fail``
 (a 500 or garbage at once), ``timeout`` (every call times out), ``hang`` (the call never returns).
+
+A provider's limit (``provider_rpm``): a call that starts when the calls accepted in the last 60 s
+reach it is refused with a 429 and a Retry-After, and counted (``limit_429s``). With a ``gate``
+(the product's RateGate over the real limiter on the simulation's Redis and clock) every call
+waits for its turn, as the OpenAIReviewer's requests do, and a 429's Retry-After holds the fleet.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import math
 import random
 from collections.abc import Callable
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from docllm.domain.errors import TransientError
+from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.report import make_report
 
 POISON_KINDS = ("fail", "timeout", "hang")
@@ -38,6 +45,7 @@ class LlmProfile:
     long_s: tuple[float, float] = (35.0, 100.0)
     p_slow: float = 0.0  # longer than PROCESSING_TIMEOUT_SECONDS (a slow but alive worker)
     slow_s: tuple[float, float] = (130.0, 200.0)
+    provider_rpm: int = 0  # the provider refuses calls above this many a minute (0: no limit)
 
 
 def poison_name(task_no: int, kind: str) -> str:
@@ -66,11 +74,25 @@ class SimLLM:
         self.profile, self.rng = profile, rng
         self.on_end, self.now = on_end, now
         self.calls = 0
+        self.gate: Any = None  # the fleet's RateGate, when the scenario sets DOCLLM_LLM_RPM/TPM
+        self.accepted: collections.deque[int] = collections.deque()  # start times within the last minute
+        self.limit_429s = 0
+
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+        if self.gate is None:
+            return await self._review(task_name)
+        async with self.gate.request(1000) as ticket:
+            try:
+                return await self._review(task_name)
+            except TransientError as e:
+                if e.retry_after is not None:
+                    ticket.hints = ProviderHints(retry_after_s=e.retry_after)
+                raise
 
     async def check(self) -> None:
         pass
 
-    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def _review(self, task_name: str) -> dict[str, Any]:
         self.calls += 1
         latency_ms, error = self.draw(task_name)
         task = asyncio.current_task()
@@ -95,6 +117,10 @@ class SimLLM:
 
     def draw(self, task_name: str) -> tuple[int | None, Exception | None]:
         p, r = self.profile, self.rng
+        if p.provider_rpm and self._over_limit(p.provider_rpm):
+            self.limit_429s += 1
+            wait_s = max(1, math.ceil((self.accepted[0] + 60_000 - self.now()) / 1000))
+            return 100, TransientError("LLM rate limit (429): over the provider's limit", retry_after=wait_s)
         timeout_ms = int(p.timeout_s * 1000)
         kind = poison_kind(task_name)
         if kind == "hang":
@@ -123,6 +149,16 @@ class SimLLM:
         if x < p.p_slow + p.p_long:
             return int(r.uniform(*p.long_s) * 1000), None
         return self._latency(), None
+
+    def _over_limit(self, rpm: int) -> bool:
+        """Whether a call starting now is over the limit; if not, it counts towards it."""
+        now = self.now()
+        while self.accepted and self.accepted[0] <= now - 60_000:
+            self.accepted.popleft()
+        if len(self.accepted) >= rpm:
+            return True
+        self.accepted.append(now)
+        return False
 
     def _latency(self) -> int:
         p = self.profile

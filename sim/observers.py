@@ -13,6 +13,7 @@ from typing import Any
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import Delivery, StartResult
 from docllm.domain.payload import task_id_of
+from docllm.domain.services.outcome import CANCELLED_ERROR
 from sim.ledger import FAILED, PENDING, Ledger
 
 task_of = task_id_of  # the one payload -> task id helper, under the name the simulation uses
@@ -174,6 +175,7 @@ class RepoObserver:
         )
         book = self._l.book(task_id)
         if outcome.result is StartResult.started and book is not None and book.token != token:
+            self._l.check_cancel(book, "start")
             self._l.started(book, outcome.task.attempt, token, self._budget)
         return outcome
 
@@ -182,6 +184,7 @@ class RepoObserver:
         self._log("call", f"repo.commit attempt {attempt} -> {ok}", task_id)
         book = self._l.book(task_id)
         if ok and book is not None:
+            self._l.check_cancel(book, "commit")
             self._l.committed(book, attempt)
         return ok
 
@@ -203,8 +206,20 @@ class RepoObserver:
         book = self._l.book(task_id)
         if ok and book is not None:
             self._l.fenced_write(book, attempt, "fail")
+            if error == CANCELLED_ERROR:
+                self._l.cancelled(book)
             self._l.set_status(book, FAILED)
             self._l.mark(task_id, "failed")
+        return ok
+
+    def cancel_pending(self, task_id: int, attempt: int, error: str) -> bool:
+        ok = self._r.cancel_pending(task_id, attempt, error)
+        self._log("call", f"repo.cancel_pending attempt {attempt} -> {ok}", task_id)
+        book = self._l.book(task_id)
+        if ok and book is not None:
+            if book.status != PENDING:
+                self._l.violate("I4", task_id, f"a cancel of a pending row landed on a {book.status} one")
+            self._l.cancelled(book)
         return ok
 
     def reopen(self, task_id: int) -> bool:
@@ -213,6 +228,7 @@ class RepoObserver:
         book = self._l.book(task_id)
         if ok and book is not None:
             book.counted = 0
+            book.cancelled, book.cancel_marked_at = False, None
             self._l.set_status(book, PENDING)
         return ok
 

@@ -16,10 +16,14 @@ from typing import Any
 
 from docllm.adapters.redis_clock import RedisServerClock
 from docllm.adapters.redis_queue import RedisTaskQueue
+from docllm.adapters.redis_rate_limiter import RedisRateLimiter
 from docllm.container import Container
+from docllm.domain.errors import Unavailable
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.cancel import Canceller
 from docllm.domain.services.outcome import Reason
+from docllm.domain.services.rate_gate import RateGate
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime.worker import Worker
@@ -88,6 +92,11 @@ class _TraceHandler(logging.Handler):
             self.sys.world.log("log", text)
 
 
+async def _inline(fn: Any, *args: Any) -> Any:
+    """The limiter's port calls, on the loop itself: Redis answers on virtual time at once."""
+    return fn(*args)
+
+
 def sim_logger(system: ProductSystem) -> logging.Logger:
     """A logger of this run alone (not registered with ``logging``: runs never share one)."""
     logger = logging.Logger("docllm.sim")
@@ -110,6 +119,11 @@ class ProductSystem(System):
         c.redis_client.override(self.client)
         c.engine.override(self.engine)
         c.reviewer.override(self.llm)
+        if s.llm_rpm or s.llm_tpm:  # the fleet's limits: the real limiter on this run's Redis and clock
+            limiter = ((brk and brk.limiter_class) or RedisRateLimiter)(
+                self.client, s.queue_prefix, self.clock, s.llm_base_url, s.llm_model, s.llm_rpm, s.llm_tpm
+            )
+            self.llm.gate = RateGate(Gate(limiter, self.down, "redis", self.ledger), run=_inline)
         c.events.override(self.events)
         retry = RetryPolicy(
             max_attempts=s.max_attempts,
@@ -188,6 +202,18 @@ class ProductSystem(System):
         q, r, s = self._with(queue, repo, "reconciler")
         with q, r, s:
             return self.container.reconciler()
+
+    def cancel(self, task_id: int) -> None:
+        """``docllm cancel TASK_ID`` once (its wait loop is left out: the workers and the attempt's
+        start must settle a running task on their own)."""
+        book = self.ledger.books[task_id]
+        try:
+            [found] = Canceller(self.gated_repo, self.gated_queue, events=self.events).request([task_id])
+        except Unavailable as exc:
+            self.world.log("note", f"cancel failed: {exc}", task_id)
+            return
+        self.world.log("note", f"cancel -> {found.result.value}", task_id)
+        self.ledger.cancel_requested(book, found.result.value)
 
     def op_latency(self) -> int:
         return int(self.rng.uniform(1, 20))

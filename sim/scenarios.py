@@ -1,5 +1,5 @@
-"""The named scenarios: one per defect D1 to D11 of DESIGN section 2, plus skew, poison, storm
-and random. Each is a set of numbers (tasks, workers, LLM behaviour, clocks) and a fault mix:
+"""The named scenarios: one per defect D1 to D11 of DESIGN section 2, plus skew, poison, cancel,
+storm and random. Each is a set of numbers (tasks, workers, LLM behaviour, clocks) and a fault mix:
 how many faults of each kind (``sim.faults``) a run gets on average during its fault phase.
 
 ``expect_original`` names the invariants the original note's design is expected to break in the
@@ -199,6 +199,30 @@ SCENARIOS: dict[str, Scenario] = {
             llm=LlmProfile(p_timeout=0.05, p_500=0.05, p_garbage=0.05),
             faults=dict(CRASHES),
             expect_original=("I5",),
+        ),
+        Scenario(
+            "cancel",
+            "an operator cancels pending and running tasks (docllm cancel) among long LLM calls, "
+            "crashes, pauses and outages",
+            tasks=10,
+            workers=2,
+            slots=2,  # a backlog: some cancels find the task pending
+            llm=LlmProfile(p_long=0.5, long_s=(35.0, 100.0)),
+            faults=dict(CRASHES, cancel=(6, 0.05, 0.9), pause=0.5, redis_down=0.5, db_down=0.5),
+            expect_original=("I1",),
+        ),
+        Scenario(
+            "limits",
+            "a provider that refuses calls over 30 a minute, shared by the fleet (DOCLLM_LLM_RPM=30), with crashes",
+            tasks=40,
+            seeds=2,
+            workers=4,
+            slots=2,
+            arrival_s=20.0,
+            llm=LlmProfile(median_s=1.0, provider_rpm=30),
+            faults={"crash_worker": 1, "kill_llm": 1},
+            settings_changes={"llm_rpm": 30},
+            expect_original=("RATE",),
         ),
         Scenario(
             "storm",

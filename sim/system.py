@@ -221,6 +221,10 @@ class System:
     def after_data_loss(self) -> None:
         self.ready_dirty = True
 
+    def cancel(self, task_id: int) -> None:
+        """``docllm cancel``: the original design has none."""
+        self.world.log("note", "the original design cannot cancel a task")
+
     def push_raw(self, raw: str) -> None:
         raise NotImplementedError
 

@@ -69,6 +69,12 @@ def _queue(client, settings: Settings, clock, metrics):
     return metrics.counting(queue, "redis") if metrics else queue
 
 
+def _worker_registry(client, settings: Settings, clock):
+    from docllm.adapters.redis_registry import RedisWorkerRegistry
+
+    return RedisWorkerRegistry(client, settings.queue_prefix, clock=clock)
+
+
 def _repository(engine, settings: Settings, metrics):
     from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
 
@@ -85,14 +91,40 @@ def _metrics(settings: Settings):
     return Metrics()
 
 
-def _timed_reviewer(settings: Settings, metrics):
+def _timed_reviewer(settings: Settings, metrics, rate_gate=None):
     from docllm.adapters.metrics import TimedReviewer
 
-    reviewer = _reviewer(settings)
+    reviewer = _reviewer(settings, rate_gate)
     return TimedReviewer(reviewer, metrics) if metrics else reviewer
 
 
-def _reviewer(settings: Settings):
+def _rate_limiter(client, settings: Settings, clock):
+    """The fleet's LLM rate limits (DESIGN 11); None when neither DOCLLM_LLM_RPM nor _TPM is set.
+    ``client`` and ``clock`` are providers: Redis is not touched when the limits are off."""
+    if settings.llm_provider != "openai" or not (settings.llm_rpm or settings.llm_tpm):
+        return None
+    from docllm.adapters.redis_rate_limiter import RedisRateLimiter
+
+    return RedisRateLimiter(
+        client(),
+        settings.queue_prefix,
+        clock(),
+        settings.llm_base_url,
+        settings.llm_model,
+        settings.llm_rpm,
+        settings.llm_tpm,
+    )
+
+
+def _rate_gate(limiter, metrics):
+    if limiter is None:
+        return None
+    from docllm.domain.services.rate_gate import RateGate
+
+    return RateGate(limiter, on_wait=metrics.limit_wait.observe if metrics else None)
+
+
+def _reviewer(settings: Settings, rate_gate=None):
     if settings.llm_provider == "openai":
         from docllm.adapters.openai_reviewer import OpenAIReviewer
 
@@ -103,6 +135,7 @@ def _reviewer(settings: Settings):
             timeout_seconds=settings.llm_timeout_seconds,
             max_chunk_chars=settings.llm_max_chunk_chars,
             max_connections=settings.concurrency + 4,
+            gate=rate_gate,
         )
     from docllm.adapters.offline_reviewer import OfflineReviewer
 
@@ -138,7 +171,10 @@ class Container(containers.DeclarativeContainer):
     clock = providers.Singleton(_clock, redis_client, settings)
     queue = providers.Singleton(_queue, redis_client, settings, clock, metrics)
     repository = providers.Singleton(_repository, engine, settings, metrics)
-    reviewer = providers.Singleton(_timed_reviewer, settings, metrics)
+    worker_registry = providers.Singleton(_worker_registry, redis_client, settings, clock)
+    rate_limiter = providers.Singleton(_rate_limiter, redis_client.provider, settings, clock.provider)
+    rate_gate = providers.Singleton(_rate_gate, rate_limiter, metrics)
+    reviewer = providers.Singleton(_timed_reviewer, settings, metrics, rate_gate)
     events = providers.Singleton(_events, settings, metrics)
     readiness = providers.Singleton(_readiness, redis_client, engine)
 

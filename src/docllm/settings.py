@@ -52,6 +52,8 @@ class Settings:
     llm_timeout_seconds: float = 60.0
     llm_max_chunk_chars: int = 12000
     offline_latency_seconds: float = 0.0
+    llm_rpm: int | None = None  # the fleet's requests per minute to one base URL and model; None: off
+    llm_tpm: int | None = None  # the fleet's tokens per minute; None: off
     log_format: str = "text"
     log_level: str = "INFO"
     metrics_port: int | None = None
@@ -127,6 +129,8 @@ class Settings:
         )
         for name in ("max_attempts", "concurrency", "max_payload_bytes", "max_document_bytes", "llm_max_chunk_chars"):
             need(getattr(self, name) >= 1, name, "must be at least 1")
+        for name in ("llm_rpm", "llm_tpm"):
+            need(getattr(self, name) is None or getattr(self, name) >= 1, name, "must be at least 1 (unset: no limit)")
         need(self.llm_provider in PROVIDERS, "llm_provider", f"must be one of {', '.join(PROVIDERS)}")
         need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
@@ -266,6 +270,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "llm_timeout_seconds": ("DOCLLM_LLM_TIMEOUT_SECONDS", _number(float)),
     "llm_max_chunk_chars": ("DOCLLM_LLM_MAX_CHUNK_CHARS", _number(int)),
     "offline_latency_seconds": ("DOCLLM_OFFLINE_LATENCY_SECONDS", _number(float)),
+    "llm_rpm": ("DOCLLM_LLM_RPM", _number(int)),
+    "llm_tpm": ("DOCLLM_LLM_TPM", _number(int)),
     "log_format": ("DOCLLM_LOG_FORMAT", str.lower),
     "log_level": ("DOCLLM_LOG_LEVEL", str.upper),
     "metrics_port": ("DOCLLM_METRICS_PORT", _port),

@@ -513,3 +513,43 @@ def test_a_process_still_on_the_old_clock_does_not_reclaim_after_a_step(subject:
     assert subject.queue.expired(10) == []
     subject.clock.advance(1_334)  # after the window, the lease is expired on any clock
     assert [d.token for d in subject.queue.expired(10)] == [renewed_late.token]
+
+
+# -- cancel marks (docllm cancel) -----------------------------------------------------------------
+
+
+def test_cancel_marks_are_set_read_and_cleared_by_task_id(subject: QueueUnderTest) -> None:
+    q = subject.queue
+    assert q.cancel_marks([1, 2, 3]) == set()
+    q.mark_cancelled([1, 3])
+    q.mark_cancelled([3])
+    q.mark_cancelled([])
+    assert q.cancel_marks([1, 2, 3, 4]) == {1, 3}
+    assert q.cancel_marks([]) == set()
+    q.clear_cancelled([1, 5])
+    q.clear_cancelled([])
+    assert q.cancel_marks([1, 2, 3]) == {3}
+
+
+def test_a_claim_says_whether_its_task_was_cancelled(subject: QueueUnderTest) -> None:
+    q = subject.queue
+    for task_id in (1, 2, 3):
+        q.push(payload(task_id))
+    q.push("not json")
+    q.mark_cancelled([2])
+    claimed = q.claim_batch("w1", LEASE, 3)
+    assert [(d.raw, d.cancelled) for d in claimed] == [(payload(1), False), (payload(2), True), (payload(3), False)]
+    assert q.stage(0) == "not json" and staged(q, "not json") is False
+    q.clear_cancelled([2])
+    q.push(payload(2))
+    q.mark_cancelled([7])
+    assert q.stage(0) == payload(2) and staged(q, payload(2)) is False
+    q.push(payload(7))
+    assert q.stage(0) == payload(7) and staged(q, payload(7)) is True
+
+
+def staged(q: TaskQueue, raw: str) -> bool:
+    """Lease a staged payload; whether its delivery says cancelled."""
+    delivery = q.lease_staged(raw, "w1", LEASE)
+    assert delivery is not None
+    return delivery.cancelled

@@ -349,3 +349,28 @@ def test_finished_per_minute_counts_ended_tasks_of_the_last_minutes(repo):
     assert set(counts) == {"success", "failed"} and all(len(v) == 5 for v in counts.values())
     # now, or the minute before when the clock turned a minute since
     assert (sum(counts["success"][-2:]), sum(counts["failed"][-2:])) == (2, 1)
+
+
+# -- the operator's cancel ------------------------------------------------------------------------
+
+
+def test_cancel_pending_fails_a_pending_row_fenced_on_its_attempt(repo):
+    task = repo.create("doc", "body")
+    assert not repo.cancel_pending(task.task_id, 1, "cancelled by operator")  # not the attempt read
+    assert repo.cancel_pending(task.task_id, 0, "cancelled by operator")
+    row = repo.get(task.task_id)
+    assert (row.status, row.error, row.attempt) == (FAILED, "cancelled by operator", 0)
+    assert row.finished_at is not None
+    assert not repo.cancel_pending(task.task_id, 0, "cancelled by operator")  # terminal now
+    assert not repo.cancel_pending(424242, 0, "cancelled by operator")
+
+
+def test_cancel_pending_never_touches_a_row_an_attempt_runs(repo):
+    task = started(repo)
+    assert not repo.cancel_pending(task.task_id, task.attempt, "cancelled by operator")
+    assert not repo.cancel_pending(task.task_id, task.attempt - 1, "cancelled by operator")
+    assert repo.get(task.task_id).status is PROCESSING
+    assert repo.retry(task.task_id, task.attempt, "llm 503")  # back to pending under attempt 1
+    assert repo.cancel_pending(task.task_id, task.attempt, "cancelled by operator")
+    assert repo.reopen(task.task_id)  # the operator's retry reopens a cancelled task
+    assert repo.get(task.task_id).status is PENDING

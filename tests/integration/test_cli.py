@@ -9,6 +9,9 @@ import uuid
 
 import pytest
 
+from docllm.domain.report import finding, make_report
+from docllm.domain.workers import InFlight, WorkerRecord
+from docllm.entrypoints.bootstrap import build_container, load_settings
 from docllm.entrypoints.cli import main
 
 
@@ -144,3 +147,125 @@ def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
     assert code == 0 and json.loads(out) == {"discarded": [None]}
     assert json.loads(cli("dead", "list", "--json")[1]) == []
     container.shutdown_resources()
+
+
+# -- show, workers, cancel (the operator's surface, DESIGN section 12) ------------------------------
+
+
+@pytest.fixture
+def ports(cli):
+    cli("init-db")
+    container = build_container(load_settings(), log=False)
+    yield container
+    container.shutdown_resources()
+
+
+REPORT = make_report(
+    [
+        finding("style", "low", "Passive voice.", heading="Intro", line_start=3, quote="was written"),
+        finding(
+            "security",
+            "critical",
+            "A real API key is published.",
+            heading="Install > Linux",
+            line_start=12,
+            line_end=14,
+            quote="sk-live-123",
+            suggestion="Rotate the key and use a placeholder.",
+        ),
+        finding("links", "high", "Broken anchor.", heading="Install", line_start=20, quote="[x](#nope)"),
+    ],
+    "Three problems.",
+    "offline",
+    "offline-rules-1",
+)
+
+
+def test_show_renders_the_report_by_severity_and_has_a_json_shape(cli, ports, tmp_path):
+    cli("submit", write(tmp_path, "guide.md", "# Guide\n"))
+    repo = ports.repository()
+    attempt = repo.start_attempt(1, "tok").task.attempt
+    assert repo.commit(1, attempt, REPORT)
+
+    code, out, _ = cli("show", "1")
+    assert code == 0
+    for text in ("task 1", "guide.md", "success", "Three problems.", "sk-live-123", "Install > Linux · lines 12-14"):
+        assert text in out
+    assert "Rotate the key and use a placeholder." in out
+    assert out.index("CRITICAL (1)") < out.index("HIGH (1)") < out.index("LOW (1)")
+
+    code, out, _ = cli("show", "1", "--json")
+    shown = json.loads(out)
+    assert code == 0 and set(shown) == {
+        "task_id",
+        "task_name",
+        "status",
+        "attempt",
+        "retry_count",
+        "result",
+        "error",
+        "created_at",
+        "finished_at",
+        "max_attempts",
+        "processing_started_at",
+        "updated_at",
+    }
+    assert shown["result"] == REPORT and shown["status"] == "success"
+
+    code, out, err = cli("show", "77")
+    assert (code, out) == (1, "") and err.strip() == "docllm: no task with id 77"
+    assert cli("show", "x")[0] == 2
+
+
+def test_workers_lists_live_records(cli, ports):
+    code, out, _ = cli("workers", "--json")
+    assert (code, json.loads(out)) == (0, [])
+    now = ports.clock().now_ms() / 1000
+    record = WorkerRecord("host-a:7", "host-a", 7, "0.1.0", 4, (InFlight(3, 2, 1.5),), now - 30, now)
+    ports.worker_registry().beat(record, 60_000)
+    code, out, _ = cli("workers", "--json")
+    assert code == 0 and json.loads(out) == [
+        {
+            "id": "host-a:7",
+            "host": "host-a",
+            "pid": 7,
+            "version": "0.1.0",
+            "slots": 4,
+            "in_flight": [{"task_id": 3, "attempt": 2, "age_s": 1.5}],
+            "started_at": now - 30,
+            "last_beat": now,
+        }
+    ]
+    code, out, _ = cli("workers")
+    assert code == 0 and "host-a:7" in out and "1/4" in out and "3#2" in out
+
+
+def test_cancel_exit_codes_and_json(cli, ports, tmp_path):
+    path = write(tmp_path, "a.md", "# A\n")
+    for _ in range(3):
+        cli("submit", path)
+    repo = ports.repository()
+    repo.start_attempt(2, "tok-2")  # task 2 runs (no worker here: nobody will stop it)
+    assert repo.commit(3, repo.start_attempt(3, "tok-3").task.attempt, REPORT)
+
+    code, out, err = cli("cancel", "1", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == [
+        {"task_id": 1, "result": "cancelled", "cancelled": True, "status": "failed", "detail": "cancelled by operator"}
+    ]
+    row = json.loads(cli("status", "1", "--json")[1])[0]
+    assert (row["status"], row["error"]) == ("failed", "cancelled by operator")
+
+    code, out, err = cli("cancel", "1", "3", "99", "--json")
+    assert code == 1 and [(r["task_id"], r["result"], r["cancelled"]) for r in json.loads(out)] == [
+        (1, "finished", False),
+        (3, "finished", False),
+        (99, "unknown", False),
+    ]
+    assert err.count("\n") == 1 and "task 3: already success" in err and "task 99: no task" in err
+
+    code, out, _ = cli("cancel", "2", "--wait", "0", "--json")  # marked: its worker would stop it
+    assert code == 0 and json.loads(out)[0]["result"] == "running"
+    code, out, err = cli("cancel", "2", "--wait", "0.3")
+    assert code == 1 and "running" in out and "task 2: running" in err
+    assert ports.queue().cancel_marks([1, 2, 3]) == {2}

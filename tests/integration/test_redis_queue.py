@@ -64,8 +64,8 @@ def test_a_hash_tag_prefix_puts_every_key_in_one_slot(client: redis.Redis, clock
     queue.claim("w1", LEASE)
     queue.dead_letter(None, "junk", "bad")
     written = {key.decode() if isinstance(key, bytes) else key for key in client.keys("*")}
-    k = queue.keys  # ready is empty again; staging is used by blocking claims only
-    assert written == set(k.script_keys) - {k.ready, k.staging, k.staging_seen, k.clock}  # no clock step
+    k = queue.keys  # ready is empty again; staging is used by blocking claims only; no clock step, no cancel
+    assert written == set(k.script_keys) - {k.ready, k.staging, k.staging_seen, k.clock, k.cancelled}
     assert all(key.startswith("{docllm}:") for key in written)
 
 

@@ -15,6 +15,8 @@ EXPECTED = {
     "no-clamp": {"I1", "I2"},
     "no-heartbeat": {"I8"},
     "no-step-report": {"I8"},
+    "no-cancel-read": {"C1"},
+    "no-rate-limit": {"RATE"},
 }
 
 

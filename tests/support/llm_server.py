@@ -13,6 +13,11 @@ Scripted replies are consumed in order, one per request (any route); then the de
 route: ``GET /v1/models/{id}`` and ``POST /v1/chat/completions`` (404 for a model not in ``models``,
 400 when ``reject_response_format`` and the request asks for it, else a valid report whose one finding
 quotes the first heading of the numbered document in the last user message that has one).
+With ``rpm``/``tpm`` (one number for every model, or a dict per model) the chat route enforces a
+provider's limits per model over a sliding window
+(``window_s``, 60 s): above them it answers 429 with a ``Retry-After`` until the window has room;
+``served`` keeps (monotonic time, model, status, tokens) of every chat request for the tests to count.
+A scripted ``Reply`` without a body adds its headers to the default answer.
 
 As a process: ``python -m tests.support.llm_server --port 0 --latency-ms 5-50 --rate-429 0.1
 --rate-500 0.05 --seed 1`` prints its port, then serves until SIGTERM or SIGINT.
@@ -27,6 +32,7 @@ import random
 import re
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -101,7 +107,12 @@ class FakeLLM:
         unauthorized: bool = False,
         models: set[str] | None = None,
         reject_response_format: bool = False,
+        rpm: int | dict[str, int] | None = None,
+        tpm: int | dict[str, int] | None = None,
+        window_s: float = 60.0,
     ):
+        self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
+        self.served: list[tuple[float, str, int, int]] = []
         self.latency_ms, self.rate_429, self.rate_500 = latency_ms, rate_429, rate_500
         self.unauthorized, self.models, self.reject_response_format = unauthorized, models, reject_response_format
         self.requests: list[dict] = []
@@ -149,7 +160,27 @@ class FakeLLM:
             return Reply(scripted.status, body, scripted.headers, scripted.delay)
         reply = self._default(method, path, body if isinstance(body, dict) else {}, draw)
         reply.delay = scripted.delay if scripted else latency
+        if scripted:
+            reply.headers.update(scripted.headers)
         return reply
+
+    def _within_limits(self, model: str, answer: dict) -> Reply:
+        """The answer, or a 429 when it would take the model over its limits in the window."""
+        tokens = int(answer.get("usage", {}).get("total_tokens", 0))
+        with self._lock:
+            now = time.monotonic()
+            recent = [
+                (at, n) for at, m, status, n in self.served if m == model and status == 200 and at > now - self.window_s
+            ]
+            rpm, tpm = _per_model(self.rpm, model), _per_model(self.tpm, model)
+            over = (rpm is not None and len(recent) + 1 > rpm) or (
+                tpm is not None and sum(n for _, n in recent) + tokens > tpm
+            )
+            self.served.append((now, model, 429 if over else 200, tokens))  # tokens it would have cost
+        if not over:
+            return Reply(body=answer)
+        room = max(0.0, recent[0][0] + self.window_s - now) if recent else 1.0
+        return error(429, "Rate limit reached for requests.", retry_after=str(max(1, round(room))))
 
     def _default(self, method: str, path: str, body: dict, draw: float) -> Reply:
         if self.unauthorized:
@@ -167,7 +198,13 @@ class FakeLLM:
             return error(404, f"no route {method} {path}")
         if self.reject_response_format and "response_format" in body:
             return error(400, "response_format is not supported by this server", param="response_format")
-        return Reply(body=smart_answer(body))
+        if self.rpm is None and self.tpm is None:
+            return Reply(body=smart_answer(body))
+        return self._within_limits(str(body.get("model", "")), smart_answer(body))
+
+
+def _per_model(limit: int | dict[str, int] | None, model: str) -> int | None:
+    return limit.get(model) if isinstance(limit, dict) else limit
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -27,8 +27,8 @@ class _Lease:
     deadline_ms: int
     task_id: int | None
 
-    def delivery(self, token: str) -> Delivery:
-        return Delivery(self.raw, token, self.deadline_ms, self.holder, self.claimed_at_ms)
+    def delivery(self, token: str, cancelled: bool = False) -> Delivery:
+        return Delivery(self.raw, token, self.deadline_ms, self.holder, self.claimed_at_ms, cancelled)
 
 
 class InMemoryTaskQueue:
@@ -58,6 +58,7 @@ class InMemoryTaskQueue:
         self._unleased: list[str] = []
         self._stamps: dict[int, str] = {}
         self._steps = ClockSteps()
+        self._cancelled: dict[int, int] = {}  # task id -> when an operator cancelled it
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
@@ -89,7 +90,7 @@ class InMemoryTaskQueue:
         self._leases[token] = lease
         if lease.task_id is not None:  # stamps are keyed by int task ids only
             self._stamps.pop(lease.task_id, None)  # the claim writes its own stamp over an old one
-        return lease.delivery(token)
+        return lease.delivery(token, lease.task_id in self._cancelled)
 
     def stage(self, timeout_s: float) -> str | None:
         with self._changed:
@@ -292,6 +293,20 @@ class InMemoryTaskQueue:
             removed = [d for d in self._dead if wanted is None or d.task_id in wanted]
             self._dead = deque(d for d in self._dead if not (wanted is None or d.task_id in wanted))
             return removed
+
+    def mark_cancelled(self, task_ids: Collection[int]) -> None:
+        now = self._clock.now_ms()
+        with self._changed:
+            self._cancelled.update({int(t): now for t in task_ids})
+
+    def cancel_marks(self, task_ids: Collection[int]) -> set[int]:
+        with self._changed:
+            return {int(t) for t in task_ids if int(t) in self._cancelled}
+
+    def clear_cancelled(self, task_ids: Collection[int]) -> None:
+        with self._changed:
+            for t in task_ids:
+                self._cancelled.pop(int(t), None)
 
     def stats(self) -> QueueStats:
         with self._changed:

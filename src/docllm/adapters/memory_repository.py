@@ -169,6 +169,17 @@ class InMemoryTaskRepository:
         )
         return changed is not None
 
+    def cancel_pending(self, task_id: int, attempt: int, error: str) -> bool:
+        changed = self._update(
+            task_id,
+            lambda r: r.status == PENDING and r.attempt == attempt,
+            status=FAILED,
+            error=error,
+            lease_token=None,
+            finished_at=NOW,
+        )
+        return changed is not None
+
     def delete(self, task_id: int) -> bool:
         with self._lock:
             return self._rows.pop(task_id, None) is not None

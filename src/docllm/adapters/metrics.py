@@ -57,6 +57,12 @@ class Metrics:
         self.attempt_seconds = Histogram(
             "docllm_attempt_duration_seconds", "Attempts from start to outcome", ["outcome"], buckets=SLOW, registry=r
         )
+        self.limit_wait = Histogram(
+            "docllm_llm_limit_wait_seconds",
+            "Time each LLM request waited for its turn under the fleet's rate limits",
+            buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            registry=r,
+        )
         self.reaper_cycle = Histogram("docllm_reaper_cycle_seconds", "One reaper cycle", buckets=FAST, registry=r)
         self.reconcile_cycle = Histogram(
             "docllm_reconciler_cycle_seconds", "One reconciler cycle", buckets=FAST, registry=r
@@ -111,7 +117,7 @@ class AttemptTimer:
     """An EventSink decorator: adds ``duration`` (seconds, this process's monotonic clock; a record,
     never an input to a decision) to the event that ends an attempt started in this process."""
 
-    ENDS = frozenset({ev.SUCCEEDED, ev.RETRIED, ev.FAILED, ev.RELEASED, ev.STALE, ev.LEASE_LOST})
+    ENDS = frozenset({ev.SUCCEEDED, ev.RETRIED, ev.FAILED, ev.RELEASED, ev.STALE, ev.LEASE_LOST, ev.CANCELLED})
     LIMIT = 10_000  # attempts whose end this process never sees (a lost lease) must not pile up
 
     def __init__(self, inner: EventSink):

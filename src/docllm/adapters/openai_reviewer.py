@@ -6,20 +6,22 @@ so this adapter only classifies every failure into the domain's error tree.
 
 from __future__ import annotations
 
-import email.utils
 import itertools
 import logging
 import math
 import re
-import time
 from typing import TYPE_CHECKING, Any, cast
 
 import openai
 
+from docllm.adapters.provider_hints import hints_from_headers
+from docllm.adapters.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
 from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, TransientError
 from docllm.domain.prompt import build_messages, repair_messages
+from docllm.domain.rate_limits import estimate_tokens
 from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
+from docllm.domain.services.rate_gate import NoGate, RateGate
 
 try:  # openai 3 moved to httpx2; earlier versions use httpx
     import httpx2 as httpx
@@ -27,6 +29,7 @@ except ImportError:  # pragma: no cover - depends on the openai version installe
     import httpx  # type: ignore[no-redef, import-not-found, unused-ignore]  # which one is installed varies
 
 if TYPE_CHECKING:
+    from openai._legacy_response import LegacyAPIResponse
     from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,7 @@ class OpenAIReviewer:
         max_chunk_chars: int = 12000,
         max_retries: int = 0,
         max_connections: int = 100,
+        gate: RateGate | NoGate | None = None,
     ):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
@@ -55,6 +59,7 @@ class OpenAIReviewer:
         self._timeout = timeout_seconds
         self._max_chunk_chars = max_chunk_chars
         self._json_mode = True  # off for good once the server rejects response_format
+        self._gate = gate or NoGate()  # the fleet's rate limits, one turn per request
         # Servers on a laptop often need no key, but the client insists on one. One connection per
         # attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
         # connections in time that grows with connections x waiting requests, so one pool of a
@@ -120,29 +125,35 @@ class OpenAIReviewer:
         return make_report(findings, parsed["summary"], self.name, self.model, chunks=1, usage=usage)
 
     async def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
-        try:
+        async with self._gate.request(estimate_tokens(messages)) as ticket:
             try:
-                response = await self._create(messages)
-            except openai.BadRequestError as e:
-                if not (self._json_mode and _about_response_format(e)):
-                    raise
-                log.warning("the LLM at %s rejects response_format; asking for JSON in words only", self._where)
-                self._json_mode = False
-                response = await self._create(messages)
-        except openai.OpenAIError as e:
-            raise self._translate(e) from None  # the chained error could carry what the server echoed
+                try:
+                    raw = await self._create(messages)
+                except openai.BadRequestError as e:
+                    if not (self._json_mode and _about_response_format(e)):
+                        raise
+                    log.warning("the LLM at %s rejects response_format; asking for JSON in words only", self._where)
+                    self._json_mode = False
+                    raw = await self._create(messages)
+                response = raw.parse()
+            except openai.OpenAIError as e:
+                ticket.hints = hints_from_headers(e.response.headers if isinstance(e, openai.APIStatusError) else None)
+                raise self._translate(e) from None  # the chained error could carry what the server echoed
+            ticket.hints = hints_from_headers(raw.headers)
+            if response.usage:
+                ticket.used = (response.usage.prompt_tokens or 0) + (response.usage.completion_tokens or 0)
         if response.usage:
             usage["prompt_tokens"] += response.usage.prompt_tokens or 0
             usage["completion_tokens"] += response.usage.completion_tokens or 0
         return (response.choices[0].message.content or "") if response.choices else ""
 
-    async def _create(self, messages: list[dict[str, str]]) -> ChatCompletion:
+    async def _create(self, messages: list[dict[str, str]]) -> LegacyAPIResponse[ChatCompletion]:
+        """The raw response: its headers carry the provider's rate-limit hints."""
         sent = cast("list[ChatCompletionMessageParam]", messages)  # the domain's plain role/content dicts
+        create = self._client.chat.completions.with_raw_response.create
         if self._json_mode:
-            return await self._client.chat.completions.create(
-                model=self.model, messages=sent, response_format={"type": "json_object"}
-            )
-        return await self._client.chat.completions.create(model=self.model, messages=sent)
+            return await create(model=self.model, messages=sent, response_format={"type": "json_object"})
+        return await create(model=self.model, messages=sent)
 
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
         if isinstance(e, openai.APITimeoutError):
@@ -173,18 +184,3 @@ class OpenAIReviewer:
 
 def _about_response_format(e: openai.BadRequestError) -> bool:
     return e.param == "response_format" or "response_format" in str(e.body or e.message)
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), when given."""
-    date = headers.get("retry-after")
-    for raw, scale in ((headers.get("retry-after-ms"), 0.001), (date, 1.0)):
-        try:
-            if raw:
-                return max(0.0, float(raw) * scale)
-        except ValueError:
-            pass
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(date).timestamp() - time.time()) if date else None
-    except (TypeError, ValueError):
-        return None

@@ -17,6 +17,8 @@ _SUFFIXES = {
     "staging": "queue:staging",  # list: taken from ready by a blocking claimer, about to be leased
     "staging_seen": "hash:staging_seen",  # payload -> when the reaper first saw it staged (ms)
     "clock": "list:clock_steps",  # quiet windows after steps of the authority's clock (lib.lua)
+    "cancelled": "hash:cancelled",  # task_id -> when an operator cancelled it (ms): read at heartbeats
+    "workers": "zset:workers",  # worker id scored by when its record expires (ms): the registry's index
 }
 
 
@@ -36,6 +38,8 @@ class RedisKeys:
     staging: str = field(init=False)
     staging_seen: str = field(init=False)
     clock: str = field(init=False)
+    cancelled: str = field(init=False)
+    workers: str = field(init=False)
 
     def __post_init__(self) -> None:
         for name, suffix in _SUFFIXES.items():
@@ -43,7 +47,7 @@ class RedisKeys:
 
     @property
     def script_keys(self) -> list[str]:
-        """KEYS[1..10] of every queue script, in the order their headers name them (lua/lib.lua)."""
+        """KEYS[1..11] of every queue script, in the order their headers name them (lua/lib.lua)."""
         return [
             self.ready,
             self.processing,
@@ -55,11 +59,16 @@ class RedisKeys:
             self.staging,
             self.staging_seen,
             self.clock,
+            self.cancelled,
         ]
 
     def lead(self, role: str) -> str:
         """The key of the fleet's lease on ``role`` (lead.lua)."""
         return f"{self.prefix}:lead:{role}"
+
+    def worker(self, worker_id: str) -> str:
+        """The hash of one worker's record (redis_registry.py); expires with its TTL."""
+        return f"{self.prefix}:worker:{worker_id}"
 
     @classmethod
     def of(cls, keys_or_prefix: RedisKeys | str) -> RedisKeys:

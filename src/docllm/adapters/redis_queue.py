@@ -139,10 +139,10 @@ class RedisTaskQueue:
             return []
         now = self._clock.now_ms()
         tokens = [self._new_token() for _ in range(limit)]
-        raws = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
+        found = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
         return [
-            Delivery(raw=_text(raw), token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
-            for raw, token in zip(raws, tokens, strict=False)
+            Delivery(_text(raw), token, now + lease_ms, holder, now, cancelled=bool(marked))
+            for raw, marked, token in zip(found[::2], found[1::2], tokens, strict=False)
         ]  # fewer payloads than tokens: fine
 
     def stage(self, timeout_s: float) -> str | None:
@@ -161,9 +161,10 @@ class RedisTaskQueue:
 
     def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
         now, token = self._clock.now_ms(), self._new_token()
-        if not self._run("lease_staged", _wire(raw), now, lease_ms, token, holder):
+        leased = self._run("lease_staged", _wire(raw), now, lease_ms, token, holder)
+        if not leased:
             return None
-        return Delivery(raw=raw, token=token, deadline_ms=now + lease_ms, holder=holder, claimed_at_ms=now)
+        return Delivery(raw, token, now + lease_ms, holder, now, cancelled=int(leased) == 2)
 
     def unstage(self, grace_ms: int, limit: int) -> int:
         return int(self._run("unstage", self._clock.now_ms(), grace_ms, limit))
@@ -330,6 +331,25 @@ class RedisTaskQueue:
             return []
         ids = ["*"] if task_ids is None else [str(int(t)) for t in task_ids]
         return [_dead_letter(entry) for entry in self._run("remove_dead", *ids)]
+
+    def mark_cancelled(self, task_ids: Collection[int]) -> None:
+        if task_ids:
+            now = self._clock.now_ms()
+            with redis_errors("mark_cancelled"):
+                self._client.hset(self._keys.cancelled, mapping={str(int(t)): now for t in task_ids})
+
+    def cancel_marks(self, task_ids: Collection[int]) -> set[int]:
+        ids = [int(t) for t in task_ids]
+        if not ids:
+            return set()
+        with redis_errors("cancel_marks"):
+            found = self._client.hmget(self._keys.cancelled, [str(t) for t in ids])
+        return {t for t, at in zip(ids, found, strict=True) if at is not None}
+
+    def clear_cancelled(self, task_ids: Collection[int]) -> None:
+        if task_ids:
+            with redis_errors("clear_cancelled"):
+                self._client.hdel(self._keys.cancelled, *[str(int(t)) for t in task_ids])
 
     def stats(self) -> QueueStats:
         """``oldest_claimed_at_ms`` has whole-second precision here (see stats.lua)."""

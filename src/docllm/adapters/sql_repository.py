@@ -255,6 +255,14 @@ class SqlAlchemyTaskRepository:
         )
         return self._write(stmt, task_id, lambda row: row is not None and row.status == PENDING)
 
+    def cancel_pending(self, task_id: int, attempt: int, error: str) -> bool:
+        stmt = (
+            update(t)
+            .where(t.c.task_id == task_id, t.c.attempt == attempt, t.c.status == PENDING.value)
+            .values(status=FAILED.value, error=error, lease_token=None, finished_at=utcnow(), updated_at=utcnow())
+        )
+        return self._write(stmt, task_id, lambda row: _cancelled(row, attempt, error))
+
     def delete(self, task_id: int) -> bool:
         return self._write(delete(t).where(t.c.task_id == task_id), task_id, lambda row: row is None)
 
@@ -270,6 +278,10 @@ def non_terminal_page(status: TaskStatus, cursor: tuple[Any, int] | None, limit:
         at, after_id = cursor
         stmt = stmt.where(t.c.updated_at >= at, (t.c.updated_at > at) | (t.c.task_id > after_id))
     return stmt.order_by(t.c.updated_at, t.c.task_id).limit(limit)
+
+
+def _cancelled(row: Task | None, attempt: int, error: str) -> bool:
+    return row is not None and row.attempt == attempt and row.status == FAILED and row.error == error
 
 
 def _give_up() -> None:

@@ -24,6 +24,7 @@ LEFTOVER_RELEASED = "leftover_released"
 SUBMITTED = "submitted"
 REOPENED = "reopened"
 DISCARDED = "discarded"
+CANCELLED = "cancelled"
 
 
 class NullEvents:

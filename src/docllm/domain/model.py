@@ -78,6 +78,7 @@ class Delivery:
     deadline_ms: int
     holder: str = ""
     claimed_at_ms: int = 0
+    cancelled: bool = False  # its task carried an operator's cancel mark when it was claimed
 
 
 @dataclass(frozen=True)

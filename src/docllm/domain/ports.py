@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task, TaskStatus
+from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.workers import WorkerRecord
 
 
@@ -30,7 +31,8 @@ class TaskQueue(Protocol):
         """Add a payload to ready (``front`` makes it the next one claimed)."""
 
     def claim(self, holder: str, lease_ms: int) -> Delivery | None:
-        """Atomically move the next ready payload into processing under a new lease, or None."""
+        """Atomically move the next ready payload into processing under a new lease, or None.
+        ``Delivery.cancelled`` says whether its task carried a cancel mark (``mark_cancelled``)."""
 
     def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
         """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first."""
@@ -134,6 +136,17 @@ class TaskQueue(Protocol):
     def now_ms(self) -> int:
         """The authority clock as this queue sees it."""
 
+    # -- the operator's cancel (DESIGN section 12) ---------------------------------------------
+    def mark_cancelled(self, task_ids: Collection[int]) -> None:
+        """Mark these tasks cancelled: a worker running one stops it at its next heartbeat, and
+        an attempt that starts on one ends at once (failed, "cancelled by operator")."""
+
+    def cancel_marks(self, task_ids: Collection[int]) -> set[int]:
+        """Which of these tasks carry a cancel mark (one round trip, O(len(task_ids)))."""
+
+    def clear_cancelled(self, task_ids: Collection[int]) -> None:
+        """Remove the marks: the cancel is settled, or an operator's retry reopened the task."""
+
 
 class TaskRepository(Protocol):
     """The MySQL side: the source of truth. Every write of an attempt is fenced on ``attempt``."""
@@ -161,6 +174,10 @@ class TaskRepository(Protocol):
     def reopen(self, task_id: int) -> bool:
         """Operator's retry: failed -> pending with a fresh attempt budget."""
 
+    def cancel_pending(self, task_id: int, attempt: int, error: str) -> bool:
+        """Operator's cancel of a task no attempt runs: pending -> failed, fenced on ``attempt``
+        (the row's counter as read), so it never lands on a row an attempt has started since."""
+
     def delete(self, task_id: int) -> bool: ...
 
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
@@ -176,16 +193,6 @@ class TaskRepository(Protocol):
     def finished_per_minute(self, minutes: int) -> dict[str, list[int]]:
         """Tasks that ended ``success`` and ``failed`` in each of the last ``minutes`` minutes of the
         database's clock, oldest first, the current minute last (the dashboard's throughput chart)."""
-
-
-class WorkerRegistry(Protocol):
-    """Live worker processes: each keeps its record current; a record not renewed expires."""
-
-    def beat(self, record: WorkerRecord, ttl_ms: int) -> None: ...
-
-    def remove(self, worker_id: str) -> None: ...
-
-    def live(self) -> list[WorkerRecord]: ...
 
 
 class DocumentReviewer(Protocol):
@@ -204,7 +211,35 @@ class DocumentReviewer(Protocol):
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""
 
 
+class WorkerRegistry(Protocol):
+    """The live workers: each process beats its record with a TTL and removes it at a clean stop,
+    so a killed process disappears when its TTL runs out."""
+
+    def beat(self, record: WorkerRecord, ttl_ms: int) -> None:
+        """Write (or renew) ``record``; it counts as live for ``ttl_ms`` of authority time."""
+
+    def remove(self, worker_id: str) -> None: ...
+
+    def live(self) -> list[WorkerRecord]:
+        """Records whose TTL has not run out, ordered by id; expired entries are cleaned on the way."""
+
+
 class EventSink(Protocol):
     """Where services report what happened (logs, metrics, the simulation's trace)."""
 
     def emit(self, event: str, **fields: Any) -> None: ...
+
+
+class RateLimiter(Protocol):
+    """The fleet's share of one LLM's rate limits (``domain.rate_limits``), on the authority clock."""
+
+    def acquire(self, tokens: int) -> float:
+        """Charge one request estimated at ``tokens``: 0 when it may go now, else the seconds to
+        wait before asking again (and nothing is charged)."""
+
+    def settle(self, delta_tokens: int, hints: ProviderHints) -> None:
+        """Correct the charge by what the answer used (``delta_tokens`` = used - charged) and take
+        what the provider said about its limits, for everyone."""
+
+    def headroom(self) -> dict[str, Any]:
+        """A flat view of what could be sent now (``docllm stats``)."""

@@ -1,4 +1,8 @@
-"""What the worker registry holds: one record per live worker process (DESIGN section 12)."""
+"""The live workers of the fleet, as each process reports itself in the worker registry.
+
+Times are unix seconds of the authority clock (the Redis server's), so records written by
+processes whose own clocks disagree can be compared.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class InFlight:
-    """One attempt a worker runs: its task, the attempt number and how long it has run."""
+    """One attempt a worker is running: its task, its fencing number, how long it has run."""
 
     task_id: int
     attempt: int
@@ -16,8 +20,6 @@ class InFlight:
 
 @dataclass(frozen=True)
 class WorkerRecord:
-    """A worker process as it last reported itself (times are the authority's, in seconds)."""
-
     id: str
     host: str
     pid: int

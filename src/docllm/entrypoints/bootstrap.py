@@ -56,6 +56,7 @@ def build_service(container: Container, workers: bool = True, reaper: bool = Tru
         metrics=metrics,
         readiness=container.readiness() if metrics is not None else {},
         web_app=_dashboard(container) if container.settings().dashboard_on_worker else None,
+        registry=container.worker_registry() if workers else None,
     )
     return Service(container.settings(), parts)
 

@@ -43,6 +43,21 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("task_id", nargs="?", type=int)
     target.add_argument("--all", action="store_true")
     dd.add_argument("--json", action="store_true")
+    sh = sub.add_parser("show", help="one task and its report, for a person")
+    sh.add_argument("task_id", type=int, metavar="TASK_ID")
+    sh.add_argument("--json", action="store_true")
+    wk = sub.add_parser("workers", help="the live workers (processes that beat the registry)")
+    wk.add_argument("--json", action="store_true")
+    ca = sub.add_parser("cancel", help="cancel tasks: a pending one never runs, a running one stops")
+    ca.add_argument("task_ids", nargs="+", type=int, metavar="TASK_ID")
+    ca.add_argument("--json", action="store_true")
+    ca.add_argument(
+        "--wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long to wait for running tasks to stop (default: lease + reaper interval + 5 s; 0: do not wait)",
+    )
     sub.add_parser("worker", help="run a worker (with the reaper and reconciler)")
     sub.add_parser("reaper", help="run the reaper and reconciler alone")
     demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -133,6 +134,57 @@ def dashboard(args: argparse.Namespace) -> int:
     check_bind(args.host, load_settings().dashboard_token)  # before anything connects
     with _container() as c:
         return serve(c, args.host, args.port)
+
+
+def show(args: argparse.Namespace) -> int:
+    from docllm.entrypoints.report_view import render_task, show_json
+
+    with _container() as c:
+        task = c.repository().get(args.task_id)
+        default_max = c.settings().max_attempts
+    if task is None:
+        raise CommandError(f"no task with id {args.task_id}")
+    if args.json:
+        print_json(show_json(task))
+    else:
+        console().print(render_task(task, default_max))
+    return 0
+
+
+def workers(args: argparse.Namespace) -> int:
+    with _container(schema=False) as c:
+        records = c.worker_registry().live()
+        now_s = c.clock().now_ms() / 1000.0
+    if args.json:
+        print_json([views.worker_json(r) for r in records])
+    else:
+        console().print(views.workers_table(records, now_s))
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    """Exit 0 when every task is cancelled (with ``--wait 0``: or marked, still running); 1 when
+    any is unknown, had already finished, or still ran when the wait ended."""
+    from docllm.domain.services.cancel import Canceller, CancelResult
+
+    with _container() as c:
+        s = c.settings()
+        wait = s.lease_seconds + s.reaper_interval_seconds + 5.0 if args.wait is None else max(0.0, args.wait)
+        canceller = Canceller(c.repository(), c.queue(), c.events())
+        results = canceller.request(args.task_ids)
+        deadline = time.monotonic() + wait
+        while wait > 0 and not all(r.done for r in results) and time.monotonic() < deadline:
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            results = [r if r.done else canceller.check(r) for r in results]
+    if args.json:
+        print_json([views.cancel_json(r) for r in results])
+    else:
+        console().print(views.cancel_table(results))
+    ok = {CancelResult.cancelled} | ({CancelResult.running} if wait == 0 else set())
+    failed = [r for r in results if r.result not in ok]
+    if failed:
+        raise CommandError("not cancelled: " + "; ".join(f"task {r.task_id}: {r.detail}" for r in failed))
+    return 0
 
 
 def worker(args: argparse.Namespace) -> int:

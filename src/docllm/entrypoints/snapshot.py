@@ -11,4 +11,8 @@ from docllm.entrypoints import views
 
 def stats_of(c: Container) -> dict[str, Any]:
     queue = c.queue()
-    return views.stats_json(c.repository().counts(), queue.stats(), queue.now_ms())
+    result = views.stats_json(c.repository().counts(), queue.stats(), queue.now_ms())
+    limiter = c.rate_limiter()
+    if limiter is not None:  # the fleet's LLM rate limits, when set (DOCLLM_LLM_RPM, DOCLLM_LLM_TPM)
+        result.setdefault("llm", {})["limits"] = {"model": c.settings().llm_model, **limiter.headroom()}
+    return result

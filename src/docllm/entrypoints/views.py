@@ -1,4 +1,5 @@
-"""How tasks, stats and dead letters look on the command line: JSON shapes (a contract) and tables."""
+"""How tasks, stats, dead letters, workers and cancels look on the command line: JSON shapes (a
+contract) and tables."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
+from docllm.domain.services.cancel import Cancel, CancelResult
+from docllm.domain.workers import WorkerRecord
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -86,6 +89,9 @@ def stats_table(stats: dict[str, Any]) -> Table:
         table.add_row(f"queue {key}", str(value))
     oldest = stats["oldest_processing_s"]
     table.add_row("oldest processing (s)", "-" if oldest is None else f"{oldest:.1f}")
+    for section, values in stats.get("llm", {}).items():  # flat objects: breaker, limits, usage
+        for key, value in values.items():
+            table.add_row(f"llm {section} {key}", "-" if value is None else escape(str(value)))
     return table
 
 
@@ -95,4 +101,66 @@ def dead_table(letters: list[DeadLetter]) -> Table:
         table.add_column(col, overflow="fold")
     for d in letters:
         table.add_row("" if d.task_id is None else str(d.task_id), escape(d.reason), escape(printable(d.raw)[:120]))
+    return table
+
+
+def worker_json(record: WorkerRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "host": record.host,
+        "pid": record.pid,
+        "version": record.version,
+        "slots": record.slots,
+        "in_flight": [{"task_id": f.task_id, "attempt": f.attempt, "age_s": f.age_s} for f in record.in_flight],
+        "started_at": record.started_at,
+        "last_beat": record.last_beat,
+    }
+
+
+def workers_table(records: list[WorkerRecord], now_s: float) -> Table:
+    table = Table(title=f"live workers ({len(records)})")
+    for col in ("id", "host", "pid", "version", "busy", "in flight (task#attempt age)", "up", "last beat"):
+        table.add_column(col, overflow="fold")
+    for r in records:
+        flights = ", ".join(f"{f.task_id}#{f.attempt} {f.age_s:.0f}s" for f in r.in_flight)
+        table.add_row(
+            escape(r.id),
+            escape(r.host),
+            str(r.pid),
+            escape(r.version),
+            f"{len(r.in_flight)}/{r.slots}",
+            flights,
+            _ago(now_s - r.started_at),
+            _ago(now_s - r.last_beat) + " ago",
+        )
+    return table
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def cancel_json(cancel: Cancel) -> dict[str, Any]:
+    return {
+        "task_id": cancel.task_id,
+        "result": cancel.result.value,
+        "cancelled": cancel.result is CancelResult.cancelled,
+        "status": cancel.status,
+        "detail": cancel.detail,
+    }
+
+
+def cancel_table(cancels: list[Cancel]) -> Table:
+    table = Table(title="cancel")
+    for col in ("task_id", "result", "status", "detail"):
+        table.add_column(col, overflow="fold")
+    colours = {"cancelled": "green", "running": "yellow", "unknown": "red", "finished": "red"}
+    for c in cancels:
+        result = c.result.value
+        table.add_row(str(c.task_id), f"[{colours[result]}]{result}[/]", c.status or "-", escape(c.detail))
     return table

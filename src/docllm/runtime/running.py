@@ -9,6 +9,7 @@ from docllm.domain.model import Attempt
 from docllm.domain.services.outcome import Outcome
 
 SHUT_DOWN = Outcome.shut_down()
+CANCELLED = Outcome.cancelled()
 
 
 @dataclass(eq=False)

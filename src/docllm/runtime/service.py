@@ -15,13 +15,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, TaskQueue
+from docllm.domain.ports import DocumentReviewer, TaskQueue, WorkerRegistry
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime.config_gate import ConfigGate
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
+from docllm.runtime.presence import Presence, beat_seconds
 from docllm.runtime.worker import Worker
 from docllm.settings import Settings
 
@@ -41,6 +42,7 @@ class Parts:
     metrics: Any = None
     readiness: dict[str, Any] = field(default_factory=dict)
     web_app: Any = None  # a WSGI app served on the HTTP port's other paths (the dashboard)
+    registry: WorkerRegistry | None = None  # where a worker process reports itself (docllm workers)
 
 
 class Service:
@@ -48,6 +50,7 @@ class Service:
         self.settings, self.parts = settings, parts
         self.calls = ThreadedPortCalls(threads_for(settings.concurrency if parts.processor else 1))
         self.worker: Worker | None = None
+        self.presence: Presence | None = None
         self.loops: list[PeriodicLoop] = []
         self.endpoints: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -61,6 +64,9 @@ class Service:
         if p.processor is not None and p.reviewer is not None:
             gate = ConfigGate(p.reviewer, logging.getLogger("docllm.llm"))
             self.worker = Worker(p.processor, self.calls, gate, s.concurrency)
+            if p.registry is not None:
+                period = beat_seconds(s.lease_seconds)
+                self.presence = Presence(p.registry, p.queue, self.calls, self.worker, s.worker_id, period)
         if p.reaper is not None:
             reaper = p.reaper
 
@@ -112,11 +118,15 @@ class Service:
         if signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self.request_stop)
+        beating: asyncio.Task[None] | None = None
+        drained = asyncio.Event()
         try:
             self._start_endpoints()  # first: a port already taken stops the process before it claims
             self.tasks = {loop.name: asyncio.create_task(loop.run(self._stop), name=loop.name) for loop in self.loops}
             if self.worker is not None:
                 self.tasks["worker"] = asyncio.create_task(self.worker.run(), name="worker")
+            if self.presence is not None:
+                beating = asyncio.create_task(self.presence.run(drained), name="presence")
             self.started.set()
             await self._stop.wait()
             for name, result in zip(
@@ -124,7 +134,12 @@ class Service:
             ):
                 if isinstance(result, BaseException):
                     log.error("%s ended with %s: %s", name, type(result).__name__, result)
+            drained.set()
+            if beating is not None:  # removes this worker from the registry
+                await asyncio.wait([beating], timeout=10.0)
         finally:
+            if beating is not None:
+                beating.cancel()
             if self.endpoints:
                 self.endpoints.stop()
             self.calls.close()

@@ -3,7 +3,8 @@ coroutine, and one heartbeat timer renews every lease of the process in one roun
 
 An attempt is abandoned (its review task cancelled, so the LLM request in flight stops and no
 further chunk is sent, I11) when its lease is lost (it commits nothing and hands the row back),
-when it overruns PROCESSING_TIMEOUT_SECONDS (I8: a failed attempt), and at the end of the
+when it overruns PROCESSING_TIMEOUT_SECONDS (I8: a failed attempt), when an operator cancelled
+its task (seen at a heartbeat: the row fails "cancelled by operator"), and at the end of the
 shutdown grace period (released to ready uncharged, D11). The same code runs in production and,
 on virtual time, in the simulation.
 """
@@ -23,7 +24,7 @@ from docllm.domain.services.outcome import Outcome, Reason
 from docllm.runtime.config_gate import ConfigGate
 from docllm.runtime.outage import Outage
 from docllm.runtime.port_calls import PortCalls
-from docllm.runtime.running import SHUT_DOWN, Running
+from docllm.runtime.running import CANCELLED, SHUT_DOWN, Running
 from docllm.runtime.waiting import sleep_unless
 
 # After a failed heartbeat the next one comes this soon (not a whole heartbeat interval later).
@@ -249,6 +250,23 @@ class Worker:
                     run.renewed = sent
                 elif self.running.get(run.attempt.token) is run:  # not one that ended meanwhile
                     self._abandon(run, None)
+            await self._cancels([run for run in runs if not run.abandoned])
+
+    async def _cancels(self, runs: list[Running]) -> None:
+        """Stop the attempts an operator cancelled (``docllm cancel``): read at every heartbeat."""
+        if not runs:
+            return
+        try:
+            marked = await self.calls.call(self.proc.cancelled, [run.attempt for run in runs])
+        except Unavailable as exc:  # the next heartbeat reads them again
+            self.log.warning("reading cancel marks failed: %s", exc)
+            return
+        except Exception:  # a bug must not stop the heartbeats
+            self.log.exception("reading cancel marks failed unexpectedly")
+            return
+        for run in runs:
+            if run.attempt.task_id in marked and self.running.get(run.attempt.token) is run:
+                self._abandon(run, CANCELLED)
 
     # -- shutdown (D11) ----------------------------------------------------------------------
     async def _drain(self) -> None:

@@ -5,7 +5,8 @@
 -- ARGV[3] holder         who takes them, for display
 -- ARGV[4] promote_batch  at most this many due delayed payloads move into ready first
 -- ARGV[5..] tokens       one new lease token per payload wanted, in order
--- Returns the raw payloads as they sat in ready, oldest first (fewer than tokens when ready ran out).
+-- Returns the raw payloads as they sat in ready, oldest first (fewer than tokens when ready ran out),
+-- each followed by 1 when its task carries an operator's cancel mark, else 0.
 local now, lease_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 promote(now, tonumber(ARGV[4]))
 local out = {}
@@ -14,5 +15,6 @@ for i = 5, #ARGV do
   if not raw then break end
   lease(raw, ARGV[i], ARGV[3], now, lease_ms)
   out[#out + 1] = raw
+  out[#out + 1] = cancelled(raw) and 1 or 0
 end
 return out

@@ -5,8 +5,9 @@
 -- ARGV[3] lease_ms
 -- ARGV[4] token     the new lease's token
 -- ARGV[5] holder
--- Returns 1 when leased, 0 when the payload was no longer staged (unstage gave it back to ready).
+-- Returns 1 when leased (2 when its task carries an operator's cancel mark), 0 when the payload was
+-- no longer staged (unstage gave it back to ready).
 if redis.call('LREM', STAGING, 1, ARGV[1]) == 0 then return 0 end
 redis.call('HDEL', STAGING_SEEN, ARGV[1])
 lease(ARGV[1], ARGV[4], ARGV[5], tonumber(ARGV[2]), tonumber(ARGV[3]))
-return 1
+return cancelled(ARGV[1]) and 2 or 1

@@ -1,11 +1,12 @@
 -- lib.lua: helpers prepended to every queue script by redis_queue.py (a script cannot include
 -- another). Scripts never call TIME: the adapter passes the authority's now_ms.
--- KEYS (the same ten in every script, RedisKeys.script_keys):
+-- KEYS (the same eleven in every script, RedisKeys.script_keys):
 --   1 ready, 2 processing, 3 lease_index, 4 leases, 5 delayed, 6 dead, 7 processing_ts,
---   8 staging, 9 staging_seen, 10 clock
+--   8 staging, 9 staging_seen, 10 clock, 11 cancelled
 local READY, PROCESSING, LEASE_INDEX, LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DELAYED, DEAD, PROCESSING_TS = KEYS[5], KEYS[6], KEYS[7]
 local STAGING, STAGING_SEEN, CLOCK = KEYS[8], KEYS[9], KEYS[10]
+local CANCELLED = KEYS[11]
 
 -- Steps of the authority clock (DESIGN section 6: an NTP step, a VM resume, a failover to a host
 -- whose clock is elsewhere). A process's clock (redis_clock.py) sees a step when TIME disagrees
@@ -46,6 +47,12 @@ local function task_id_of(raw)
   if type(id) == 'string' and string.match(id, '^%s*%d+%s*$') then id = tonumber(id) end
   if type(id) ~= 'number' or id < 1 or id >= 2 ^ 53 or id ~= math.floor(id) then return nil end
   return string.format('%d', id)
+end
+
+-- Whether an operator cancelled the task `raw` names (docllm cancel): its claimer fails it at once.
+local function cancelled(raw)
+  local task_id = task_id_of(raw)
+  return task_id ~= nil and redis.call('HEXISTS', CANCELLED, task_id) == 1
 end
 
 -- Move up to `limit` delayed payloads due at `now` (inclusive) to the far end of ready, oldest

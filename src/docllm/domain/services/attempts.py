@@ -16,7 +16,7 @@ from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
-from docllm.domain.services.outcome import ORPHANED_REASON, Outcome, OutcomeKind, Reason
+from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
 
 LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
 
@@ -92,6 +92,9 @@ class TaskProcessor:
         assert task is not None
         attempt = Attempt(delivery=delivery, task=task, started_ms=self.clock.now_ms())
         self.events.emit(ev.STARTED, task_id=task.task_id, attempt=task.attempt, worker=self.holder)
+        if delivery.cancelled:  # the claim found the operator's cancel mark (it was reclaimed, handed back)
+            self.finish(attempt, Outcome.cancelled())
+            return None
         return attempt
 
     def _orphaned(self, row: Task | None) -> bool:
@@ -133,6 +136,10 @@ class TaskProcessor:
                     worker=self.holder,
                 )
         return renewed
+
+    def cancelled(self, attempts: list[Attempt]) -> set[int]:
+        """The task ids among these attempts that an operator cancelled (one round trip)."""
+        return self.queue.cancel_marks([a.task_id for a in attempts]) if attempts else set()
 
     def hand_back(self, attempt: Attempt) -> bool:
         """Lease loss (DESIGN section 5): the row goes back to pending without charging an attempt,
@@ -183,6 +190,8 @@ class TaskProcessor:
             self.queue.ack(attempt.token)
             self.events.emit(ev.SUCCEEDED, **fields)
             return True
+        if outcome.kind is OutcomeKind.cancelled:
+            return self._cancelled(attempt)
         if outcome.kind is OutcomeKind.release:
             released = self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False)
             if not self._wrote(attempt, TaskStatus.pending, released, outcome.error or "released"):
@@ -210,6 +219,18 @@ class TaskProcessor:
         if not self.queue.dead_letter(attempt.token, attempt.delivery.raw, error, task.task_id):
             self.queue.dead_letter(None, attempt.delivery.raw, error, task.task_id, unless_lettered=True)
         self.events.emit(ev.FAILED, reason=reason, error=error, **fields)
+        return True
+
+    def _cancelled(self, attempt: Attempt) -> bool:
+        """The operator's cancel: the row fails (fenced, so a stale attempt cannot) with the cancel
+        as its error; the payload is acked, not dead-lettered (a cancel is no failure to retry in
+        bulk; ``docllm dead retry TASK_ID`` still reopens it), and the mark has done its work."""
+        task_id, n = attempt.task_id, attempt.number
+        if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task_id, n, CANCELLED_ERROR), CANCELLED_ERROR):
+            return self._stale(attempt)
+        self.queue.ack(attempt.token)
+        self.queue.clear_cancelled([task_id])
+        self.events.emit(ev.CANCELLED, task_id=task_id, attempt=n, worker=self.holder)
         return True
 
     def _wrote(self, attempt: Attempt, status: TaskStatus, wrote: bool, error: str | None = None) -> bool:

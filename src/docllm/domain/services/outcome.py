@@ -6,12 +6,17 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+# The row's error of a cancelled task. Its status is ``failed``: the original deployment's table
+# has an ENUM of the four statuses, and its producers know no other (README, "docllm cancel").
+CANCELLED_ERROR = "cancelled by operator"
+
 
 class OutcomeKind(enum.Enum):
     success = "success"
     retryable = "retryable"  # counts against the attempt budget, retried with backoff
     permanent = "permanent"  # the task fails now
     release = "release"  # not the task's fault (shutdown, misconfiguration): back to ready, budget kept
+    cancelled = "cancelled"  # the operator cancelled the task: it fails, and is not dead-lettered
 
 
 # A row ``processing`` under an attempt whose lease is gone (its start landed, its answer was lost).
@@ -42,6 +47,7 @@ class Reason(enum.StrEnum):
     orphaned = "orphaned"  # a row processing under an attempt without a lease, handed back uncharged
     task_failed = "task_failed"  # the reaper found the row already failed (its worker died after)
     unsettled = "unsettled"  # the reaper could not settle a lease (an unexpected error)
+    cancelled = "cancelled"  # an operator's ``docllm cancel``
     other = "other"
 
 
@@ -90,6 +96,10 @@ class Outcome:
         """A configuration error for one document (a content-filtering gateway's 403) while the
         configuration itself works: the document's, so it costs an attempt (issue 13 item 4)."""
         return cls.retryable(f"the LLM refused this document: {error}", reason=Reason.refused_document)
+
+    @classmethod
+    def cancelled(cls) -> Outcome:
+        return cls(OutcomeKind.cancelled, error=CANCELLED_ERROR, reason=Reason.cancelled)
 
     @classmethod
     def misconfigured(cls, error: Exception) -> Outcome:

@@ -49,6 +49,7 @@ def retry_dead(
             reopened.append(row)
     if reopened:
         queue.remove_dead_letters([row.task_id for row in reopened])
+        queue.clear_cancelled([row.task_id for row in reopened])  # a cancelled task, reopened, runs
     for row in reopened:
         queue.push(make_payload(row.task_id, row.task_name))
         sink.emit(ev.REOPENED, task_id=row.task_id)

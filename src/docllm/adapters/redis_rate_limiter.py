@@ -1,0 +1,93 @@
+"""The RateLimiter port over Redis: one hash per base URL and model, in the queue's hash tag,
+changed only by ``lua/rate_limit.lua`` on the authority clock (DESIGN section 11)."""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from typing import Any
+
+import redis
+
+from docllm.adapters.redis_errors import redis_errors
+from docllm.adapters.redis_keys import RedisKeys
+from docllm.domain.ports import Clock
+from docllm.domain.rate_limits import Budget, LimitState, ProviderHints, headroom
+
+
+def limit_key(keys: RedisKeys, base_url: str, model: str) -> str:
+    """``{prefix}:llm:limit:<digest>``: workers of one queue that call one model share it."""
+    digest = hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
+    return f"{keys.prefix}:llm:limit:{digest}"
+
+
+# The hash's fields, in the order the script's peek returns them (lua/rate_limit.lua).
+FIELDS = (
+    "rtat",
+    "ttat",
+    "hold",
+    "preq",
+    "preq_seen",
+    "preq_rate",
+    "preq_at",
+    "ptok",
+    "ptok_seen",
+    "ptok_rate",
+    "ptok_at",
+)
+
+
+def _ms(seconds: float | None) -> str:
+    return "" if seconds is None else repr(seconds * 1000)
+
+
+class RedisRateLimiter:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys_or_prefix: RedisKeys | str,
+        clock: Clock,
+        base_url: str,
+        model: str,
+        rpm: int | None = None,
+        tpm: int | None = None,
+    ):
+        self.key = limit_key(RedisKeys.of(keys_or_prefix), base_url, model)
+        self._clock, self._rpm, self._tpm = clock, rpm or 0, tpm or 0
+        text = (resources.files("docllm.adapters") / "lua" / "rate_limit.lua").read_text("utf-8")
+        self._script = client.register_script(text)
+
+    def _run(self, op: str, now: int, *args: Any) -> Any:
+        with redis_errors("rate_limit"):
+            return self._script(keys=[self.key], args=[op, now, self._rpm, self._tpm, *args])
+
+    def acquire(self, tokens: int) -> float:
+        return int(self._run("acquire", self._clock.now_ms(), tokens)) / 1000
+
+    def settle(self, delta_tokens: int, hints: ProviderHints) -> None:
+        h = hints
+        self._run(
+            "settle",
+            self._clock.now_ms(),
+            delta_tokens,
+            "" if h.remaining_requests is None else h.remaining_requests,
+            _ms(h.reset_requests_s),
+            "" if h.remaining_tokens is None else h.remaining_tokens,
+            _ms(h.reset_tokens_s),
+            _ms(h.retry_after_s),
+            "" if h.limit_requests is None else h.limit_requests,
+            "" if h.limit_tokens is None else h.limit_tokens,
+        )
+
+    def headroom(self) -> dict[str, Any]:
+        now = self._clock.now_ms()
+        raw = [x.decode() if isinstance(x, bytes) else x for x in self._run("peek", now, 0)]
+        f = dict(zip(FIELDS, (float(x) if x else None for x in raw), strict=True))
+
+        def budget(b: str) -> Budget | None:
+            if f[b] is None:
+                return None
+            return Budget(f[b] or 0.0, f[f"{b}_seen"] or 0.0, f[f"{b}_rate"] or 0.0, f[f"{b}_at"] or 0.0)
+
+        state = LimitState(f["rtat"] or 0.0, f["ttat"] or 0.0, f["hold"] or 0.0, budget("preq"), budget("ptok"))
+        return headroom(state, now, self._rpm, self._tpm)

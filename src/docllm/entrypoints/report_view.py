@@ -1,0 +1,105 @@
+"""``docllm show``: one task and its report, for a person (findings grouped by severity, most
+severe first, each with its location, quote and suggestion) or as JSON."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+from docllm.domain.model import Task
+from docllm.domain.report import SEVERITIES
+from docllm.entrypoints.views import task_json
+
+COLOURS = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan"}
+STATUS_COLOURS = {"success": "green", "failed": "red", "processing": "yellow", "pending": "cyan"}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def show_json(task: Task) -> dict[str, Any]:
+    return task_json(task) | {
+        "max_attempts": task.max_attempts,
+        "processing_started_at": _iso(task.processing_started_at),
+        "updated_at": _iso(task.updated_at),
+    }
+
+
+def render_task(task: Task, default_max_attempts: int) -> RenderableType:
+    parts: list[RenderableType] = [_header(task, default_max_attempts)]
+    report = task.result
+    if isinstance(report, dict) and isinstance(report.get("findings"), list):
+        parts += _report(report)
+    elif report is not None:  # a row of the original deployment: any text or JSON
+        parts.append(Panel(Text(str(report)), title="result (not a docllm report)"))
+    elif not task.status.terminal:
+        parts.append(Text(f"no report yet: the task is {task.status.value}", style="dim"))
+    return Group(*parts)
+
+
+def _header(task: Task, default_max_attempts: int) -> RenderableType:
+    status = task.status.value
+    lines = [
+        f"[bold]task {task.task_id}[/] {escape(task.task_name or '')}",
+        f"status [{STATUS_COLOURS[status]}]{status}[/]   attempt {task.attempt}   "
+        f"failed attempts {task.retry_count} of {task.budget(default_max_attempts)} allowed",
+    ]
+    times = [
+        ("created", task.created_at),
+        ("started", task.processing_started_at),
+        ("finished", task.finished_at),
+        ("updated", task.updated_at),
+    ]
+    lines.append("   ".join(f"{name} {_iso(at)}" for name, at in times if at is not None))
+    if task.error:
+        lines.append(f"[red]error[/] {escape(task.error)}")
+    return Panel("\n".join(lines), expand=False)
+
+
+def _report(report: dict[str, Any]) -> list[RenderableType]:
+    usage = report.get("usage") or {}
+    findings = [f for f in report["findings"] if isinstance(f, dict)]
+    out: list[RenderableType] = [
+        Text.from_markup(
+            f"[bold]summary[/] {escape(str(report.get('summary') or '-'))}\n"
+            f"[dim]{len(findings)} finding(s); reviewer {escape(str(report.get('reviewer', '?')))}, "
+            f"model {escape(str(report.get('model', '?')))}, chunks {report.get('chunks', '?')}, tokens "
+            f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out[/]"
+        )
+    ]
+    known = [s for s in reversed(SEVERITIES)]
+    others = sorted({str(f.get("severity")) for f in findings} - set(known))
+    for severity in known + others:
+        group = [f for f in findings if str(f.get("severity")) == severity]
+        if group:
+            style = COLOURS.get(severity, "")
+            out.append(Text(f"\n{severity.upper()} ({len(group)})", style=style))
+            out += [_finding(i, f) for i, f in enumerate(group, 1)]
+    return out
+
+
+def _finding(number: int, f: dict[str, Any]) -> RenderableType:
+    text = Text()
+    text.append(f"{number:>3}. ")
+    text.append(f"[{f.get('category', 'other')}] ", style="bold")
+    text.append(_where(f.get("location")), style="dim")
+    text.append(f"\n     {f.get('message', '')}")
+    if f.get("quote"):
+        text.append(f'\n     "{f["quote"]}"', style="italic")
+    if f.get("suggestion"):
+        text.append(f"\n     -> {f['suggestion']}", style="green")
+    return text
+
+
+def _where(loc: Any) -> str:
+    if not isinstance(loc, dict):
+        return "(no location)"
+    heading, start, end = loc.get("heading") or "", loc.get("line_start"), loc.get("line_end")
+    lines = "" if start is None else (f"line {start}" if end in (None, start) else f"lines {start}-{end}")
+    return " · ".join(p for p in (heading, lines) if p) or "(whole document)"

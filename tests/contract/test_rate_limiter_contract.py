@@ -1,0 +1,217 @@
+"""The RateLimiter port (DESIGN section 11): in memory, the Lua script on fakeredis and on a real
+redis-server, all on a ManualClock, and the script held to the domain's arithmetic step by step."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterator
+
+import fakeredis
+import pytest
+import redis
+
+from docllm.adapters.manual_clock import ManualClock
+from docllm.adapters.memory_rate_limiter import InMemoryRateLimiter
+from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis_rate_limiter import RedisRateLimiter, limit_key
+from docllm.domain.ports import RateLimiter
+from docllm.domain.rate_limits import PACE, ProviderHints
+
+Make = Callable[..., RateLimiter]
+
+
+@pytest.fixture(params=["memory", "fakeredis", pytest.param("redis", marks=pytest.mark.redis_server)])
+def make(request: pytest.FixtureRequest) -> Iterator[tuple[ManualClock, Make]]:
+    clock = ManualClock()
+    if request.param == "memory":
+        shared: dict[str, InMemoryRateLimiter] = {}  # one process: its workers share one limiter per model
+        yield (
+            clock,
+            lambda rpm=None, tpm=None, model="m": shared.setdefault(model, InMemoryRateLimiter(clock, rpm, tpm)),
+        )
+        return
+    if request.param == "fakeredis":
+        client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    else:
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+    prefix = f"{{t{random.randrange(10**9)}}}"
+
+    def build(rpm: int | None = None, tpm: int | None = None, model: str = "m") -> RateLimiter:
+        return RedisRateLimiter(client, prefix, clock, "http://llm/v1", model, rpm, tpm)
+
+    yield clock, build
+    client.close()
+
+
+def _grants_in(limiter: RateLimiter, clock: ManualClock, seconds: float, tokens: int = 1) -> list[int]:
+    """Ask without pause for ``seconds``, sleeping exactly as told; the times of the grants."""
+    start, granted = clock.now_ms(), []
+    while clock.now_ms() - start < seconds * 1000:
+        wait = limiter.acquire(tokens)
+        if wait <= 0:
+            granted.append(clock.now_ms())
+        else:
+            clock.advance(wait * 1000)
+    return granted
+
+
+def test_no_limit_grants_everything(make):
+    clock, build = make
+    limiter = build()
+    assert [limiter.acquire(10**6) for _ in range(50)] == [0] * 50
+
+
+def test_rpm_allows_one_seconds_burst_then_paces(make):
+    clock, build = make
+    limiter = build(rpm=120)
+    spacing = 0.5 / PACE  # a little under the limit
+    assert [limiter.acquire(1), limiter.acquire(1)] == [0, 0]
+    assert limiter.acquire(1) == pytest.approx(spacing, abs=0.001)
+    assert limiter.acquire(1) == pytest.approx(spacing, abs=0.001), "a refused request charges nothing"
+    clock.advance(math.ceil(spacing * 1000) - 2)
+    assert limiter.acquire(1) > 0
+    clock.advance(2)
+    assert limiter.acquire(1) == 0
+
+
+def test_rpm_never_grants_more_than_the_limit_in_any_minute(make):
+    clock, build = make
+    limiter = build(rpm=120)
+    granted = _grants_in(limiter, clock, 100)
+    worst = max(sum(1 for t in granted if start <= t < start + 60_000) for start in granted)
+    assert 116 <= worst <= 119, worst  # 97% of the limit and its one-second burst: under the limit
+    assert len(granted) >= 100 / 60 * 116
+
+
+def test_tpm_charges_the_estimate_and_the_answer_corrects_it(make):
+    clock, build = make
+    limiter = build(tpm=6000)  # 97 tokens a second, a bucket of one second
+    ms = 10 / PACE  # per token
+    assert limiter.acquire(300) == 0  # bigger than the bucket: goes when it is empty, owes the rest
+    # 300 tokens owed, less the bucket (1 s), plus 50 tokens
+    assert limiter.acquire(50) == pytest.approx((300 * ms - 1000 + 50 * ms) / 1000, abs=0.001)
+    limiter.settle(-200, ProviderHints())  # it used 100 tokens: about a bucket
+    assert limiter.acquire(50) == pytest.approx((100 * ms - 1000 + 50 * ms) / 1000, abs=0.001)
+    clock.advance(math.ceil(150 * ms - 1000))
+    assert limiter.acquire(50) == 0
+    tokens = _grants_in(limiter, clock, 120, tokens=100)
+    worst = max(sum(1 for t in tokens if start <= t < start + 60_000) for start in tokens) * 100
+    assert 0.97 * 6000 <= worst <= 0.97 * 6000 + 100, worst
+
+
+def test_retry_after_holds_every_worker_back(make):
+    clock, build = make
+    one, other = build(rpm=10_000), build(rpm=10_000)
+    assert one.acquire(1) == 0
+    one.settle(0, ProviderHints(retry_after_s=2.0))
+    assert other.acquire(1) == pytest.approx(2.0)
+    clock.advance(2000)
+    assert other.acquire(1) == 0
+
+
+def test_the_providers_remaining_budget_is_shared_until_its_reset(make):
+    clock, build = make
+    limiter = build(tpm=10**9)
+    limiter.settle(0, ProviderHints(remaining_requests=2, reset_requests_s=1.5))
+    assert [limiter.acquire(1), limiter.acquire(1)] == [0, 0]
+    assert limiter.acquire(1) == pytest.approx(1.5)
+    clock.advance(1500)
+    assert limiter.acquire(1) == 0
+    limiter.settle(0, ProviderHints(remaining_tokens=500, reset_tokens_s=10))
+    assert limiter.acquire(400) == 0
+    assert limiter.acquire(400) == pytest.approx(10.0)  # 100 left: not enough for this one
+    assert limiter.acquire(100) == 0
+
+
+def test_a_provider_that_names_its_limit_refills_in_a_straight_line(make):
+    clock, build = make
+    limiter = build(rpm=10**6)
+    # 0 of 100 left, full in 10 s: one more every 100 ms, not a wait of the whole 10 s.
+    limiter.settle(0, ProviderHints(remaining_requests=0, reset_requests_s=10, limit_requests=100))
+    assert limiter.acquire(1) == pytest.approx(0.1)
+    clock.advance(250)
+    assert [limiter.acquire(1), limiter.acquire(1)] == [0, 0]
+    assert limiter.acquire(1) == pytest.approx(0.05)
+
+
+def test_headroom_shows_what_could_go_now(make):
+    clock, build = make
+    limiter = build(rpm=120, tpm=6000)
+    assert limiter.headroom() == {
+        "rpm": 120,
+        "tpm": 6000,
+        "requests_available": 2,
+        "tokens_available": 97,
+        "hold_s": 0.0,
+        "provider_remaining_requests": None,
+        "provider_remaining_tokens": None,
+        "provider_reset_s": None,
+    }
+    limiter.acquire(100)
+    limiter.settle(0, ProviderHints(retry_after_s=3, remaining_requests=7, reset_requests_s=4))
+    view = limiter.headroom()
+    assert (view["requests_available"], view["tokens_available"], view["hold_s"]) == (1, 0, 3.0)
+    assert (view["provider_remaining_requests"], view["provider_reset_s"]) == (7, 4.0)
+
+
+def test_models_do_not_share_a_limit(make):
+    clock, build = make
+    a, b = build(rpm=60, model="a"), build(rpm=60, model="b")
+    assert a.acquire(1) == 0 and a.acquire(1) > 0
+    assert b.acquire(1) == 0
+
+
+def test_the_script_does_what_the_domain_arithmetic_says(make):
+    """The same random run through the in-memory reference and the subject, step by step."""
+    clock, build = make
+    reference_clock = ManualClock(clock.now_ms())
+    subject, reference = build(rpm=90, tpm=20_000), InMemoryRateLimiter(reference_clock, 90, 20_000)
+    rng = random.Random(7)
+    for step in range(400):
+        move = rng.random()
+        if move < 0.5:
+            tokens = rng.choice((1, 200, 900, 3000))
+            assert subject.acquire(tokens) == reference.acquire(tokens), step
+        elif move < 0.7:
+            delta = rng.randint(-900, 400)
+            hints = rng.choice(
+                (
+                    ProviderHints(),
+                    ProviderHints(retry_after_s=rng.uniform(0, 3)),
+                    ProviderHints(remaining_requests=rng.randint(0, 3), reset_requests_s=rng.uniform(0, 2)),
+                    ProviderHints(remaining_tokens=rng.randint(0, 5000), reset_tokens_s=rng.uniform(0, 5)),
+                    ProviderHints(
+                        remaining_requests=rng.randint(0, 3),
+                        reset_requests_s=rng.uniform(0, 2),
+                        limit_requests=rng.choice((None, 5, 60)),
+                        remaining_tokens=rng.randint(0, 5000),
+                        reset_tokens_s=rng.uniform(0, 5),
+                        limit_tokens=rng.choice((None, 4000, 90_000)),
+                    ),
+                )
+            )
+            subject.settle(delta, hints)
+            reference.settle(delta, hints)
+        else:
+            ms = rng.randint(0, 2000)
+            clock.advance(ms)
+            reference_clock.advance(ms)
+        assert subject.headroom() == reference.headroom(), step
+
+
+def test_the_key_is_per_base_url_and_model_in_the_queues_hash_tag():
+    keys = RedisKeys("{docllm}")
+    key = limit_key(keys, "https://api.example/v1/", "gpt")
+    assert key.startswith("{docllm}:llm:limit:")
+    assert key == limit_key(keys, "https://api.example/v1", "gpt")
+    assert key != limit_key(keys, "https://api.example/v1", "gpt-mini")
+    assert key != limit_key(keys, "https://other.example/v1", "gpt")
+
+
+def test_an_idle_key_expires():
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    clock = ManualClock()
+    limiter = RedisRateLimiter(client, "{q}", clock, "http://llm/v1", "m", rpm=60)
+    limiter.acquire(1)
+    assert 0 < client.pttl(limiter.key) <= 62_000

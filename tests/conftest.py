@@ -9,6 +9,11 @@ Fixtures (servers start lazily, only when a test asks for them, and stop at sess
   .url_for(db) .connect() .create_database() .drop_database() .start() .stop() .restart()
   .kill()``), time zone +08:00, user docllm/docllm.
 - ``mysql_url`` (function): a fresh empty database, its SQLAlchemy URL; dropped afterwards.
+- ``sentinel_set`` / ``cluster_set`` (session): a :class:`tests.servers.SentinelSet` (primary,
+  replica, three sentinels) and a :class:`tests.servers.RedisClusterSet` (three primaries with a
+  replica each), started the first time a test asks, with 1 s detection times.
+- ``sentinel_url`` / ``cluster_url`` (function): the set healed (every node a test stopped back)
+  and flushed; ``redis+sentinel://...`` / ``redis+cluster://...``.
 
 A missing server binary skips the test with a hint (``run scripts/test``), except under
 ``CI=true`` where it fails it.
@@ -32,7 +37,13 @@ if str(ROOT) not in sys.path:  # `import tests.support...` and `import sim` from
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from tests.servers import MariaDBServer, RedisServer, ServerNotInstalled  # noqa: E402
+from tests.servers import (  # noqa: E402
+    MariaDBServer,
+    RedisClusterSet,
+    RedisServer,
+    SentinelSet,
+    ServerNotInstalled,
+)
 
 
 def in_ci() -> bool:
@@ -72,6 +83,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 _MARKERS_BY_FIXTURE = {
     "redis_server": "redis_server",
     "redis_url": "redis_server",
+    "sentinel_set": "redis_server",
+    "sentinel_url": "redis_server",
+    "cluster_set": "redis_server",
+    "cluster_url": "redis_server",
     "mariadb_server": "mariadb",
     "mysql_url": "mariadb",
 }
@@ -111,6 +126,40 @@ def redis_url(redis_server: RedisServer) -> str:
         client.flushall()
         client.script_flush()  # no Lua script cached by an earlier test
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def sentinel_set(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SentinelSet:
+    try:
+        topology = SentinelSet(tmp_path_factory.mktemp("sentinel"))
+    except ServerNotInstalled as exc:
+        _server_missing(str(exc))
+    request.addfinalizer(topology.close)
+    return topology.start()
+
+
+@pytest.fixture
+def sentinel_url(sentinel_set: SentinelSet) -> str:
+    sentinel_set.heal()  # a previous test may have killed a node
+    sentinel_set.flush()
+    return sentinel_set.url
+
+
+@pytest.fixture(scope="session")
+def cluster_set(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RedisClusterSet:
+    try:
+        topology = RedisClusterSet(tmp_path_factory.mktemp("cluster"))
+    except ServerNotInstalled as exc:
+        _server_missing(str(exc))
+    request.addfinalizer(topology.close)
+    return topology.start()
+
+
+@pytest.fixture
+def cluster_url(cluster_set: RedisClusterSet) -> str:
+    cluster_set.heal()
+    cluster_set.flush()
+    return cluster_set.url
 
 
 @pytest.fixture(scope="session")

@@ -48,17 +48,24 @@ def _engine(settings: Settings) -> Iterator:
 
 def _clock(client, settings: Settings):
     from docllm.adapters.redis_clock import RedisServerClock
+    from docllm.adapters.redis_keys import RedisKeys
 
     # Re-read well within a lease: after a step of the server's clock, every process must report
-    # it and renew on the new time before the fleet's quiet period (one lease) ends.
+    # it and renew on the new time before the fleet's quiet period (one lease) ends. On a
+    # Cluster, TIME from the node that owns the queue's slot.
     lease_ms = settings.lease_seconds * 1000
-    return RedisServerClock(client, resync_seconds=min(30.0, lease_ms / 3000), lease_ms=int(lease_ms))
+    return RedisServerClock(
+        client,
+        resync_seconds=min(30.0, lease_ms / 3000),
+        lease_ms=int(lease_ms),
+        key=RedisKeys(settings.queue_prefix).ready,
+    )
 
 
 def _queue(client, settings: Settings, clock, metrics):
     from docllm.adapters.redis_queue import RedisTaskQueue
 
-    queue = RedisTaskQueue(client, settings.queue_prefix, clock=clock)
+    queue = RedisTaskQueue(client, settings.queue_prefix, clock=clock, wait_replicas=settings.redis_wait_replicas)
     return metrics.counting(queue, "redis") if metrics else queue
 
 

@@ -7,6 +7,7 @@ A bad value stops the program with a message that names the variable; secrets ne
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -67,6 +68,11 @@ class Settings:
     breaker_failure_ratio: float = 0.5
     breaker_min_calls: int = 5
     breaker_open_seconds: float = 30.0
+    # How long the Redis topology takes to replace a failed primary (detection + promotion);
+    # None: 0 for one server, 30 s for Sentinel and Cluster (their default detection times).
+    redis_failover_seconds: float | None = None
+    # Replicas that must have a claim or an ack before it counts as done (WAIT, up to 1 s; 0: off).
+    redis_wait_replicas: int = 0
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
@@ -161,11 +167,7 @@ class Settings:
         need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
         need(self.metrics_port is None or 0 <= self.metrics_port <= 65535, "metrics_port", "must be a port number")
-        need(
-            self.redis_url == EMBEDDED_REDIS or self.redis_url.startswith(("redis://", "rediss://", "unix://")),
-            "redis_url",
-            f"must be a redis:// URL or '{EMBEDDED_REDIS}'",
-        )
+        self._validate_redis(need)
         need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
         need(
             not self.dashboard_on_worker or self.metrics_port is not None,
@@ -183,6 +185,61 @@ class Settings:
                 "llm_api_key",
                 "is required with DOCLLM_LLM_PROVIDER=openai (or set OPENAI_API_KEY)",
             )
+
+    def _validate_redis(self, need: Callable[[bool, str, str], None]) -> None:
+        from docllm.adapters.redis_urls import hash_tag, is_cluster_url, parse_redis_url  # stdlib only
+
+        if self.redis_url != EMBEDDED_REDIS:
+            try:
+                parse_redis_url(self.redis_url)
+            except ValueError as exc:
+                need(False, "redis_url", f"{exc} (or '{EMBEDDED_REDIS}')")
+        if is_cluster_url(self.redis_url):
+            tagged = "{" + self.queue_prefix.strip("{}") + "}"
+            need(
+                hash_tag(self.queue_prefix) is not None,
+                "queue_prefix",
+                "on Redis Cluster the prefix needs a hash tag so that every key of the queue is in one "
+                f"slot: set DOCLLM_QUEUE_PREFIX={tagged}, and producers push to {tagged}:queue:ready",
+            )
+        need(self.redis_wait_replicas >= 0, "redis_wait_replicas", "must not be negative")
+        need(
+            self.redis_failover_seconds is None or self.redis_failover_seconds >= 0,
+            "redis_failover_seconds",
+            "must not be negative",
+        )
+
+    @property
+    def failover_seconds(self) -> float:
+        """The failover the leases must survive (``redis_failover_seconds`` or its default)."""
+        if self.redis_failover_seconds is not None:
+            return self.redis_failover_seconds
+        return 30.0 if "+sentinel://" in self.redis_url or "+cluster://" in self.redis_url else 0.0
+
+    def warnings(self) -> list[str]:
+        """Settings that run but cannot keep their promise; logged at start."""
+        found = []
+        failover, need_lease = self.failover_seconds, lease_for_failover(self.failover_seconds)
+        if failover > 0 and self.lease_seconds < need_lease:
+            found.append(
+                f"DOCLLM_LEASE_SECONDS={self.lease_seconds:g} cannot ride through a Redis failover of "
+                f"{failover:g} s (DOCLLM_REDIS_FAILOVER_SECONDS): leases still valid may expire and their "
+                f"tasks run twice (each still committed once). Use a lease of at least {need_lease:g} s "
+                "(2 x failover + 5), or a faster failover"
+            )
+        return found
+
+
+def lease_for_failover(failover_seconds: float) -> float:
+    """The shortest lease whose still-valid holders keep it through a failover this long (DESIGN 10).
+
+    A lease is renewed every lease/3 and, after a failed renewal, every second. The new primary may
+    miss the last renewal the old one acknowledged (async replication), so its deadline may date from
+    one heartbeat before the crash; the first renewal after the failover comes at most
+    failover + 1 s after it. So lease - lease/3 > failover + 1 s + margin, that is
+    lease > 1.5 x (failover + 1) + margin; 2 x failover + 5 s covers it with >= 3.5 s to spare.
+    """
+    return 0.0 if failover_seconds <= 0 else 2 * failover_seconds + 5
 
 
 def _number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -260,6 +317,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "breaker_failure_ratio": ("DOCLLM_BREAKER_FAILURE_RATIO", _number(float)),
     "breaker_min_calls": ("DOCLLM_BREAKER_MIN_CALLS", _number(int)),
     "breaker_open_seconds": ("DOCLLM_BREAKER_OPEN_SECONDS", _number(float)),
+    "redis_failover_seconds": ("DOCLLM_REDIS_FAILOVER_SECONDS", _number(float)),
+    "redis_wait_replicas": ("DOCLLM_REDIS_WAIT_REPLICAS", _number(int)),
 }
 SECRETS = ("llm_api_key", "dashboard_token")
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}
@@ -268,7 +327,8 @@ SETTINGS_TABLE = {name: var for name, (var, _) in _VARIABLES.items()}
 
 
 def redact_url(url: str) -> str:
-    """A URL without its password, for messages and logs."""
+    """A URL without its passwords (also ``?sentinel_password=``), for messages and logs."""
+    url = re.sub(r"(password=)[^&]*", r"\1***", url)
     if "://" not in url or "@" not in url:
         return url
     scheme, rest = url.split("://", 1)

@@ -1,4 +1,5 @@
-"""Queue adapters under the contract tests: in memory, Redis on fakeredis, Redis on a real server.
+"""Queue adapters under the contract tests: in memory, Redis on fakeredis, Redis on a real server,
+under Sentinel (primary, replica, three sentinels) and as a Cluster (three primaries, three replicas).
 
 Every adapter runs on a ManualClock, so expiry and delays are decided by the test alone.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import fakeredis
 import pytest
@@ -15,6 +17,7 @@ import redis
 
 from docllm.adapters.manual_clock import ManualClock
 from docllm.adapters.memory_queue import InMemoryTaskQueue
+from docllm.adapters.redis_client import make_redis_client
 from docllm.adapters.redis_queue import RedisTaskQueue
 from docllm.domain.ports import TaskQueue
 
@@ -31,20 +34,27 @@ class QueueUnderTest:
     original_stamp: Callable[[int, str], None]
 
 
-@pytest.fixture(params=["memory", "fakeredis", pytest.param("redis", marks=pytest.mark.redis_server)])
+REAL = ("redis", "sentinel", "cluster")
+
+
+@pytest.fixture(params=["memory", "fakeredis", *(pytest.param(name, marks=pytest.mark.redis_server) for name in REAL)])
 def subject(request: pytest.FixtureRequest) -> Iterator[QueueUnderTest]:
     clock = ManualClock()
     if request.param == "memory":
         memory = InMemoryTaskQueue(clock)
         yield QueueUnderTest(request.param, memory, clock, memory.push, memory.original_take, memory.original_stamp)
         return
+    prefix = "docllm"
     if request.param == "fakeredis":
-        client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    else:
+        client: Any = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    elif request.param == "redis":
         client = redis.Redis.from_url(request.getfixturevalue("redis_url"), socket_timeout=0.5)
+    else:  # the production client of that topology (a Cluster needs the hash tag)
+        client = make_redis_client(request.getfixturevalue(f"{request.param}_url"), "")
+        prefix = "{docllm}" if request.param == "cluster" else prefix
     # page_size=2 so that the paged reads really turn pages; a short socket timeout so that a
     # blocking wait() proves it does not depend on it.
-    queue = RedisTaskQueue(client, clock=clock, page_size=2)
+    queue = RedisTaskQueue(client, prefix, clock=clock, page_size=2)
     keys = queue.keys
 
     def original_take(stamp: str | None) -> str | None:

@@ -56,6 +56,7 @@ class RedisServer(procs.ManagedServer):
         host: str = LOOPBACK,
         start_timeout: float = 20.0,
         stop_timeout: float = 20.0,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         found = binary or find_redis_server()
         if not found or not os.access(found, os.X_OK):
@@ -70,6 +71,7 @@ class RedisServer(procs.ManagedServer):
         self.port: int = port if port is not None else free_port(host)
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
+        self.extra_args = tuple(extra_args)  # e.g. --replicaof, --cluster-enabled (redis_topologies.py)
         self.log_path = self.directory / "redis.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_once = False
@@ -121,7 +123,7 @@ class RedisServer(procs.ManagedServer):
         if self.version >= (7, 0, 0):
             # DEBUG SLEEP / DEBUG JMAP etc. for chaos tests; loopback connections only.
             argv += ["--enable-debug-command", "local"]
-        return argv
+        return argv + list(self.extra_args)
 
     def start(self) -> RedisServer:
         """Start if not running and wait until it answers PING. No-op when already running."""

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from docllm.adapters.redis_errors import redis_errors
+from docllm.adapters.redis_topology import recover, server_time
 
 log = logging.getLogger("docllm.clock")
 
@@ -35,12 +37,14 @@ class RedisServerClock:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         resync_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
         lease_ms: int = 30_000,
+        key: str = "docllm:queue:ready",
     ):
         self._client = client
+        self._key = key
         self._resync_seconds = resync_seconds
         self._monotonic = monotonic
         self._lease_ms = lease_ms
@@ -66,8 +70,8 @@ class RedisServerClock:
 
     def _read_server_time(self) -> None:
         sent = self._monotonic()
-        with redis_errors("TIME"):
-            seconds, micros = self._client.time()
+        with redis_errors("TIME", lambda exc: recover(self._client, exc)):
+            seconds, micros = server_time(self._client, self._key)
         received = self._monotonic()
         server_ms = int(seconds) * 1000 + int(micros) // 1000
         read_at = (sent + received) / 2

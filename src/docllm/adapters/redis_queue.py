@@ -17,12 +17,13 @@ from collections.abc import Callable, Collection, Sequence
 from importlib import resources
 from typing import Any, cast
 
-import redis
 from redis.commands.core import Script
 
+from docllm.adapters.redis_client import RedisClient
 from docllm.adapters.redis_clock import RedisServerClock
 from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis_topology import node_for, recover
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
@@ -51,6 +52,10 @@ SCRIPT_NAMES = (
 # horizon is still legitimate (clamp).
 CLAMP_SLACK_MS = 1_000
 
+# DOCLLM_REDIS_WAIT_REPLICAS: these scripts (a lease taken, a lease ended) wait for replicas.
+WAITED_SCRIPTS = frozenset({"claim", "lease_staged", "ack"})
+WAIT_TIMEOUT_MS = 1_000
+
 # A blocked BLMOVE answers when its own timeout ends; the socket may wait this much longer.
 BLOCK_READ_MARGIN_S = 5.0
 
@@ -61,7 +66,7 @@ def _script_text(name: str) -> str:
     return (lua / "lib.lua").read_text("utf-8") + "\n" + (lua / f"{name}.lua").read_text("utf-8")
 
 
-def queue_scripts(client: redis.Redis) -> dict[str, Script]:
+def queue_scripts(client: RedisClient) -> dict[str, Script]:
     """The queue's scripts registered on ``client``: loaded on first use and again after NOSCRIPT."""
     return {name: client.register_script(_script_text(name)) for name in SCRIPT_NAMES}
 
@@ -71,36 +76,55 @@ class RedisTaskQueue:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         keys_or_prefix: RedisKeys | str = "docllm",
         clock: Clock | None = None,
         token_factory: Callable[[], str] | None = None,
         promote_batch: int = 100,
         page_size: int = 1000,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = WAIT_TIMEOUT_MS,
     ):
         self._client = client
         self._keys = RedisKeys.of(keys_or_prefix)
-        self._clock = clock or RedisServerClock(client)
+        self._clock = clock or RedisServerClock(client, key=self._keys.ready)
         if isinstance(self._clock, RedisServerClock):
             self._clock.watch_steps(self.note_clock_step)
         self._new_token = token_factory or (lambda: uuid.uuid4().hex)
         self._promote_batch = promote_batch
         self._page_size = page_size
         self._scripts = queue_scripts(client)
+        self._wait = (wait_replicas, wait_timeout_ms) if wait_replicas > 0 else None
 
     @property
     def keys(self) -> RedisKeys:
         return self._keys
 
+    def _errors(self, what: str):
+        """``redis_errors`` that also points the client at the primary again after a failover."""
+        return redis_errors(what, functools.partial(recover, self._client))
+
     def _run(self, name: str, *args: Any) -> Any:
-        with redis_errors(name):
+        with self._errors(name):
+            if self._wait is not None and name in WAITED_SCRIPTS:
+                return self._run_and_wait(name, list(args), *self._wait)
             return self._scripts[name](keys=self._keys.script_keys, args=list(args))
+
+    def _run_and_wait(self, name: str, args: list[Any], replicas: int, timeout_ms: int) -> Any:
+        """The script, then ``WAIT`` on the same connection (WAIT counts that connection's writes),
+        on the node that owns the queue's slot. Best effort: after the timeout the result stands
+        even with fewer copies (the lease-loss rule, the reaper and the reconciler cover the rest)."""
+        pipe = node_for(self._client, self._keys.ready).pipeline(transaction=False)
+        self._scripts[name](keys=self._keys.script_keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+        result, _copies = pipe.execute()
+        return result
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
 
     def push(self, raw: str, front: bool = False) -> None:
-        with redis_errors("push"):
+        with self._errors("push"):
             if front:
                 self._client.rpush(self._keys.ready, _wire(raw))
             else:
@@ -126,7 +150,7 @@ class RedisTaskQueue:
         move would wake every waiter). Blocks on a pooled connection of its own with a read timeout
         longer than the block, so the client's ``socket_timeout`` cannot cut it short."""
         keys = self._keys
-        with redis_errors("stage"):
+        with self._errors("stage"):
             if timeout_s < 0.001:  # BLMOVE's timeout 0 would block forever
                 raw = self._client.lmove(keys.ready, keys.staging, "RIGHT", "LEFT")
             else:
@@ -149,7 +173,8 @@ class RedisTaskQueue:
         return int(self._run("clamp", self._clock.now_ms(), lease_ms, max_delay_ms, limit, CLAMP_SLACK_MS))
 
     def _blocking(self, *command: str, timeout_s: float) -> Any:
-        pool = self._client.connection_pool
+        # On a Cluster: the pool of the node that owns the queue's slot (every key shares it).
+        pool = node_for(self._client, self._keys.ready).connection_pool
         conn = pool.get_connection()
         try:
             conn.send_command(*command)
@@ -169,7 +194,7 @@ class RedisTaskQueue:
         self._run("clock_step", new_ms, old_ms, since_ms, lease_ms)  # never reads the clock: it is reporting
 
     def lease_exists(self, token: str) -> bool:
-        with redis_errors("lease_exists"):
+        with self._errors("lease_exists"):
             return self._client.zscore(self._keys.lease_index, token) is not None
 
     def ack(self, token: str) -> bool:
@@ -200,7 +225,7 @@ class RedisTaskQueue:
         """For display: scans every lease in pages (O(in flight)), so keep it off hot paths."""
         if limit <= 0:
             return []
-        with redis_errors("in_flight"):
+        with self._errors("in_flight"):
             scan = self._client.hscan_iter(self._keys.leases, count=self._page_size)
             leases = {_text(token): json.loads(_text(data)) for token, data in scan}
             oldest = heapq.nsmallest(limit, leases, key=lambda token: (leases[token]["claimed_at"], token))
@@ -239,7 +264,7 @@ class RedisTaskQueue:
         step: Any = cursor or ("delayed", 0)
         named: set[int] = set()
         left = max(1, limit)
-        with redis_errors("referenced_page"):
+        with self._errors("referenced_page"):
             while step is not None and left > 0:
                 raws, step = self._scan_step(step, left)
                 named |= {tid for tid in map(task_id_of, map(_text, raws)) if tid is not None}
@@ -263,7 +288,7 @@ class RedisTaskQueue:
         return [json.loads(_text(data))["raw"] for data in fields.values()], ("leases", at) if at else None
 
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
-        with redis_errors("lead"):
+        with self._errors("lead"):
             args: list[str | int] = [holder.replace(" ", "_"), self._clock.now_ms(), ttl_ms]
             return bool(self._scripts["lead"](keys=[self._keys.lead(role)], args=args))
 
@@ -296,7 +321,7 @@ class RedisTaskQueue:
         """Newest first."""
         if limit <= 0:
             return []
-        with redis_errors("dead_letters"):
+        with self._errors("dead_letters"):
             entries = self._client.lrange(self._keys.dead, 0, limit - 1)
         return [_dead_letter(entry) for entry in entries]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from dependency_injector import providers
@@ -24,6 +25,8 @@ def load_settings() -> Settings:
 def build_container(settings: Settings, log: bool = True) -> Container:
     if log:
         setup_logging(settings.log_format, settings.log_level)
+        for warning in settings.warnings():
+            logging.getLogger("docllm.settings").warning("%s", warning)
     container = Container()
     container.settings.override(providers.Object(settings))
     return container

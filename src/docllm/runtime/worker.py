@@ -28,6 +28,9 @@ from docllm.runtime.port_calls import PortCalls
 from docllm.runtime.running import CANCELLED, SHUT_DOWN, Running
 from docllm.runtime.waiting import sleep_unless
 
+# After a failed heartbeat the next one comes this soon (not a whole heartbeat interval later).
+HEARTBEAT_RETRY_SECONDS = 1.0
+
 log = logging.getLogger("docllm.worker")
 
 # Outcomes of a review the provider answered (a report, an invalid one, a refusal): it serves.
@@ -236,8 +239,10 @@ class Worker:
     # -- heartbeats --------------------------------------------------------------------------
     async def _heartbeats(self) -> None:
         loop = asyncio.get_running_loop()
+        pause = self.lease.heartbeat_seconds
         while True:
-            await asyncio.sleep(self.lease.heartbeat_seconds)
+            await asyncio.sleep(pause)
+            pause = self.lease.heartbeat_seconds
             runs = [run for run in self.running.values() if not run.abandoned]
             if not runs:
                 continue
@@ -246,6 +251,9 @@ class Worker:
                 renewed = await self.calls.call(self.proc.heartbeat_many, [run.attempt for run in runs])
             except Unavailable as exc:  # keep going: the fenced commit decides
                 self.log.warning("heartbeat of %d attempts failed: %s", len(runs), exc)
+                # Soon again: the first renewal after a Redis failover must come at most a second
+                # after it ends, or leases still valid may expire (settings.lease_for_failover).
+                pause = min(HEARTBEAT_RETRY_SECONDS, self.lease.heartbeat_seconds)
                 continue
             except Exception:  # a bug must not stop every renewal of the process
                 self.log.exception("heartbeat of %d attempts failed unexpectedly", len(runs))

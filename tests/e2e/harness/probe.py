@@ -8,6 +8,7 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
+from docllm.adapters.redis_client import make_redis_client
 from docllm.adapters.redis_keys import RedisKeys
 
 
@@ -21,7 +22,10 @@ class Probe:
 
     def __init__(self, redis_url: str, database_url: str, prefix: str):
         self.keys = RedisKeys(prefix)
-        self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
+        if redis_url.startswith(("redis+", "rediss+")):  # Sentinel or Cluster: the product's client
+            self.redis: Any = make_redis_client(redis_url, "")
+        else:
+            self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
         self.engine = sa.create_engine(
             database_url, pool_pre_ping=True, pool_size=2, connect_args={"connect_timeout": 5, "read_timeout": 30}
         )

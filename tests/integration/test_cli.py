@@ -227,6 +227,7 @@ def test_show_renders_the_report_by_severity_and_has_a_json_shape(cli, ports, tm
         "max_attempts",
         "processing_started_at",
         "updated_at",
+        "usage",
     }
     assert shown["result"] == REPORT and shown["status"] == "success"
 

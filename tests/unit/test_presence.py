@@ -33,7 +33,7 @@ def test_a_worker_process_beats_its_record_and_removes_it_at_a_clean_stop():
     rig = Rig(FakeReviewer(30.0), lease=0.6, concurrency=3)
     registry = InMemoryWorkerRegistry(rig.clock)
     settings = Settings(lease_seconds=0.6, concurrency=3, worker_id="host-x:42", shutdown_grace_seconds=0.0)
-    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, registry=registry)
+    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker, registry=registry)
     service = Service(settings, parts).start()
     try:
         until(lambda: len(registry.live()) == 1)
@@ -54,7 +54,8 @@ def test_a_process_that_stops_beating_disappears_after_its_ttl():
     rig = Rig(FakeReviewer(0.0), lease=0.3)
     registry = InMemoryWorkerRegistry(rig.clock)
     settings = Settings(lease_seconds=0.3, worker_id="killed:1", shutdown_grace_seconds=0.0)
-    service = Service(settings, Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, registry=registry))
+    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker, registry=registry)
+    service = Service(settings, parts)
     service.start()
     until(lambda: len(registry.live()) == 1)
     registry.remove = lambda worker_id: None  # a SIGKILL: nothing is removed on the way out

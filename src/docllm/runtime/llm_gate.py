@@ -52,6 +52,7 @@ class LlmGate:
         self.seen_at = float("-inf")  # event-loop time of ``view``
         self.local_error: str | None = None  # this process's own check failed: it claims nothing
         self.local_until = 0.0
+        self.recording: set[asyncio.Task[BreakerView | None]] = set()  # successes on their way to Redis
 
     @property
     def open(self) -> bool:
@@ -85,9 +86,13 @@ class LlmGate:
         return self.local_until - loop.time()
 
     # -- an attempt's outcome ----------------------------------------------------------------
-    async def served(self) -> None:
-        """The provider answered a review (whatever the answer said about the document)."""
-        await self._record(True)
+    def served(self) -> None:
+        """The provider answered a review (whatever the answer said about the document). Recorded
+        in the background: the attempt's commit must not wait on Redis for it (a worker cut off
+        from Redis must still reach its fenced commit; found by the network-fault e2e)."""
+        task = asyncio.get_running_loop().create_task(self._record(True), name="breaker-served")
+        self.recording.add(task)
+        task.add_done_callback(self.recording.discard)
 
     async def provider_to_blame(self, error: str) -> bool:
         """A review failed for a provider reason: True when the provider is to blame (hand the

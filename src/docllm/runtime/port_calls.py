@@ -29,8 +29,12 @@ class PortCalls(Protocol):
 
 def threads_for(concurrency: int) -> int:
     """Threads for port calls: an attempt spends milliseconds in them and seconds in the LLM, so
-    a few dozen serve a thousand attempts; the Redis and SQL pools are sized from this number."""
-    return max(4, min(32, concurrency + 3))
+    a few dozen serve a thousand attempts; the Redis and SQL pools are sized from this number.
+    Five are kept beyond the attempts for the process's own Redis users (the dispatcher's blocking
+    wait, the heartbeat, the presence beat, the LLM gate's poll, one spare): when Redis stops
+    answering (a half-open link) each of them can hold a thread until the socket timeout, and the
+    fenced database writes of the attempts must still find one (found by the network-fault e2e)."""
+    return max(8, min(32, concurrency + 5 + 3))
 
 
 class ThreadedPortCalls:

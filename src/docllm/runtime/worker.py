@@ -197,7 +197,7 @@ class Worker:
                 return None
             if not outcome.provider_failure and config_error is None:
                 if outcome.reason in SERVED:
-                    await self.gate.served()
+                    self.gate.served()
                 return outcome
             if await self.gate.provider_to_blame(outcome.error or "the LLM failed"):
                 return Outcome.misconfigured(config_error) if config_error else Outcome.llm_outage(outcome.error or "?")

@@ -7,11 +7,12 @@ import math
 import threading
 from collections import Counter
 
+from docllm.adapters.breaker_ops import BreakerOps
 from docllm.domain.breaker import BreakerPolicy, BreakerState, BreakerView
 from docllm.domain.ports import Clock
 
 
-class InMemoryLlmBreaker:
+class InMemoryLlmBreaker(BreakerOps):
     def __init__(self, clock: Clock, policy: BreakerPolicy):
         self._clock, self.policy = clock, policy
         self._lock = threading.Lock()
@@ -20,18 +21,6 @@ class InMemoryLlmBreaker:
         self._opened_at = self._probe_at = self._probe_until = self._last_ok = None  # type: int | None
         self._probe: str | None = None
         self._transitions = self._open_total = 0
-
-    def record(self, ok: bool) -> BreakerView:
-        return self._run("record", ok)
-
-    def view(self) -> BreakerView:
-        return self._run("view")
-
-    def try_probe(self, holder: str) -> bool:
-        return self._run("probe", holder=holder).changed == "probing"
-
-    def probe_result(self, holder: str, ok: bool) -> BreakerView:
-        return self._run("result", ok, holder)
 
     def _window(self, bucket: int) -> tuple[int, int]:
         for key in [k for k in self._counts if k[1] <= bucket - 10 or k[1] > bucket]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import redis
 
+from docllm.adapters.breaker_ops import BreakerOps
 from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_keys import RedisKeys
 from docllm.adapters.redis_queue import _script_text
@@ -36,7 +37,7 @@ def view_of(reply: list[Any]) -> BreakerView:
     )
 
 
-class RedisLlmBreaker:
+class RedisLlmBreaker(BreakerOps):
     def __init__(self, client: redis.Redis, keys_or_prefix: RedisKeys | str, clock: Clock, policy: BreakerPolicy):
         self._key = RedisKeys.of(keys_or_prefix).breaker
         self._clock, self.policy = clock, policy
@@ -56,15 +57,3 @@ class RedisLlmBreaker:
         ]
         with redis_errors(f"breaker {op}"):
             return view_of(self._script(keys=[self._key], args=args))
-
-    def record(self, ok: bool) -> BreakerView:
-        return self._run("record", ok)
-
-    def view(self) -> BreakerView:
-        return self._run("view")
-
-    def try_probe(self, holder: str) -> bool:
-        return self._run("probe", holder=holder).changed == "probing"
-
-    def probe_result(self, holder: str, ok: bool) -> BreakerView:
-        return self._run("result", ok, holder)

@@ -1,0 +1,23 @@
+"""The LlmBreaker port's four operations over one step function: the in-memory and the Redis
+breakers differ only in where that step runs (a lock in the process, or breaker.lua)."""
+
+from __future__ import annotations
+
+from docllm.domain.breaker import BreakerView
+
+
+class BreakerOps:
+    def _run(self, op: str, ok: bool = False, holder: str = "") -> BreakerView:
+        raise NotImplementedError
+
+    def record(self, ok: bool) -> BreakerView:
+        return self._run("record", ok)
+
+    def view(self) -> BreakerView:
+        return self._run("view")
+
+    def try_probe(self, holder: str) -> bool:
+        return self._run("probe", holder=holder).changed == "probing"
+
+    def probe_result(self, holder: str, ok: bool) -> BreakerView:
+        return self._run("result", ok, holder)

@@ -26,6 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak", action="store_true", help="30 minutes of faults and 5,000 tasks")
     parser.add_argument("--tasks", type=int, help="documents to submit (default 200, soak 5000)")
     parser.add_argument("--minutes", type=float, help="how long the faults go on (default 1, soak 30)")
+    parser.add_argument(
+        "--server-faults-every",
+        type=float,
+        metavar="SECONDS",
+        help="a cycle of server faults this often (restart/crash of Redis and MariaDB, with --sentinel a "
+        "failover too); default: each once (soak: every 180 s)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="replay a run (default: random)")
     parser.add_argument(
         "--summary",
@@ -47,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes:
         settings.fault_seconds = args.minutes * 60
     settings.seed = args.seed
+    if args.server_faults_every:
+        settings.server_fault_every_s = args.server_faults_every
     if args.sentinel:
         settings.topology = "sentinel"
     if args.soak and not args.summary:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.e2e.chaos.checks import check, settled
 from tests.e2e.chaos.counters import Counters
-from tests.e2e.chaos.faults import Faults
+from tests.e2e.chaos.faults import SERVER_OUTAGES, Faults
 from tests.e2e.chaos.network import NetworkFaults
 from tests.e2e.chaos.sampling import Sampler
 from tests.e2e.chaos.sentinel import SentinelRedis
@@ -135,8 +135,11 @@ class Chaos:
             time.sleep(0.05)
         for batch in batches:  # whatever a slow machine did not get to
             submits.append(submitter.submit(self.workload.submit, sorted(batch)))
-        for _, what, _ in plan:
-            self.faults.planned(what)
+        for _, what, _ in plan:  # what the phase did not get to; a server outage waits for a drain
+            deadline = time.monotonic() + 20.0
+            while not self.faults.planned(what) and what in SERVER_OUTAGES and time.monotonic() < deadline:
+                self.faults.restarts(time.monotonic())
+                time.sleep(0.5)
         for done in submits:
             done.result()
         submitter.shutdown()

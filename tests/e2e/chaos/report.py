@@ -31,7 +31,8 @@ def markdown(summary: dict[str, Any], command: str = "") -> str:
         (
             f"- Sentinel set (primary, replica, 3 sentinels, down-after 1 s): {f['redis_failovers']} failovers "
             f"(primary SIGKILLed, replica promoted after {s['failover_s']} s, old primary back as its replica); "
-            "the Redis faults above hit the current primary; workers reach Redis directly (no Redis link)"
+            "the Redis faults above hit the current primary; workers reach Redis directly (no Redis link); "
+            f"dead letters lost with a failover: {s.get('dead_letters_lost', 0)}"
             if s["settings"].get("topology") == "sentinel"
             else ""
         ),

@@ -10,6 +10,8 @@ Redis is restarted and crashed, loses everything once
 proxy) get latency bursts, go half-open, are reset or lose the reply of a commit or a Redis script
 that ran, and bad input arrives (malformed payloads pushed
 straight to the ready list, rows deleted while their task is in flight, a 10 MB document).
+With ``ChaosSettings(topology="sentinel")`` (``scripts/chaos --sentinel``) Redis is a Sentinel set
+whose primary is also SIGKILLed for failovers (``sentinel``).
 
 When the faults stop, within a bound computed from the settings (:meth:`ChaosSettings.settle_bound`)
 every task must be ``success`` (only the 10 MB one ``failed``), nothing ``pending`` or
@@ -24,6 +26,7 @@ Used by ``tests/e2e/test_chaos.py`` (short) and ``scripts/chaos`` (``python -m t
 Modules: ``settings`` (the knobs and the settle bound), ``scenario`` (one run), ``workload`` (the
 documents and their submits), ``faults`` (every fault and the restarts), ``network`` (each process's
 links through the fault proxy, and their faults), ``bad_input``,
+``sentinel`` (Sentinel mode: the faults on the current primary, the failover),
 ``sampling`` (measured while the faults go on), ``checks``, ``counters``, ``report`` (the summary as
 Markdown), ``__main__`` (``scripts/chaos``). The names the tests use are importable from here.
 """

@@ -18,7 +18,7 @@ from tests.e2e.chaos.report import markdown  # noqa: E402
 from tests.e2e.chaos.scenario import Chaos  # noqa: E402
 from tests.e2e.chaos.settings import ChaosSettings  # noqa: E402
 from tests.e2e.harness import find_libfaketime  # noqa: E402
-from tests.servers import MariaDBServer, RedisServer, ServerNotInstalled  # noqa: E402
+from tests.servers import MariaDBServer, RedisServer, SentinelSet, ServerNotInstalled  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,12 +26,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak", action="store_true", help="30 minutes of faults and 5,000 tasks")
     parser.add_argument("--tasks", type=int, help="documents to submit (default 200, soak 5000)")
     parser.add_argument("--minutes", type=float, help="how long the faults go on (default 1, soak 30)")
+    parser.add_argument(
+        "--server-faults-every",
+        type=float,
+        metavar="SECONDS",
+        help="a cycle of server faults this often (restart/crash of Redis and MariaDB, with --sentinel a "
+        "failover too); default: each once (soak: every 180 s)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="replay a run (default: random)")
     parser.add_argument(
         "--summary",
         type=Path,
         help="write the summary here: JSON, and Markdown next to it (.md); "
         "default with --soak: ./chaos-soak-summary.json",
+    )
+    parser.add_argument(
+        "--sentinel",
+        action="store_true",
+        help="Redis as a Sentinel set (primary, replica, 3 sentinels) with failovers; no Redis proxy link",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, server data)")
     args = parser.parse_args(argv)
@@ -42,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes:
         settings.fault_seconds = args.minutes * 60
     settings.seed = args.seed
+    if args.server_faults_every:
+        settings.server_fault_every_s = args.server_faults_every
+    if args.sentinel:
+        settings.topology = "sentinel"
     if args.soak and not args.summary:
         args.summary = Path("chaos-soak-summary.json")
     if find_libfaketime() is None:
@@ -54,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="docllm-chaos-"))
     started = time.monotonic()
     try:
-        redis_server, mariadb_server = RedisServer(workdir / "redis"), MariaDBServer(workdir / "mariadb")
+        redis_server: RedisServer | SentinelSet = (
+            SentinelSet(workdir / "redis") if args.sentinel else RedisServer(workdir / "redis")
+        )
+        mariadb_server = MariaDBServer(workdir / "mariadb")
     except ServerNotInstalled as exc:
         print(f"scripts/chaos: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ class Counters:
     redis_restarts: int = 0
     redis_crashes: int = 0
     redis_flushes: int = 0
+    redis_failovers: int = 0  # Sentinel mode: the primary SIGKILLed, the replica promoted
     mariadb_restarts: int = 0
     mariadb_crashes: int = 0
     rows_deleted: int = 0

@@ -3,7 +3,9 @@
 Processes: SIGKILL (a worker in the middle of an attempt when one is, or a reaper), SIGTERM (it
 must stop within the grace period), SIGSTOP past the lease then SIGCONT; each restarted after a
 random pause, with the same wall-clock skew. Servers: Redis restarted, crashed and FLUSHALLed,
-MariaDB restarted and crashed. Network (each process's own links through the fault proxy, see
+MariaDB restarted and crashed; with a Sentinel set (``sentinel``) those hit the current primary
+and the primary is SIGKILLed for a failover (the replica promoted, the old primary back as its
+replica). Network (each process's own links through the fault proxy, see
 ``network``): latency bursts, half-open links, resets, dropped replies of commits and scripts.
 Bad input: malformed payloads, a 10 MB document, rows deleted while their task is in flight.
 """
@@ -21,10 +23,14 @@ from tests.e2e.chaos.bad_input import MALFORMED
 from tests.e2e.chaos.counters import Counters
 from tests.e2e.chaos.network import KINDS as NETWORK_FAULTS
 from tests.e2e.chaos.network import NetworkFaults
+from tests.e2e.chaos.sentinel import SentinelRedis
 from tests.e2e.chaos.settings import ChaosSettings
 from tests.e2e.chaos.workload import Workload
 from tests.e2e.harness import Harness, Probe, Proc
 from tests.servers import MariaDBServer, RedisServer
+from tests.servers.procs import ServerFailedToStart
+
+SERVER_OUTAGES = ("restart_redis", "crash_redis", "restart_mariadb", "crash_mariadb", "sentinel_failover")
 
 
 class Faults:
@@ -34,7 +40,7 @@ class Faults:
         rng: random.Random,
         harness: Harness,
         probe: Probe,
-        redis_server: RedisServer,
+        redis_server: RedisServer | SentinelRedis,
         mariadb_server: MariaDBServer,
         workload: Workload,
         count: Counters,
@@ -50,6 +56,8 @@ class Faults:
         self.terminated: dict[str, float] = {}  # SIGTERMed process name -> when
         self.paused: dict[str, float] = {}  # SIGSTOPped process name -> when to SIGCONT it
         self.sigterm_seconds: list[float] = []
+        self.sentinel = isinstance(redis_server, SentinelRedis)
+        self.failover_seconds: list[float] = []  # SIGKILL of the primary -> the replica promoted
 
     def _skew(self, name: str) -> str | None:
         kind, _, number = name.rpartition("-")
@@ -85,17 +93,26 @@ class Faults:
         sigterms = max(3, int(d / 120))  # 3 in a short run, one every 2 minutes in a soak
         plan += [(0.1 + 0.8 * i / sigterms, "sigterm") for i in range(sigterms)]
         plan += [(0.3, "pause"), (0.6, "pause")]  # more come at random with the kills
-        plan += [(0.2 + 0.6 * i / len(NETWORK_FAULTS), what) for i, what in enumerate(NETWORK_FAULTS)]
+        kinds = self.network.kinds
+        plan += [(0.2 + 0.6 * i / len(kinds), what) for i, what in enumerate(kinds)]
+        if self.sentinel:
+            plan.append((0.5, "sentinel_failover"))
         plan += [(0.25 + 0.5 * (i + 1) / (self.s.deleted_rows + 1), "delete_row") for i in range(self.s.deleted_rows)]
         if self.s.server_fault_every_s:
-            cycle = ("restart_redis", "restart_mariadb", "crash_redis", "crash_mariadb")
+            cycle: tuple[str, ...] = ("restart_redis", "restart_mariadb", "crash_redis", "crash_mariadb")
+            if self.sentinel:
+                cycle += ("sentinel_failover",)
             at, i = 0.2 * d + self.s.server_fault_every_s, 0
             while at < 0.95 * d:
                 plan.append((at / d, cycle[i % len(cycle)]))
                 at += self.s.server_fault_every_s
                 i += 1
         retry_for = max(10.0, 0.05 * d)
-        return sorted((start + frac * d, what, start + frac * d + retry_for) for frac, what in plan)
+        # A server outage waits while a SIGTERMed worker drains (``planned``): it may try until the end.
+        return sorted(
+            (start + frac * d, what, max(start + frac * d + retry_for, start + d if what in SERVER_OUTAGES else 0.0))
+            for frac, what in plan
+        )
 
     def _procs(self, kind: str) -> list[Proc]:
         return [
@@ -109,7 +126,7 @@ class Faults:
         SIGSTOP a busy worker for longer than its lease instead (D5: slow but alive)."""
         workers, reapers = self._procs("worker"), self._procs("reaper")
         if self.rng.random() < self.s.network_fault_share:
-            self._network(self.rng.choice(NETWORK_FAULTS))
+            self._network(self.rng.choice(self.network.kinds))
             return
         if workers and self.rng.random() < 0.15:
             self._pause(self._busy_worker(workers))
@@ -228,6 +245,13 @@ class Faults:
             if done:
                 self.say(f"fault: {what}")
             return done
+        if what in SERVER_OUTAGES and self.terminated:
+            # A SIGTERMed worker is draining: a server down now would hold its stop up to a
+            # database or Redis timeout, which is not what the grace-period check is about. Soon.
+            self.say(f"{what}: waits for {sorted(self.terminated)} to stop")
+            return False
+        if what == "sentinel_failover":
+            return self._failover()
         self.say(f"fault: {what}")
         if what == "flushall":
             self.probe.redis.flushall()
@@ -254,6 +278,22 @@ class Faults:
             self.count.malformed_pushed += len(MALFORMED)
         elif what == "big_document":
             self.workload.submit_big()
+        return True
+
+    def _failover(self) -> bool:
+        """SIGKILL the Sentinel set's primary; the replica is promoted, the old primary restarted."""
+        assert isinstance(self.redis, SentinelRedis)
+        try:
+            seconds = self.redis.failover()
+        except ServerFailedToStart as exc:
+            self.problems.append(f"sentinel_failover: {exc}")
+            return True
+        if seconds is None:  # no replica in sync right now (a Redis fault just before): later
+            self.say("sentinel_failover: the set is not healthy yet (no replica in sync)")
+            return False
+        self.failover_seconds.append(seconds)
+        self.count.redis_failovers += 1
+        self.say(f"fault: sentinel_failover: the replica promoted {seconds:.1f}s after the primary's SIGKILL")
         return True
 
     def _delete_in_flight_row(self) -> bool:
@@ -286,7 +326,10 @@ class Faults:
         """The faults are over: every paused worker woken, both servers up, every process running."""
         self.resume(time.monotonic(), everyone=True)
         self.network.heal_due(time.monotonic(), everyone=True)
-        self.redis.start()
+        if isinstance(self.redis, SentinelRedis):
+            self.redis.heal()
+        else:
+            self.redis.start()
         self.mariadb.start()
         deadline = time.monotonic() + self.s.shutdown_grace_s + 6
         while self.terminated and time.monotonic() < deadline:

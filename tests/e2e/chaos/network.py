@@ -2,7 +2,12 @@
 server through links of its own (tests/servers/fault_proxy.py), and now and then one of them gets a
 latency burst, a half-open link (past the lease for Redis), its connections reset, or the reply of a
 MariaDB commit or of a Redis script dropped after the request ran. Each lasts a few seconds and is
-healed; everything is healed when the faults stop."""
+healed; everything is healed when the faults stop.
+
+With a Sentinel set (``SentinelRedis``) the processes reach Redis directly: the sentinels
+hand out the data nodes' own addresses, so a proxy in front of them would not carry the data
+connections. Then the Redis half-open link and the dropped script reply are not planned
+(``kinds``); latency bursts and resets hit the MariaDB and LLM links only."""
 
 from __future__ import annotations
 
@@ -10,19 +15,28 @@ import random
 import time
 
 from tests.e2e.chaos.counters import Counters
+from tests.e2e.chaos.sentinel import SentinelRedis
 from tests.servers import MariaDBServer, RedisServer
 from tests.servers.fault_proxy import FaultProxy, Link
 from tests.servers.wire import mysql_commit, redis_script
 
 KINDS = ("net_latency", "net_blackhole", "net_reset", "net_drop_commit", "net_drop_script")
+REDIS_ONLY = ("net_drop_script",)
 COMMIT_SQL = r"SET status\s*=\s*'success'"
 
 
 class NetworkFaults:
     def __init__(
-        self, rng: random.Random, redis: RedisServer, mariadb: MariaDBServer, database_url: str, lease_s: float
+        self,
+        rng: random.Random,
+        redis: RedisServer | SentinelRedis,
+        mariadb: MariaDBServer,
+        database_url: str,
+        lease_s: float,
     ):
         self.rng, self.redis, self.mariadb, self.database_url, self.lease_s = rng, redis, mariadb, database_url, lease_s
+        # the fault kinds this run can plan (not those of a Redis link when there is none)
+        self.kinds = KINDS if isinstance(redis, RedisServer) else tuple(k for k in KINDS if k not in REDIS_ONLY)
         self.proxy = FaultProxy()
         self.llm_port = 0
         self.links: dict[str, dict[str, Link]] = {}  # process name -> redis/db/llm -> its link
@@ -33,13 +47,14 @@ class NetworkFaults:
         if name not in self.links:
             p = self.proxy
             self.links[name] = {
-                "redis": p.link(f"{name}-redis", self.redis.host, self.redis.port, "redis"),
                 "db": p.link(f"{name}-db", self.mariadb.host, self.mariadb.port, "mysql"),
                 "llm": p.link(f"{name}-llm", "127.0.0.1", self.llm_port),
             }
+            if isinstance(self.redis, RedisServer):
+                self.links[name]["redis"] = p.link(f"{name}-redis", self.redis.host, self.redis.port, "redis")
         links = self.links[name]
         return {
-            "DOCLLM_REDIS_URL": f"redis://{links['redis'].address}/0",
+            "DOCLLM_REDIS_URL": f"redis://{links['redis'].address}/0" if "redis" in links else self.redis.url,
             "DOCLLM_DATABASE_URL": self.database_url.replace(f":{self.mariadb.port}/", f":{links['db'].port}/", 1),
             "DOCLLM_LLM_BASE_URL": f"http://{links['llm'].address}/v1",
         }
@@ -55,7 +70,7 @@ class NetworkFaults:
             count.net_latency_bursts += 1
             return f"{ms} ms on every link of {name}"
         if what == "net_blackhole":
-            which = self.rng.choice(("redis", "db"))
+            which = self.rng.choice(("redis", "db") if "redis" in links else ("db",))
             links[which].blackhole()
             self.heal_at[name] = now + self.lease_s + self.rng.uniform(0.5, 2.0)
             count.net_blackholes += 1

@@ -28,6 +28,14 @@ def markdown(summary: dict[str, Any], command: str = "") -> str:
         f"- restarts: {f['worker_restarts']} workers, {f['reaper_restarts']} reapers, Redis {f['redis_restarts']} "
         f"restarts + {f['redis_crashes']} SIGKILLs + {f['redis_flushes']} FLUSHALL, MariaDB {f['mariadb_restarts']} "
         f"restarts + {f['mariadb_crashes']} SIGKILLs",
+        (
+            f"- Sentinel set (primary, replica, 3 sentinels, down-after 1 s): {f['redis_failovers']} failovers "
+            f"(primary SIGKILLed, replica promoted after {s['failover_s']} s, old primary back as its replica); "
+            "the Redis faults above hit the current primary; workers reach Redis directly (no Redis link); "
+            f"dead letters lost with a failover: {s.get('dead_letters_lost', 0)}"
+            if s["settings"].get("topology") == "sentinel"
+            else ""
+        ),
         f"- network (own links through the fault proxy): {f['net_latency_bursts']} latency bursts, "
         f"{f['net_blackholes']} half-open links, {f['net_resets']} resets, {f['net_dropped_replies']} replies "
         "of a commit or script dropped after it ran",

@@ -12,13 +12,14 @@ from typing import Any
 
 from tests.e2e.chaos.checks import check, settled
 from tests.e2e.chaos.counters import Counters
-from tests.e2e.chaos.faults import Faults
+from tests.e2e.chaos.faults import SERVER_OUTAGES, Faults
 from tests.e2e.chaos.network import NetworkFaults
 from tests.e2e.chaos.sampling import Sampler
+from tests.e2e.chaos.sentinel import SentinelRedis
 from tests.e2e.chaos.settings import ChaosSettings
 from tests.e2e.chaos.workload import Workload
 from tests.e2e.harness import Harness, Probe, Proc, install_commit_audit, product_env, start_llm_server, wait_until
-from tests.servers import MariaDBServer, RedisServer
+from tests.servers import MariaDBServer, RedisServer, SentinelSet
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Chaos:
     def __init__(
         self,
         settings: ChaosSettings,
-        redis_server: RedisServer,
+        redis_server: RedisServer | SentinelSet,  # a SentinelSet when settings.topology == "sentinel"
         mariadb_server: MariaDBServer,
         database_url: str,
         workdir: Path,
@@ -49,20 +50,25 @@ class Chaos:
         self.workdir = workdir
         self.say = say
         prefix = f"chaos-{self.seed}"
-        self.harness = Harness(
-            workdir, product_env(redis_server.url, database_url, prefix, workdir / "home", **settings.env())
+        if settings.topology == "sentinel":
+            assert isinstance(redis_server, SentinelSet), "topology sentinel: pass a SentinelSet"
+        redis: RedisServer | SentinelRedis = (
+            SentinelRedis(redis_server) if isinstance(redis_server, SentinelSet) else redis_server
         )
-        self.probe = Probe(redis_server.url, database_url, prefix)
+        self.harness = Harness(
+            workdir, product_env(redis.url, database_url, prefix, workdir / "home", **settings.env())
+        )
+        self.probe = Probe(redis.url, database_url, prefix)  # follows the primary on a Sentinel set
         self.count = Counters()
         self.problems: list[str] = []
         self.workload = Workload(settings, self.harness, workdir, self.count, self.problems, say)
-        self.network = NetworkFaults(self.rng, redis_server, mariadb_server, database_url, settings.lease_s)
+        self.network = NetworkFaults(self.rng, redis, mariadb_server, database_url, settings.lease_s)
         self.faults = Faults(
             settings,
             self.rng,
             self.harness,
             self.probe,
-            redis_server,
+            redis,
             mariadb_server,
             self.workload,
             self.count,
@@ -129,8 +135,11 @@ class Chaos:
             time.sleep(0.05)
         for batch in batches:  # whatever a slow machine did not get to
             submits.append(submitter.submit(self.workload.submit, sorted(batch)))
-        for _, what, _ in plan:
-            self.faults.planned(what)
+        for _, what, _ in plan:  # what the phase did not get to; a server outage waits for a drain
+            deadline = time.monotonic() + 20.0
+            while not self.faults.planned(what) and what in SERVER_OUTAGES and time.monotonic() < deadline:
+                self.faults.restarts(time.monotonic())
+                time.sleep(0.5)
         for done in submits:
             done.result()
         submitter.shutdown()
@@ -145,6 +154,7 @@ class Chaos:
             f"[{elapsed:6.1f}s] submitted {len(self.workload.submitted)} rows {counts} kills {c.kills} "
             f"sigterms {c.worker_sigterms} redis {c.redis_restarts}+{c.redis_crashes}/flush {c.redis_flushes} "
             f"mariadb {c.mariadb_restarts}+{c.mariadb_crashes}"
+            + (f" failovers {c.redis_failovers}" if self.faults.sentinel else "")
         )
 
     def _settle(self) -> tuple[float, float, int]:
@@ -214,6 +224,7 @@ class Chaos:
             "tasks_per_s": round(successes / busy, 2) if busy > 0 else None,
             "kills": c.kills,
             "faults": asdict(c),
+            "failover_s": [round(x, 1) for x in self.faults.failover_seconds],
             "sigterm_stop_s_max": round(max(self.faults.sigterm_seconds, default=0.0), 2),
             "max_lease_age_s": round(self.sampler.max_lease_age_s, 2),
             "max_row_processing_s": round(self.sampler.max_row_processing_s, 2),

@@ -13,6 +13,7 @@ class ChaosSettings:
     reapers: int = 2
     concurrency: int = 3
     seed: int = 0  # 0: a random seed (printed, and in the summary, to replay a run)
+    topology: str = "single"  # or "sentinel": a Sentinel set, with failovers (tests/e2e/chaos/sentinel.py)
     # product settings (environment of every process)
     lease_s: float = 3.0
     reaper_interval_s: float = 0.5

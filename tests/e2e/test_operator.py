@@ -18,7 +18,8 @@ from tests.support.llm_server import FakeLLM, Reply
 
 pytestmark = pytest.mark.e2e
 
-LLM_SECONDS = 8.0  # the first review's request takes this long: long enough to cancel it mid-call
+LLM_SECONDS = 20.0  # the first review's request takes this long: long enough to cancel it mid-call, even
+# on a loaded machine where each CLI process takes seconds to start
 
 
 def _env(llm: FakeLLM) -> dict[str, str]:

@@ -166,7 +166,8 @@ def test_a_long_document_is_reviewed_by_chunks_with_whole_document_lines(llm):
     for f in report["findings"]:
         assert lines[f["location"]["line_start"] - 1] == f["quote"]
         assert f["location"]["heading"].endswith(f["quote"].lstrip("# "))
-    assert "Part 2 of" in messages(llm.requests[1])[1]["content"]
+    parts = sorted(messages(r)[1]["content"].split("Part ", 1)[1].split(" of")[0] for r in llm.requests)
+    assert parts == sorted(str(i) for i in range(1, len(chunks) + 1))  # each chunk once (sent in parallel)
 
 
 def test_findings_repeated_by_chunks_are_merged(llm):

@@ -84,7 +84,7 @@ def test_an_llm_outage_charges_nothing_and_a_poison_document_still_fails(
     wait_until(lambda: any(r["status"] == "processing" for i, r in rows().items() if i not in first), 60, "work")
 
     # The LLM is killed (connection refused), then answers 500 to everything.
-    assert sum(r["status"] == "pending" for r in rows().values()) >= 6  # most of the work still waits
+    assert sum(r["status"] in ("pending", "processing") for r in rows().values()) >= 6  # most work is not done
     port = llm.port
     llm.stop()
     time.sleep(OUTAGE_S)

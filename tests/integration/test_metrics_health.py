@@ -373,7 +373,9 @@ def test_a_running_worker_serves_metrics_health_and_readiness(
 
     def finished() -> Samples | None:
         _, now = scrape(port)
+        # The attempt's duration is observed just after its success event: wait for both.
         done = value(now, "docllm_tasks_succeeded_total") == 3
+        done = done and value(now, "docllm_attempt_duration_seconds_count", outcome="succeeded") == 3
         return now if done and value(now, "docllm_tasks_dead_lettered_total", reason="malformed_payload") == 1 else None
 
     after = eventually(finished, 60, "3 successes and 1 dead letter in /metrics")

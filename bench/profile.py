@@ -127,7 +127,7 @@ def run(env: Env, results: dict) -> list[Table]:
     if py_spy() is None:
         env.skip("profile of the whole worker: py-spy is not installed (pip install py-spy)")
         return []
-    n = 60 if env.quick else 3000
+    n = 300 if env.quick else 3000  # quick: still long enough for py-spy to take samples (60 once gave none)
     profiles = {}
     tables = []
     for backend in backends(env):

@@ -12,11 +12,15 @@ exactly once (the audit trigger), with a report about its own document:
   a COMMIT: the commit never arrives and the server keeps the transaction's row locks; the worker's
   read timeout fires, the server ends the idle transaction, and the retried commit lands;
 - a MariaDB COMMIT that lands and whose reply is lost: the retried write finds it done;
-- 200 ms added to every round trip on every link, with both workers committing.
+- 200 ms added to every round trip on every link, with both workers committing;
+- a SIGTERM while a worker's Redis and MariaDB links stop answering: the process exits by its
+  stop's deadline (grace, then at most a lease of releases) although port calls still block on
+  their sockets, and its tasks are reclaimed and committed once.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,6 +48,7 @@ pytestmark = pytest.mark.e2e
 
 LEASE = 3.0
 DB_TIMEOUT = 2.0
+GRACE = 1.0
 COMMIT_SQL = r"SET status\s*=\s*'success'"  # the product's commit (the UPDATE that makes a row success)
 
 
@@ -112,6 +117,7 @@ def net(
         "DOCLLM_DATABASE_TIMEOUT_SECONDS": str(DB_TIMEOUT),
         "DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS": str(DB_TIMEOUT),
         "DOCLLM_LEASE_SECONDS": str(LEASE),
+        "DOCLLM_SHUTDOWN_GRACE_SECONDS": str(GRACE),
     }
     prefix = f"net-{uuid.uuid4().hex[:8]}"
     harness = Harness(workdir, product_env(redis_server.url, db_url, prefix, workdir / "home", **settings))
@@ -214,3 +220,29 @@ def test_200_ms_on_every_link(net: Net) -> None:
     tasks = net.submit(8)
     net.all_done(tasks, 90)
     assert set(net.committers(tasks).values()) == set(net.workers)  # both, the partitioned one too
+
+
+def test_a_sigterm_while_redis_and_the_database_do_not_answer_ends_by_its_deadline(net: Net) -> None:
+    for name in net.workers:  # every LLM reply held back: the attempts are in flight at the SIGTERM
+        net.links[name]["llm"].latency(60_000)
+    tasks = net.submit(2)
+    wait_until(
+        lambda: all(net.probe.rows(False)[t]["status"] == "processing" for t in tasks), 20, "both attempts to start"
+    )
+    for name in net.workers:  # heartbeats, releases and the registry's leave block on their sockets
+        net.links[name]["redis"].blackhole(new=True)
+        net.links[name]["db"].blackhole(new=True)
+    sent = time.monotonic()
+    for proc in net.workers.values():
+        proc.terminate()
+    # The grace, a lease of releases at most, a second each for the loops and the registry, and
+    # the interpreter's exit (which would wait for threads blocked on a 15 s socket timeout).
+    bound = GRACE + LEASE + 1.0 + 1.0 + 2.0
+    codes = {name: proc.wait(bound + 10.0) for name, proc in net.workers.items()}
+    took = time.monotonic() - sent
+    assert codes == dict.fromkeys(net.workers, 0), net.harness.dump()
+    assert took < bound, f"the SIGTERMed workers took {took:.1f}s to exit (bound {bound:g}s)"
+    net.proxy.heal()
+    for proc in net.workers.values():
+        proc.start()
+    net.all_done(tasks, 60)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
@@ -40,9 +41,20 @@ def threads_for(concurrency: int) -> int:
 class ThreadedPortCalls:
     def __init__(self, threads: int):
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="port")
+        self._lock = threading.Lock()
+        self.busy = 0  # calls running in a thread now (one may outlive the await that gave up on it)
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args))
+        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(self._run, fn, *args))
+
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            self.busy += 1
+        try:
+            return fn(*args)
+        finally:
+            with self._lock:
+                self.busy -= 1
 
     async def wait_claim(self, proc: TaskProcessor, timeout_s: float) -> list[Delivery]:
         return await self.call(proc.wait_claim, timeout_s)

@@ -28,6 +28,11 @@ from docllm.settings import Settings
 
 log = logging.getLogger("docllm.service")
 
+# A stop's budget beyond the worker's (grace, then its releases): the loops' current cycles end
+# within this, and leaving the worker registry gets this much (its TTL removes a record left).
+LOOPS_END_SECONDS = 1.0
+LEAVE_SECONDS = 1.0
+
 
 @dataclass
 class Parts:
@@ -138,14 +143,10 @@ class Service:
                 beating = asyncio.create_task(self.presence.run(drained), name="presence")
             self.started.set()
             await self._stop.wait()
-            for name, result in zip(
-                self.tasks, await asyncio.gather(*self.tasks.values(), return_exceptions=True), strict=True
-            ):
-                if isinstance(result, BaseException):
-                    log.error("%s ended with %s: %s", name, type(result).__name__, result)
+            await self._end_tasks()
             drained.set()
-            if beating is not None:  # removes this worker from the registry
-                await asyncio.wait([beating], timeout=10.0)
+            if beating is not None:  # removes this worker from the registry (or its TTL will)
+                await asyncio.wait([beating], timeout=LEAVE_SECONDS)
         finally:
             if beating is not None:
                 beating.cancel()
@@ -153,6 +154,21 @@ class Service:
                 self.endpoints.stop()
             self.calls.close()
             log.info("stopped")
+
+    async def _end_tasks(self) -> None:
+        """Wait for the worker's drain and the loops' current cycles, until the stop's deadline:
+        a call that hangs (Redis or the database gone) must not keep the process from exiting."""
+        loop = asyncio.get_running_loop()
+        w = self.worker
+        deadline = (w.exit_deadline if w and w.exit_deadline else loop.time()) + LOOPS_END_SECONDS
+        done, hung = await asyncio.wait(self.tasks.values(), timeout=max(0.0, deadline - loop.time()))
+        for name, task in self.tasks.items():
+            if task in hung:
+                log.warning("%s did not end by the stop's deadline; stopping it", name)
+                task.cancel()
+            elif not task.cancelled() and task.exception() is not None:
+                exc = task.exception()
+                log.error("%s ended with %s: %s", name, type(exc).__name__, exc)
 
     def _start_endpoints(self) -> None:
         m = self.parts.metrics

@@ -30,6 +30,10 @@ from docllm.runtime.waiting import sleep_unless
 
 # After a failed heartbeat the next one comes this soon (not a whole heartbeat interval later).
 HEARTBEAT_RETRY_SECONDS = 1.0
+# After the shutdown grace, releases are written for at most this long (or one lease, if shorter):
+# they only save the wait for a lease's expiry, and a stop must end in bounded time even when Redis
+# or the database does not answer (a SIGTERMed worker once took 7 s with a 2 s grace in CI).
+RELEASE_SECONDS = 5.0
 
 log = logging.getLogger("docllm.worker")
 
@@ -58,16 +62,24 @@ class Worker:
         self.resume_at = 0.0  # event-loop time before which nothing is claimed (the database is down)
         self.last_beat: float | None = None
         self.drain_deadline: float | None = None  # event-loop time the shutdown grace ends
+        self.exit_deadline: float | None = None  # event-loop time run() returns by, whatever hangs
         self._slot_freed = asyncio.Event()
 
     @property
     def in_flight(self) -> int:
         return len(self.claimed)
 
+    @property
+    def release_seconds(self) -> float:
+        return min(self.lease.lease_seconds, RELEASE_SECONDS)
+
     def stop(self, grace_seconds: float) -> None:
-        """Stop claiming; attempts still running after ``grace_seconds`` go back to ready."""
+        """Stop claiming; attempts still running after ``grace_seconds`` go back to ready, and
+        ``run`` returns at most ``release_seconds`` later (a release not written by then is left
+        to the lease's expiry)."""
         if not self.stop_requested.is_set():
             self.drain_deadline = asyncio.get_running_loop().time() + grace_seconds
+            self.exit_deadline = self.drain_deadline + self.release_seconds
             self.stop_requested.set()
             self._slot_freed.set()
 
@@ -82,11 +94,22 @@ class Worker:
                 dispatcher.result()  # the dispatcher died: raise what killed it
             await self._drain()
             # The dispatcher ends within one blocking wait; what it took meanwhile goes back to ready.
-            await dispatcher
-            await _until_done(self.claimed, self.lease.lease_seconds + 5.0)
+            await asyncio.wait([dispatcher], timeout=self._left())
+            await _until_done(self.claimed, self._left())
+            if self.claimed:
+                self.log.warning(
+                    "stopping with %d attempts not released (Redis or the database does not answer); "
+                    "their leases expire and the reaper settles them",
+                    len(self.claimed),
+                )
         finally:
-            for task in (beats, dispatcher, stopped):
+            for task in (beats, dispatcher, stopped, *self.claimed.values()):
                 task.cancel()
+
+    def _left(self) -> float:
+        """Seconds until ``exit_deadline``."""
+        assert self.exit_deadline is not None
+        return max(0.0, self.exit_deadline - asyncio.get_running_loop().time())
 
     # -- claiming ----------------------------------------------------------------------------
     async def _dispatch(self) -> None:
@@ -208,11 +231,19 @@ class Worker:
     async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the
         writes are fenced and token-checked. Past that the lease expires and the reaper settles it."""
-        give_up = asyncio.get_running_loop().time() + self.lease.lease_seconds
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.lease.lease_seconds
         backoff = Backoff(0.2, 5.0)
         while True:
+            limit = None
+            if self.exit_deadline is not None:  # stopping: no longer than the stop allows, even
+                give_up = min(give_up, self.exit_deadline)  # when a call hangs (its thread goes on)
+                limit = max(0.0, give_up - loop.time())
             try:
-                await self.calls.call(write, *args)
+                await asyncio.wait_for(self.calls.call(write, *args), limit)
+                return
+            except TimeoutError:
+                self.log.warning("could not record the %s in time; the reaper will settle it", what)
                 return
             except Unavailable as exc:
                 delay = backoff.next()
@@ -289,8 +320,8 @@ class Worker:
         self.releasing = True
         for run in list(self.running.values()):
             self._abandon(run, SHUT_DOWN)
-        # The releases are written within about a lease (``_persist``); wait for them.
-        await _until_done(self.claimed, self.lease.lease_seconds + 5.0)
+        # The releases are written by ``exit_deadline`` (``_persist``); wait for them.
+        await _until_done(self.claimed, self._left())
 
 
 async def _until_done(tasks: dict[str, asyncio.Task[None]], timeout: float) -> None:

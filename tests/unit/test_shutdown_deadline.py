@@ -1,0 +1,60 @@
+"""A stop ends in bounded time even when every write hangs (Redis or the database stopped answering
+mid-shutdown): the grace, then at most ``release_seconds`` of releases, then the loops' current
+cycles and leaving the registry, each with a deadline. A SIGTERMed worker once took 7 s with a 2 s
+grace in CI; without the deadlines this test's service takes 30 s (the hang) or more."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from docllm.adapters.memory_registry import InMemoryWorkerRegistry
+from docllm.domain.model import TaskStatus
+from docllm.domain.services.reaper import Reaper
+from docllm.runtime.service import LEAVE_SECONDS, LOOPS_END_SECONDS, Parts, Service
+from docllm.settings import Settings
+from tests.unit.test_presence import until
+from tests.unit.test_worker import FakeReviewer, Rig
+
+HANG_SECONDS = 30.0
+
+
+def test_a_stop_ends_by_its_deadline_when_every_write_hangs():
+    rig = Rig(FakeReviewer(60.0), lease=1.0, concurrency=2)
+    registry = InMemoryWorkerRegistry(rig.clock)
+    reaper = Reaper(rig.queue, rig.repo, rig.retry)
+    settings = Settings(lease_seconds=1.0, concurrency=2, worker_id="w", shutdown_grace_seconds=0.2)
+    parts = Parts(
+        queue=rig.queue,
+        processor=rig.proc,
+        reviewer=rig.reviewer,
+        breaker=rig.breaker,
+        registry=registry,
+        reaper=reaper,
+    )
+    service = Service(settings, parts).start()
+    ids = rig.submit(2)
+    until(lambda: rig.statuses(ids) == [TaskStatus.processing] * 2)
+
+    released = threading.Event()  # lets the hung threads go at the end of the test
+
+    def hang(*_args: object) -> None:
+        released.wait(HANG_SECONDS)
+
+    # From now on every write of the stop hangs: the releases, the reaper's cycle, leaving the registry.
+    rig.proc.finish = hang
+    rig.proc.hand_back = hang
+    rig.queue.requeue = hang
+    reaper.reap_once = hang
+    registry.remove = hang
+    try:
+        started = time.monotonic()
+        assert service.wait(HANG_SECONDS)
+        took = time.monotonic() - started
+    finally:
+        released.set()
+    bound = settings.shutdown_grace_seconds + service.worker.release_seconds + LOOPS_END_SECONDS + LEAVE_SECONDS
+    assert took < bound + 1.0, f"the stop took {took:.1f}s, its deadline is {bound:.1f}s"
+    # Nothing was written: the rows stay `processing` under leases that expire; the reaper settles them.
+    assert rig.statuses(ids) == [TaskStatus.processing] * 2
+    assert rig.reviewer.cancelled == 2

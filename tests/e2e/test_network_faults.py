@@ -235,9 +235,9 @@ def test_a_sigterm_while_redis_and_the_database_do_not_answer_ends_by_its_deadli
     sent = time.monotonic()
     for proc in net.workers.values():
         proc.terminate()
-    # The grace, a lease of releases at most, a second each for the loops and the registry, and
-    # the interpreter's exit (which would wait for threads blocked on a 15 s socket timeout).
-    bound = GRACE + LEASE + 1.0 + 1.0 + 2.0
+    # The grace, a lease of releases at most, a second for the registry, and the interpreter's
+    # exit (which would wait for threads blocked on a 15 s socket timeout).
+    bound = GRACE + LEASE + 1.0 + 2.0
     codes = {name: proc.wait(bound + 10.0) for name, proc in net.workers.items()}
     took = time.monotonic() - sent
     assert codes == dict.fromkeys(net.workers, 0), net.harness.dump()

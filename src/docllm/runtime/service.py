@@ -28,8 +28,9 @@ from docllm.settings import Settings
 
 log = logging.getLogger("docllm.service")
 
-# A stop's budget beyond the worker's (grace, then its releases): the loops' current cycles end
-# within this, and leaving the worker registry gets this much (its TTL removes a record left).
+# A stop's budget: the loops' current cycles end within the worker's (grace, then its releases) or
+# this, whichever is longer; leaving the worker registry then gets this much (its TTL removes a
+# record left behind).
 LOOPS_END_SECONDS = 1.0
 LEAVE_SECONDS = 1.0
 
@@ -160,7 +161,8 @@ class Service:
         a call that hangs (Redis or the database gone) must not keep the process from exiting."""
         loop = asyncio.get_running_loop()
         w = self.worker
-        deadline = (w.exit_deadline if w and w.exit_deadline else loop.time()) + LOOPS_END_SECONDS
+        # The loops were told to stop with the worker: they end their cycle within its deadline.
+        deadline = max(w.exit_deadline if w and w.exit_deadline else 0.0, loop.time() + LOOPS_END_SECONDS)
         done, hung = await asyncio.wait(self.tasks.values(), timeout=max(0.0, deadline - loop.time()))
         for name, task in self.tasks.items():
             if task in hung:

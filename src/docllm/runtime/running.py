@@ -20,10 +20,13 @@ class Running:
     review: asyncio.Task[Outcome] | None = None
     abandoned: bool = False
     verdict: Outcome | None = None  # what an abandoned attempt writes; None: nothing (lease lost)
+    # The review has ended and its outcome is being written (fenced): nothing abandons it now. Its
+    # commit acks the lease, so a heartbeat sent meanwhile may find the lease gone: not a loss.
+    settling: bool = False
 
     def abandon(self, verdict: Outcome | None) -> None:
         """Stop the attempt: its review is cancelled, and with it the LLM request in flight (I11)."""
-        if self.abandoned:
+        if self.abandoned or self.settling:
             return
         self.abandoned, self.verdict = True, verdict
         if self.review is not None:

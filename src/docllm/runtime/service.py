@@ -19,6 +19,7 @@ from docllm.domain.ports import DocumentReviewer, LlmBreaker, TaskQueue, WorkerR
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
+from docllm.runtime import exit_watchdog
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
@@ -155,6 +156,8 @@ class Service:
                 self.endpoints.stop()
             self.calls.close()
             log.info("stopped")
+            if signals:  # the program's main: it must now exit
+                exit_watchdog.arm()
 
     async def _end_tasks(self) -> None:
         """Wait for the worker's drain and the loops' current cycles, until the stop's deadline:

@@ -180,6 +180,7 @@ class Worker:
         self.running[delivery.token] = run
         try:
             outcome = await self._review(run)
+            run.settling = True
             if outcome is None:
                 await self._persist("hand-back", self.proc.hand_back, attempt)
             else:
@@ -253,9 +254,11 @@ class Worker:
                 await asyncio.sleep(delay)
 
     def _abandon(self, run: Running, verdict: Outcome | None) -> None:
-        if run.abandoned:
+        if run.abandoned or run.settling:
             return
         a = run.attempt
+        if verdict is None:
+            self.proc.lease_lost(a)
         self.proc.events.emit(
             ev.ABANDONED,
             task_id=a.task_id,

@@ -127,23 +127,24 @@ class TaskProcessor:
     # -- while it runs -----------------------------------------------------------------------
     def heartbeat(self, attempt: Attempt) -> bool:
         """Renew the lease; False means it is lost and the attempt must commit nothing."""
-        return self.heartbeat_many([attempt])[0]
+        renewed = self.heartbeat_many([attempt])[0]
+        if not renewed:
+            self.lease_lost(attempt)
+        return renewed
 
     def heartbeat_many(self, attempts: list[Attempt]) -> list[bool]:
-        """Renew every lease in one round trip; False for each one that is lost."""
+        """Renew every lease in one round trip; False for each one that is lost (or that its own
+        commit acked meanwhile: the caller, which knows, reports a loss with ``lease_lost``)."""
         renewed = self.queue.extend_many([a.token for a in attempts], self.lease.lease_ms) if attempts else []
         for attempt, ok in zip(attempts, renewed, strict=True):
             if ok:
                 self.events.emit(ev.LEASE_RENEWED, task_id=attempt.task_id, attempt=attempt.number)
-            else:
-                self.events.emit(
-                    ev.LEASE_LOST,
-                    task_id=attempt.task_id,
-                    attempt=attempt.number,
-                    token=attempt.token,
-                    worker=self.holder,
-                )
         return renewed
+
+    def lease_lost(self, attempt: Attempt) -> None:
+        self.events.emit(
+            ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number, token=attempt.token, worker=self.holder
+        )
 
     def cancelled(self, attempts: list[Attempt]) -> set[int]:
         """The task ids among these attempts that an operator cancelled (one round trip)."""

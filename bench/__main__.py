@@ -73,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the LLM-bound table's concurrencies (default 16 64 256 1024; --quick: 4)",
     )
     parser.add_argument(
+        "--llm-workers",
+        nargs="+",
+        choices=("docllm", "celery", "dramatiq", "arq"),
+        metavar="NAME",
+        help="the LLM-bound table's workers (default: docllm and every peer installed)",
+    )
+    parser.add_argument(
         "--llm-latency", type=float, metavar="SECONDS", help="the mock LLM's latency (default 1.0; --quick: 0.2)"
     )
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
@@ -97,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     tables: list[common.Table] = []
     results: dict = {"machine": info, "command": command.strip()}
     failed: list[str] = []
-    options = {"llm_concurrency": args.llm_concurrency, "llm_latency": args.llm_latency}
+    options = {
+        "llm_concurrency": args.llm_concurrency,
+        "llm_latency": args.llm_latency,
+        "llm_workers": args.llm_workers,
+    }
     with common.Env(quick=args.quick, workdir=args.workdir, options=options) as env:
         print(
             f"redis-server {env.redis.url} pid {env.redis.pid}; "

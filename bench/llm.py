@@ -234,8 +234,10 @@ RUNNERS = (
 def run(env: Env, results: dict) -> list[Table]:
     latency = float(env.options.get("llm_latency") or (QUICK_LATENCY if env.quick else LATENCY))
     concurrencies = env.options.get("llm_concurrency") or (QUICK_CONCURRENCIES if env.quick else CONCURRENCIES)
-    runners = [r for r in RUNNERS if r[1] is None or installed(r[1])]
-    for name, module, _ in RUNNERS:
+    chosen = env.options.get("llm_workers")
+    wanted = [r for r in RUNNERS if chosen is None or r[0].lower() in chosen]
+    runners = [r for r in wanted if r[1] is None or installed(r[1])]
+    for name, module, _ in wanted:
         if module and not installed(module):
             env.skip(
                 f"LLM-bound {name}: {module} is not installed (pip install -e '.[bench]'"

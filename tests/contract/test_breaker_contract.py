@@ -64,6 +64,14 @@ def test_closed_at_first_and_counts_the_window(subject: BreakerUnderTest) -> Non
     assert view.last_ok_ms == subject.clock.now_ms()
 
 
+def test_one_record_counts_many_successes(subject: BreakerUnderTest) -> None:
+    subject.breaker.record(True, 5)  # a process sends the successes of one round trip together
+    subject.fail(4)
+    view = subject.breaker.view()
+    assert (view.state, view.calls, view.failures) == (BreakerState.closed, 9, 4)  # 4 of 9 < 0.5
+    assert subject.breaker.record(False).changed == "opened"  # 5 of 10
+
+
 def test_fewer_calls_than_the_minimum_never_open_it(subject: BreakerUnderTest) -> None:
     subject.fail(3)
     assert subject.state() is BreakerState.closed

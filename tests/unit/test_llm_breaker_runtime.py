@@ -130,3 +130,28 @@ def test_a_lone_poison_document_is_charged_once_the_check_passes():
 
     run(rig, scenario)
     assert rig.repo.get(poison).status is TaskStatus.failed and llm.checks >= 3
+
+
+def test_successes_reach_the_breaker_in_one_call_per_round_trip():
+    rig = Rig(FakeReviewer(0.0))
+    calls: list[int] = []
+    record = rig.breaker.record
+
+    def slow_record(ok, count=1):
+        calls.append(count)
+        time.sleep(0.1)  # a round trip to Redis: what is served meanwhile waits for the next call
+        return record(ok, count)
+
+    rig.breaker.record = slow_record
+
+    async def burst():
+        for _ in range(10):
+            rig.gate.served()
+            await asyncio.sleep(0.01)
+        while rig.gate.recording is not None and not rig.gate.recording.done():
+            await asyncio.sleep(0.01)
+
+    asyncio.run(burst())
+    rig.calls.close()
+    assert sum(calls) == 10 and rig.breaker.view().calls == 10
+    assert len(calls) <= 3, calls  # not one script per attempt

@@ -7,11 +7,11 @@ from docllm.domain.breaker import BreakerView
 
 
 class BreakerOps:
-    def _run(self, op: str, ok: bool = False, holder: str = "") -> BreakerView:
+    def _run(self, op: str, ok: bool = False, holder: str = "", count: int = 1) -> BreakerView:
         raise NotImplementedError
 
-    def record(self, ok: bool) -> BreakerView:
-        return self._run("record", ok)
+    def record(self, ok: bool, count: int = 1) -> BreakerView:
+        return self._run("record", ok, count=count)
 
     def view(self) -> BreakerView:
         return self._run("view")

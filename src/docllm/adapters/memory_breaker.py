@@ -28,7 +28,7 @@ class InMemoryLlmBreaker(BreakerOps):
         calls = sum(self._counts.values())
         return calls, sum(n for (kind, _), n in self._counts.items() if kind == "fail")
 
-    def _run(self, op: str, ok: bool = False, holder: str = "") -> BreakerView:
+    def _run(self, op: str, ok: bool = False, holder: str = "", count: int = 1) -> BreakerView:
         p, now = self.policy, self._clock.now_ms()
         bucket = math.floor(now / max(1, p.window_ms // 10))
         changed = ""
@@ -38,7 +38,7 @@ class InMemoryLlmBreaker(BreakerOps):
                 if self._probe_until is not None:
                     self._probe_until = min(self._probe_until, now + p.open_ms)
             if op == "record":
-                self._counts["ok" if ok else "fail", bucket] += 1
+                self._counts["ok" if ok else "fail", bucket] += count
                 if ok:
                     self._last_ok = now
                 if not self._open and not ok:

@@ -43,7 +43,7 @@ class RedisLlmBreaker(BreakerOps):
         self._clock, self.policy = clock, policy
         self._script = client.register_script(_script_text("breaker"))
 
-    def _run(self, op: str, ok: bool = False, holder: str = "") -> BreakerView:
+    def _run(self, op: str, ok: bool = False, holder: str = "", count: int = 1) -> BreakerView:
         p = self.policy
         args: list[Any] = [
             op,
@@ -54,6 +54,7 @@ class RedisLlmBreaker(BreakerOps):
             p.open_ms,
             int(ok),
             holder,
+            count,
         ]
         with redis_errors(f"breaker {op}"):
             return view_of(self._script(keys=[self._key], args=args))

@@ -241,9 +241,9 @@ class LlmBreaker(Protocol):
     ratio over it opens the breaker; after the open interval it is half-open, and one probe lease
     at a time may test the provider; a probe that passes closes it."""
 
-    def record(self, ok: bool) -> BreakerView:
-        """Count one outcome (``ok``: the provider served; not ok: it failed for provider reasons)
-        and return the state after it; a failure may open it."""
+    def record(self, ok: bool, count: int = 1) -> BreakerView:
+        """Count ``count`` outcomes (``ok``: the provider served; not ok: it failed for provider
+        reasons) and return the state after them; a failure may open it."""
 
     def view(self) -> BreakerView:
         """The state now; open becomes half-open once the open interval has passed."""

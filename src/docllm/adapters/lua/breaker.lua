@@ -9,6 +9,8 @@
 -- ARGV[6] open_ms    how long it stays open before a probe (and how long a probe lease lasts)
 -- ARGV[7] ok         record, result: 1 the provider served, 0 it failed
 -- ARGV[8] holder     probe, result: who probes
+-- ARGV[9] count      record: how many outcomes (a process sends the successes that came while
+--                    its previous record was on its way in one call)
 -- The hash: state ("open"; absent = closed), opened_at, probe_at (next probe allowed from),
 -- probe (lease holder), probe_until, last_ok, transitions, open_total (ms open before the current
 -- opening), and per tenth of the window "ok:<n>" / "fail:<n>" counts. Half-open is not stored: it
@@ -66,7 +68,7 @@ end
 
 if op == 'record' then
   local field = (ARGV[7] == '1' and 'ok:' or 'fail:') .. string.format('%d', bucket)
-  redis.call('HINCRBY', B, field, 1)
+  redis.call('HINCRBY', B, field, tonumber(ARGV[9]) or 1)
   if ARGV[7] == '1' then redis.call('HSET', B, 'last_ok', now) end
   if not is_open and ARGV[7] ~= '1' then
     local calls, failures = window_counts()

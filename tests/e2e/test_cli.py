@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import Harness, Probe, wait_until, write_documents
+from tests.support.cli_shapes import CLOSED_BREAKER
 
 pytestmark = pytest.mark.e2e
 
@@ -48,16 +49,7 @@ def test_submit_status_stats_json_shapes(harness: Harness, probe: Probe, tmp_pat
         "tasks": {"pending": 2, "processing": 0, "success": 0, "failed": 0},
         "queue": {"ready": 2, "processing": 0, "delayed": 0, "dead": 0},
         "oldest_processing_s": None,
-        "llm": {
-            "breaker": {
-                "state": "closed",
-                "open_s": 0.0,
-                "open_total_s": 0.0,
-                "transitions": 0,
-                "window_calls": 0,
-                "window_failures": 0,
-            }
-        },
+        "llm": {"breaker": CLOSED_BREAKER},
     }
 
     listed = harness.status()  # no ids: the newest tasks

@@ -13,6 +13,7 @@ from docllm.domain.report import finding, make_report
 from docllm.domain.workers import InFlight, WorkerRecord
 from docllm.entrypoints.bootstrap import build_container, load_settings
 from docllm.entrypoints.cli import main
+from tests.support.cli_shapes import CLOSED_BREAKER, SHOW_FIELDS, STATUS_FIELDS
 
 
 @pytest.fixture
@@ -52,17 +53,7 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
 
     code, out, _ = cli("status", "1", "--json")
     [task] = json.loads(out)
-    assert code == 0 and set(task) >= {
-        "task_id",
-        "task_name",
-        "status",
-        "attempt",
-        "retry_count",
-        "result",
-        "error",
-        "created_at",
-        "finished_at",
-    }
+    assert code == 0 and set(task) >= STATUS_FIELDS
     assert (task["status"], task["attempt"], task["result"], task["finished_at"]) == ("pending", 0, None, None)
     assert [t["task_id"] for t in json.loads(cli("status", "--json")[1])] == [3, 2, 1]  # newest first
 
@@ -72,14 +63,7 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
         "queue": {"ready": 3, "processing": 0, "delayed": 0, "dead": 0},
         "oldest_processing_s": None,
         "llm": {
-            "breaker": {
-                "state": "closed",
-                "open_s": 0.0,
-                "open_total_s": 0.0,
-                "transitions": 0,
-                "window_calls": 0,
-                "window_failures": 0,
-            },
+            "breaker": CLOSED_BREAKER,
             "usage": NO_USAGE,
         },
     }
@@ -214,21 +198,7 @@ def test_show_renders_the_report_by_severity_and_has_a_json_shape(cli, ports, tm
 
     code, out, _ = cli("show", "1", "--json")
     shown = json.loads(out)
-    assert code == 0 and set(shown) == {
-        "task_id",
-        "task_name",
-        "status",
-        "attempt",
-        "retry_count",
-        "result",
-        "error",
-        "created_at",
-        "finished_at",
-        "max_attempts",
-        "processing_started_at",
-        "updated_at",
-        "usage",
-    }
+    assert code == 0 and set(shown) == SHOW_FIELDS
     assert shown["result"] == REPORT and shown["status"] == "success"
 
     code, out, err = cli("show", "77")

@@ -91,6 +91,9 @@ SCRIPT = "Error running script (call to f_199a923e): @user_script:67: @user_scri
         (redis.exceptions.ResponseError("CLUSTERDOWN The cluster is down"), True),
         (redis.exceptions.ResponseError("NOREPLICAS Not enough good replicas to write."), True),
         (redis.exceptions.ResponseError("BUSY Redis is busy running a script."), True),
+        # the script cache emptied by a restart, again between redis-py's reload and its retry
+        (redis.exceptions.NoScriptError("No matching script. Please use EVAL."), True),
+        (redis.exceptions.ResponseError("NOSCRIPT No matching script. Please use EVAL."), True),
         # errors in the request: bugs, not outages
         (redis.exceptions.ResponseError("wrong number of arguments for 'evalsha' command"), False),
         (redis.exceptions.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"), False),

@@ -25,17 +25,21 @@ _UNAVAILABLE = (
     redis.exceptions.ClusterError,
     redis.exceptions.AskError,
     redis.exceptions.SlotNotCoveredError,
+    # A restart emptied the script cache between redis-py's reload of a script and its retry
+    # (Script.__call__ reloads once); the next call reloads again (seen in a chaos run, where it
+    # failed a reaper cycle as a bug).
+    redis.exceptions.NoScriptError,
 )
 
 # The same conditions as error-reply prefixes: a replica after a failover (READONLY), a restart
 # loading its data (LOADING), a replica cut off from its primary (MASTERDOWN), a cluster moving
 # slots (TRYAGAIN, CLUSTERDOWN), too few replicas for a write (NOREPLICAS), another script
-# running too long (BUSY). A command that gets one directly comes through as the classes above;
-# raised by redis.call inside a script it can arrive as a plain ResponseError, wrapped
-# ("Error running script (call to f_...): @user_script:9: -READONLY You can't write ...",
-# Redis 6) or not.
+# running too long (BUSY), a script cache emptied by a restart (NOSCRIPT, in a pipeline). A
+# command that gets one directly comes through as the classes above; raised by redis.call
+# inside a script it can arrive as a plain ResponseError, wrapped ("Error running script
+# (call to f_...): @user_script:9: -READONLY You can't write ...", Redis 6) or not.
 UNAVAILABLE_REPLIES = frozenset(
-    {"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "BUSY", "MOVED", "ASK"}
+    {"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "BUSY", "MOVED", "ASK", "NOSCRIPT"}
 )
 _REPLY_CODE = re.compile(r"(?:Error running script [^\n]*?: -)?(?:ERR )?([A-Z]+)\b")
 

@@ -100,6 +100,7 @@ class Chaos:
         start = time.monotonic()
         end = start + s.fault_seconds
         plan = self.faults.plan(start)
+        missed: list[str] = []
         waves = max(1, round(s.tasks / 15)) if s.tasks <= 300 else max(1, round(s.tasks / 60))
         names = sorted(self.workload.headings)
         batches = [names[i::waves] for i in range(waves)]
@@ -119,9 +120,13 @@ class Chaos:
                 submits.append(submitter.submit(self.workload.submit, sorted(batches.pop(0))))
             while plan and now >= plan[0][0]:
                 at, what, give_up = plan.pop(0)
-                if not self.faults.planned(what) and now < give_up:  # nothing to hit yet: try again soon
+                if self.faults.planned(what):
+                    continue
+                if now < give_up:  # nothing to hit yet: try again soon
                     plan.append((now + 1.0, what, give_up))
                     plan.sort()
+                elif what in SERVER_OUTAGES:  # held up by drains all phase long: right after it
+                    missed.append(what)
             if now >= next_fault:
                 self.faults.process_fault()
                 next_fault = time.monotonic() + self.rng.uniform(*s.process_fault_every_s)
@@ -135,7 +140,8 @@ class Chaos:
             time.sleep(0.05)
         for batch in batches:  # whatever a slow machine did not get to
             submits.append(submitter.submit(self.workload.submit, sorted(batch)))
-        for _, what, _ in plan:  # what the phase did not get to; a server outage waits for a drain
+        # What the phase did not get to; a server outage waits for a drain.
+        for what in missed + [what for _, what, _ in plan]:
             deadline = time.monotonic() + 20.0
             while not self.faults.planned(what) and what in SERVER_OUTAGES and time.monotonic() < deadline:
                 self.faults.restarts(time.monotonic())

@@ -1,34 +1,39 @@
 """A stopped process exits: once the service has stopped, whatever still holds the process (a
 resource's close, the interpreter joining a thread blocked on a socket) gets a short while, then
-every thread's stack goes to the log and the process exits. Every write is fenced, so cutting a
-blocked call short loses nothing; a stop that hangs would instead outlive the orchestrator's
-timeout and be SIGKILLed with no trace of why (a CI chaos run saw a worker exit 5 s after its
-"stopped" line, cause unknown: this dump is how the next one will be explained)."""
+every thread's stack goes to the log (stderr) and the process exits. Every write is fenced, so
+cutting a blocked call short loses nothing; a stop that hangs would instead outlive the
+orchestrator's timeout and be SIGKILLed with no trace of why (CI chaos runs saw workers alive 3.5
+to 5.5 s after their "stopped" line, cause unknown: this dump is how the next one is explained).
+
+The first stage writes with ``os.write`` and ``faulthandler``, which take no lock a stuck thread
+could hold (logging's would); the second, in case the first never runs (a thread holding the GIL
+in C code), is faulthandler's own C watchdog thread, which needs no GIL and exits with status 1.
+"""
 
 from __future__ import annotations
 
 import faulthandler
-import logging
 import os
 import sys
 import threading
 
-log = logging.getLogger("docllm.service")
-
 EXIT_SECONDS = 1.0
+_STDERR = 2
 
 
 def arm(seconds: float = EXIT_SECONDS) -> None:
     """Exit (status 0) ``seconds`` from now if the process is still running then."""
 
     def expire() -> None:
-        log.warning("the process had not exited %.1fs after it stopped; its threads' stacks follow", seconds)
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        sys.stderr.flush()
+        os.write(_STDERR, f"docllm: the process had not exited {seconds:.1f}s after it stopped; stacks:\n".encode())
+        faulthandler.dump_traceback(file=_STDERR, all_threads=True)
         os._exit(0)
 
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    faulthandler.dump_traceback_later(seconds + 1.0, exit=True, file=_STDERR)
     timer = threading.Timer(seconds, expire)
     timer.daemon = True
     timer.name = "exit-watchdog"

@@ -27,15 +27,16 @@ def main(workers: bool = True, reaper: bool = True) -> int:
     outage.ok()
     service = build_service(container, workers=workers, reaper=reaper)
     service.run_forever()
-    container.shutdown_resources()
     if service.calls.busy:
-        # A port call still blocks on a socket that does not answer (up to its timeout). The
-        # interpreter would join its thread at exit; every write is fenced, so leave without it.
+        # A port call still blocks on a socket that does not answer (up to its timeout). Closing
+        # the pools under it, or the interpreter joining its thread at exit, would wait for it;
+        # every write is fenced, so leave without it (the OS closes the sockets).
         logging.getLogger("docllm.service").warning("exiting with %d port calls still blocked", service.calls.busy)
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+    container.shutdown_resources()
     return 0
 
 

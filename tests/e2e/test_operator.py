@@ -18,8 +18,10 @@ from tests.support.llm_server import FakeLLM, Reply
 
 pytestmark = pytest.mark.e2e
 
-LLM_SECONDS = 20.0  # the first review's request takes this long: long enough to cancel it mid-call, even
-# on a loaded machine where each CLI process takes seconds to start
+LLM_SECONDS = 40.0  # the first review's request takes this long: long enough to cancel it mid-call, even
+# on a loaded machine where each CLI process takes seconds to start (the fake LLM's wait ends when
+# it closes, so a longer one costs nothing); the worker's LLM timeout must be longer still: the
+# harness's 10 s once ended the call first and the task succeeded before the cancel
 
 
 def _env(llm: FakeLLM) -> dict[str, str]:
@@ -29,6 +31,7 @@ def _env(llm: FakeLLM) -> dict[str, str]:
         "DOCLLM_LLM_API_KEY": "test-key",
         "DOCLLM_LLM_MODEL": "test-model",
         "DOCLLM_CONCURRENCY": "1",
+        "DOCLLM_LLM_TIMEOUT_SECONDS": str(LLM_SECONDS + 20),
     }
 
 

@@ -49,17 +49,21 @@ def test_four_workers_share_an_rpm_limit_and_four_a_tpm_limit(harness: Harness, 
             "tpm-model": {**common, "DOCLLM_LLM_MODEL": "tpm-model", "DOCLLM_LLM_TPM": str(TPM)},
         }
         metrics_port = free_port()
+        workers = []
         for model, env in fleets.items():
             for i in range(4):
                 extra = {"DOCLLM_METRICS_PORT": str(metrics_port)} if (model, i) == ("rpm-model", 0) else {}
-                harness.worker(f"{model}-{i}", {**env, **extra})
+                workers.append(harness.worker(f"{model}-{i}", {**env, **extra}))
 
         wait_until(lambda: llm.served, 60, "the first LLM request", on_timeout=harness.dump)
+        # The fleets' share is measured once every process serves: on a loaded machine the last
+        # ones started many seconds after the first request (a CI run counted 87 of 120 then).
+        wait_until(lambda: all(w.serving for w in workers), 60, "every worker serving", on_timeout=harness.dump)
         began = time.monotonic()
         wait_until(lambda: time.monotonic() - began > RUN_S / 2, RUN_S, "half the run")
         shown = harness.cli_json("stats", env=fleets["rpm-model"])["llm"]["limits"]
         wait_until(lambda: time.monotonic() - began > RUN_S, RUN_S, "the end of the run")
-        served = [entry for entry in llm.served if entry[0] <= began + RUN_S]
+        served = [entry for entry in llm.served if entry[0] <= began + RUN_S]  # the limits: all of it
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as page:  # noqa: S310
             scraped = page.read().decode()
 
@@ -72,8 +76,10 @@ def test_four_workers_share_an_rpm_limit_and_four_a_tpm_limit(harness: Harness, 
     assert requests <= RPM * 1.05, f"{requests} requests in 60 s with DOCLLM_LLM_RPM={RPM}"
     assert tokens <= TPM * 1.05, f"{tokens} tokens in 60 s with DOCLLM_LLM_TPM={TPM}"
     assert all(n <= 2 for n in refused.values()), f"429s: {refused}"
-    # The limiter lets the fleet use its limit, not a fraction of it.
-    assert requests >= RPM * 0.85 and tokens >= TPM * 0.8, (requests, tokens)
+    # The limiter lets the fleet use its limit, not a fraction of it (once every process serves).
+    steady = {m: [(at, n) for at, _, n in entries if at >= began] for m, entries in by_model.items()}
+    used = (_busiest_window([(at, 1) for at, _ in steady["rpm-model"]]), _busiest_window(steady["tpm-model"]))
+    assert used[0] >= RPM * 0.85 and used[1] >= TPM * 0.8, used
     # Waiting for a turn keeps the lease: nothing was reclaimed, nothing failed.
     assert not harness.events("reclaimed"), harness.events("reclaimed")[:3]
     assert harness.stats()["tasks"]["failed"] == 0

@@ -146,6 +146,9 @@ def test_sigterm_lets_an_attempt_that_ends_within_the_grace_period_commit(
     task_id, _ = _submit_one(harness, tmp_path)
     worker = harness.worker("w1", env)
     wait_until(lambda: _lease_of(probe, task_id), 30, "the worker to claim the task", on_timeout=harness.dump)
+    # Started on the row: a SIGTERM between the claim and the start hands the claim back untouched
+    # (attempt 0), which a loaded CI run once hit.
+    wait_until(lambda: probe.rows(False)[task_id]["status"] == "processing", 10, "the attempt to start")
     worker.terminate()
     assert worker.wait(8 + 5) == 0, worker.tail()
     [row] = harness.status(task_id)

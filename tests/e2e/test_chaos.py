@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.chaos import Chaos, ChaosSettings, markdown
-from tests.e2e.harness import find_libfaketime
+from tests.e2e.harness.clock_skew import require_libfaketime
 from tests.servers import MariaDBServer, RedisServer
 
 pytestmark = pytest.mark.e2e
@@ -21,11 +21,7 @@ pytestmark = pytest.mark.e2e
 def test_short_chaos_run(
     redis_server: RedisServer, mariadb_server: MariaDBServer, mysql_url: str, tmp_path: Path
 ) -> None:
-    if find_libfaketime() is None:
-        message = "libfaketime is not installed (scripts/test installs the faketime package)"
-        if os.environ.get("CI", "").lower() in {"true", "1", "yes"}:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_libfaketime()
     settings = ChaosSettings(seed=int(os.environ.get("DOCLLM_CHAOS_SEED", "0")))
     chaos = Chaos(settings, redis_server, mariadb_server, mysql_url, tmp_path)
     result = chaos.run()

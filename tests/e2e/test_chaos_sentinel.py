@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.chaos import Chaos, ChaosSettings, markdown
-from tests.e2e.harness import find_libfaketime
+from tests.e2e.harness.clock_skew import require_libfaketime
 from tests.servers import MariaDBServer, SentinelSet
 
 pytestmark = pytest.mark.e2e
@@ -23,11 +23,7 @@ pytestmark = pytest.mark.e2e
 def test_sentinel_chaos_run(
     sentinel_set: SentinelSet, sentinel_url: str, mariadb_server: MariaDBServer, mysql_url: str, tmp_path: Path
 ) -> None:
-    if find_libfaketime() is None:
-        message = "libfaketime is not installed (scripts/test installs the faketime package)"
-        if os.environ.get("CI", "").lower() in {"true", "1", "yes"}:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_libfaketime()
     settings = ChaosSettings(
         topology="sentinel",
         tasks=60,

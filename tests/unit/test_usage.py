@@ -154,7 +154,8 @@ def test_a_failed_task_keeps_the_usage_of_its_attempts():
     assert row.status.value == "failed" and row.usage is not None and row.usage.calls == 2
 
 
-def test_an_attempt_abandoned_with_a_verdict_writes_what_it_spent():
+def reviewed_attempt():
+    """A started attempt whose review has run: its calls are on the meter, nothing written yet."""
     clock = ManualClock()
     queue, repo = InMemoryTaskQueue(clock), InMemoryTaskRepository(clock)
     proc = TaskProcessor(
@@ -162,7 +163,12 @@ def test_an_attempt_abandoned_with_a_verdict_writes_what_it_spent():
     )
     task = submit(repo, queue, "doc.md", "text")
     attempt = proc.begin(proc.claim())
-    asyncio.run(proc.review(attempt))  # its calls are on the meter; then the runtime times it out
+    asyncio.run(proc.review(attempt))
+    return proc, repo, task, attempt
+
+
+def test_an_attempt_abandoned_with_a_verdict_writes_what_it_spent():
+    proc, repo, task, attempt = reviewed_attempt()  # then the runtime times it out
     assert proc.finish(attempt, Outcome.timed_out(120))
     assert repo.get(task.task_id).usage.calls == 2
 
@@ -180,14 +186,7 @@ def test_a_reviewer_without_llm_calls_leaves_the_usage_empty():
 
 
 def test_an_attempt_that_lost_its_lease_hands_back_what_it_spent():
-    clock = ManualClock()
-    queue, repo = InMemoryTaskQueue(clock), InMemoryTaskRepository(clock)
-    proc = TaskProcessor(
-        queue, repo, MeteredReviewer(), clock, RetryPolicy(max_attempts=3), LeasePolicy(30, 120, 5), "w1"
-    )
-    task = submit(repo, queue, "doc.md", "text")
-    attempt = proc.begin(proc.claim())
-    asyncio.run(proc.review(attempt))
+    proc, repo, task, attempt = reviewed_attempt()
     assert proc.hand_back(attempt)
     row = repo.get(task.task_id)
     assert (row.status.value, row.retry_count, row.usage.calls) == ("pending", 0, 2)

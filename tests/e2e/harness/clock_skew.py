@@ -20,6 +20,17 @@ def find_libfaketime() -> str | None:
     return found[0] if found else None
 
 
+def require_libfaketime() -> None:
+    """Fail under CI (the chaos runs must run there), skip elsewhere, when libfaketime is missing."""
+    import pytest
+
+    if find_libfaketime() is None:
+        message = "libfaketime is not installed (scripts/test installs the faketime package)"
+        if os.environ.get("CI", "").lower() in {"true", "1", "yes"}:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 SHIM = Path(__file__).resolve().parents[1] / "faketime_shim"
 
 

@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import time
+from typing import NoReturn
 
 from docllm.domain.errors import DocllmError, Unavailable
 from docllm.entrypoints.bootstrap import build_container, build_service, load_settings, prepare_schema
@@ -35,10 +36,9 @@ def main(workers: bool = True, reaper: bool = True) -> int:
     else:
         container.shutdown_resources()
     _leave(0)
-    return 0  # not reached
 
 
-def _leave(code: int) -> None:
+def _leave(code: int) -> NoReturn:
     """Exit without the interpreter's finalization: what needed closing is closed (or left on
     purpose), and finalization can wait on threads still blocked, or hang in C code after a clean
     stop (seen in chaos runs, in processes under libfaketime: the exit watchdog's dump showed the

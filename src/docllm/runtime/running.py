@@ -24,9 +24,14 @@ class Running:
     # commit acks the lease, so a heartbeat sent meanwhile may find the lease gone: not a loss.
     settling: bool = False
 
+    @property
+    def decided(self) -> bool:
+        """Abandoned, or its outcome being written: nothing abandons it (again)."""
+        return self.abandoned or self.settling
+
     def abandon(self, verdict: Outcome | None) -> None:
         """Stop the attempt: its review is cancelled, and with it the LLM request in flight (I11)."""
-        if self.abandoned or self.settling:
+        if self.decided:
             return
         self.abandoned, self.verdict = True, verdict
         if self.review is not None:

@@ -249,13 +249,13 @@ class Worker:
                 return
             except Unavailable as exc:
                 delay = backoff.next()
-                if asyncio.get_running_loop().time() + delay > give_up:
+                if loop.time() + delay > give_up:
                     self.log.warning("could not record the %s (%s); the reaper will settle it", what, exc)
                     return
                 await asyncio.sleep(delay)
 
     def _abandon(self, run: Running, verdict: Outcome | None) -> None:
-        if run.abandoned or run.settling:
+        if run.decided:
             return
         a = run.attempt
         if verdict is None:

@@ -258,3 +258,28 @@ def test_cancel_exit_codes_and_json(cli, ports, tmp_path):
     code, out, err = cli("cancel", "2", "--wait", "0.3")
     assert code == 1 and "running" in out and "task 2: running" in err
     assert ports.queue().cancel_marks([1, 2, 3]) == {2}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("show", "99999999999999999999"),
+        ("show", "0"),
+        ("show", "-5"),
+        ("show", "9223372036854775808"),  # one over BIGINT
+        ("cancel", "1", "99999999999999999999"),
+        ("status", "3", "x"),
+        ("dead", "retry", "99999999999999999999"),
+        ("dead", "discard", "0"),
+    ],
+)
+def test_a_bad_task_id_is_one_line_naming_the_argument_and_a_usage_error(cli, ports, argv):
+    """SQLite's driver raises OverflowError on an id over 64 bits: checked before any lookup (issue 22)."""
+    code, out, err = cli(*argv)
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("docllm: ") and "TASK_ID" in err and repr(argv[-1]) in err
+
+
+def test_the_largest_task_id_is_looked_up(cli, ports):
+    code, _, err = cli("show", "9223372036854775807")
+    assert code == 1 and err.strip() == "docllm: no task with id 9223372036854775807"

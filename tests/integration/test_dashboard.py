@@ -204,6 +204,77 @@ def test_without_a_token_only_loopback_hosts_are_answered_and_other_binds_are_re
     assert "refusing to serve the dashboard on 0.0.0.0" in err and "DOCLLM_DASHBOARD_TOKEN" in err
 
 
+def test_the_loopback_rule_matches_exact_names_and_addresses_only(world: World):
+    """A rebound name that merely starts like a loopback one is refused (issue 22)."""
+    client = create_app(world.sources).test_client()
+    for host in ("127.attacker.example:8765", "127.0.0.1.evil.com", "localhost.evil.com", "127.1", "[::1].evil"):
+        assert client.get("/dead", headers={"Host": host}).status_code == 403, host
+    for host in ("127.0.0.1:8765", "localhost", "[::1]:8765", "[::1]", "127.0.0.2", "LOCALHOST:8765"):
+        assert client.get("/dead", headers={"Host": host}).status_code == 200, host
+
+
+def test_dashboard_pages_are_not_stored_by_caches(world: World):
+    """Pages carry the CSRF token and the operator's data: no cache may keep them."""
+    client = create_app(world.sources).test_client()
+    for path in ("/", "/tasks", f"/tasks/{world.done}", "/dead", "/workers", "/llm", "/tasks/999999"):
+        assert client.get(path).headers.get("Cache-Control") == "no-store", path
+    assert client.post("/dead/retry-all").headers.get("Cache-Control") == "no-store"  # the 403 page
+    assert client.get("/static/style.css").headers.get("Cache-Control") != "no-store"
+
+
+def test_a_task_id_out_of_range_is_a_404_not_an_error(world: World):
+    client = create_app(world.sources).test_client()
+    token = csrf_of(client.get("/dead").get_data(as_text=True))
+    for bad in ("99999999999999999999", "9223372036854775808", "0", "-5", "x"):
+        assert client.get(f"/tasks/{bad}").status_code == 404, bad
+        for action in ("dead/{}/retry", "dead/{}/discard", "tasks/{}/cancel"):
+            assert client.post("/" + action.format(bad), data={"csrf": token}).status_code == 404, (action, bad)
+    assert client.get("/tasks/9223372036854775807").status_code == 404  # the largest id: looked up, not found
+
+
+def cancel_form(html: str, task_id: int) -> bool:
+    return f'action="/tasks/{task_id}/cancel"' in html
+
+
+def test_a_task_is_cancelled_from_its_page_with_csrf_as_the_cli_does(world: World):
+    repo, queue = world.sources.repository, world.sources.queue
+    client = create_app(world.sources).test_client()
+    page = client.get(f"/tasks/{world.waiting}").get_data(as_text=True)
+    assert cancel_form(page, world.waiting)  # pending: it can be cancelled
+    assert not cancel_form(client.get(f"/tasks/{world.done}").get_data(as_text=True), world.done)
+    assert not cancel_form(client.get(f"/tasks/{world.dead}").get_data(as_text=True), world.dead)
+
+    for form in ({}, {"csrf": "forged"}):
+        assert client.post(f"/tasks/{world.waiting}/cancel", data=form).status_code == 403
+    assert status_of(repo, world.waiting) is TaskStatus.pending and queue.cancel_marks([world.waiting]) == set()
+
+    answer = client.post(f"/tasks/{world.waiting}/cancel", data={"csrf": csrf_of(page)})
+    assert answer.status_code == 302 and answer.headers["Location"].endswith(f"/tasks/{world.waiting}")
+    shown = client.get(answer.headers["Location"]).get_data(as_text=True)
+    assert f"task {world.waiting}: cancelled by operator" in shown and not cancel_form(shown, world.waiting)
+    row = repo.get(world.waiting)  # as `docllm cancel` leaves a pending task: failed, fenced, mark cleared
+    assert row is not None and (row.status, row.error) == (TaskStatus.failed, "cancelled by operator")
+    assert queue.cancel_marks([world.waiting]) == set() and queue.stats().dead == 1  # no dead letter of its own
+
+    answer = client.post(f"/tasks/{world.done}/cancel", data={"csrf": csrf_of(page)}, follow_redirects=True)
+    assert f"task {world.done}: already success: nothing to cancel" in answer.get_data(as_text=True)
+    assert status_of(repo, world.done) is TaskStatus.success
+
+
+def test_a_running_task_is_marked_for_its_worker_to_stop(world: World):
+    from docllm.domain.services.producer import submit
+
+    repo, queue = world.sources.repository, world.sources.queue
+    running = submit(repo, queue, "running.md", "# R\n").task_id
+    assert repo.start_attempt(running, "tok-r") is not None  # processing; no worker here to stop it
+    client = create_app(world.sources).test_client()
+    page = client.get(f"/tasks/{running}").get_data(as_text=True)
+    assert cancel_form(page, running)
+    answer = client.post(f"/tasks/{running}/cancel", data={"csrf": csrf_of(page)}, follow_redirects=True)
+    assert "its worker stops it at its next heartbeat" in answer.get_data(as_text=True)
+    assert status_of(repo, running) is TaskStatus.processing and queue.cancel_marks([running]) == {running}
+
+
 def test_the_dashboard_is_served_on_the_worker_http_port(world: World):
     app = create_app(world.sources)
     endpoints = HttpEndpoints("127.0.0.1", 0, CollectorRegistry(), lambda: (True, []), {}, app).start()

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from docllm.domain.errors import DocllmError
 from docllm.entrypoints.output import CommandError
+from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -21,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="task name (default: the file name)")
     s.add_argument("--json", action="store_true")
     st = sub.add_parser("status", help="show tasks (default: the newest 50)")
-    st.add_argument("task_ids", nargs="*", type=int, metavar="TASK_ID")
+    st.add_argument("task_ids", nargs="*", type=parse_task_id, metavar="TASK_ID")
     st.add_argument("--json", action="store_true")
     sa = sub.add_parser("stats", help="counts of tasks and queue depths")
     sa.add_argument("--json", action="store_true")
@@ -35,21 +36,21 @@ def _parser() -> argparse.ArgumentParser:
     dl.add_argument("--limit", type=int, default=100)
     dr = dsub.add_parser("retry")
     target = dr.add_mutually_exclusive_group(required=True)
-    target.add_argument("task_id", nargs="?", type=int)
+    target.add_argument("task_id", nargs="?", type=parse_task_id, metavar="TASK_ID")
     target.add_argument("--all", action="store_true")
     dr.add_argument("--json", action="store_true")
     dd = dsub.add_parser("discard", help="drop dead letters (the rows stay failed)")
     target = dd.add_mutually_exclusive_group(required=True)
-    target.add_argument("task_id", nargs="?", type=int)
+    target.add_argument("task_id", nargs="?", type=parse_task_id, metavar="TASK_ID")
     target.add_argument("--all", action="store_true")
     dd.add_argument("--json", action="store_true")
     sh = sub.add_parser("show", help="one task and its report, for a person")
-    sh.add_argument("task_id", type=int, metavar="TASK_ID")
+    sh.add_argument("task_id", type=parse_task_id, metavar="TASK_ID")
     sh.add_argument("--json", action="store_true")
     wk = sub.add_parser("workers", help="the live workers (processes that beat the registry)")
     wk.add_argument("--json", action="store_true")
     ca = sub.add_parser("cancel", help="cancel tasks: a pending one never runs, a running one stops")
-    ca.add_argument("task_ids", nargs="+", type=int, metavar="TASK_ID")
+    ca.add_argument("task_ids", nargs="+", type=parse_task_id, metavar="TASK_ID")
     ca.add_argument("--json", action="store_true")
     ca.add_argument(
         "--wait",
@@ -74,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for a usage error
         return int(exc.code or 0)
+    except BadTaskId as exc:
+        print(f"docllm: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     handler = _handler(args)
     try:
         return handler(args) or EXIT_OK

@@ -13,18 +13,31 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, abort, flash, redirect, render_template, request, session, url_for
+from werkzeug.routing import BaseConverter, ValidationError
 
 from docllm.domain.model import Task, TaskStatus
 from docllm.domain.ports import EventSink, TaskQueue, TaskRepository, WorkerRegistry
 from docllm.domain.report import SEVERITIES
+from docllm.domain.services.cancel import Canceller
 from docllm.domain.services.producer import discard_dead, retry_dead
 from docllm.entrypoints.dashboard import security
 from docllm.entrypoints.dashboard.chart import throughput_svg
+from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 from docllm.entrypoints.views import printable, task_json
 
 HERE = Path(__file__).resolve().parent
 CHART_MINUTES = 60
 LIST_LIMIT = 200
+
+
+class TaskIdConverter(BaseConverter):
+    """``<task_id:...>``: the CLI's check of a task id; a URL that holds no id matches no route (404)."""
+
+    def to_python(self, value: str) -> int:
+        try:
+            return parse_task_id(value)
+        except BadTaskId:
+            raise ValidationError() from None
 
 
 @dataclass
@@ -39,6 +52,7 @@ class Sources:
 
 def create_app(src: Sources, token: str = "") -> Flask:
     app = Flask("docllm.dashboard", root_path=str(HERE))
+    app.url_map.converters["task_id"] = TaskIdConverter
     security.install(app, token)
     app.jinja_env.globals.update(refresh_ms=int(src.refresh_seconds * 1000), statuses=[s.value for s in TaskStatus])
     app.jinja_env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M:%S UTC") if v else "-"
@@ -59,7 +73,7 @@ def create_app(src: Sources, token: str = "") -> Flask:
         rows = src.repository.search(TaskStatus(status) if status else None, q, LIST_LIMIT)
         return render_template("tasks.html", tasks=rows, status=status or "", q=q, findings=_findings_count)
 
-    @app.get("/tasks/<int:task_id>")
+    @app.get("/tasks/<task_id:task_id>")
     def task(task_id: int) -> str:
         row = src.repository.get(task_id)
         if row is None:
@@ -78,12 +92,19 @@ def create_app(src: Sources, token: str = "") -> Flask:
             now_ms=src.queue.now_ms(),
         )
 
+    @app.post("/tasks/<task_id:task_id>/cancel")
+    def task_cancel(task_id: int) -> Any:
+        # As `docllm cancel --wait 0`: a running task is marked, and its worker stops it.
+        [done] = Canceller(src.repository, src.queue, src.events).request([task_id])
+        flash(f"task {task_id}: {done.detail}")
+        return redirect(url_for("task", task_id=task_id))
+
     @app.get("/dead")
     def dead() -> str:
         letters = src.queue.dead_letters(limit=LIST_LIMIT)
         return render_template("dead.html", letters=letters, printable=printable, now_ms=src.queue.now_ms())
 
-    @app.post("/dead/<int:task_id>/retry")
+    @app.post("/dead/<task_id:task_id>/retry")
     def dead_retry(task_id: int) -> Any:
         ids = retry_dead(src.repository, src.queue, task_id, src.events)
         flash(f"requeued task {task_id}" if ids else f"task {task_id} is not failed: nothing to retry")
@@ -95,7 +116,7 @@ def create_app(src: Sources, token: str = "") -> Flask:
         flash(f"requeued {len(ids)} task(s)")
         return redirect(url_for("dead"))
 
-    @app.post("/dead/<int:task_id>/discard")
+    @app.post("/dead/<task_id:task_id>/discard")
     def dead_discard(task_id: int) -> Any:
         removed = discard_dead(src.queue, task_id, src.events)
         flash(f"discarded {len(removed)} dead letter(s) of task {task_id}")

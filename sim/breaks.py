@@ -22,6 +22,7 @@ from docllm.adapters.sql_time import utcnow
 from docllm.domain.model import TaskStatus
 from docllm.domain.services.outcome import Outcome
 from docllm.domain.usage import Usage
+from docllm.domain.verdict import Facts
 from docllm.runtime.running import Running
 from docllm.runtime.worker import Worker
 
@@ -119,13 +120,13 @@ class NoHandBackWorker(Worker):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        judge = self.gate.provider_to_blame
+        judge = self.gate.judge
 
-        async def charged(error: str) -> bool:
-            await judge(error)
-            return False
+        async def charged(facts: Facts) -> Facts:
+            await judge(facts)  # the breaker and this host's claims as usual
+            return facts.judged(breaker_open=False, served_since=False, host_ok=None)  # no evidence: charged
 
-        self.gate.provider_to_blame = charged  # type: ignore[method-assign]
+        self.gate.judge = charged  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)

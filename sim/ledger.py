@@ -26,6 +26,7 @@ class Book:
     token: str | None = None  # the lease token of the latest started attempt (product)
     counted: int = 0  # attempts in the current budget (I5)
     max_counted: int = 0
+    handbacks: int = 0  # counted hand-backs (I12): at most DOCLLM_MAX_HANDBACKS
     commits: int = 0
     processing_since: int | None = None
     state_since: int = 0  # when the row entered its current status

@@ -190,9 +190,15 @@ class RepoObserver:
         return ok
 
     def retry(
-        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+        self,
+        task_id: int,
+        attempt: int,
+        error: str,
+        count_failure: bool = True,
+        usage: Usage | None = None,
+        handback: bool = False,
     ) -> bool:
-        ok = self._r.retry(task_id, attempt, error, count_failure, usage=usage)
+        ok = self._r.retry(task_id, attempt, error, count_failure, usage=usage, handback=handback)
         self._log("call", f"repo.retry attempt {attempt} ({error[:50]}) -> {ok}", task_id)
         book = self._l.book(task_id)
         if ok and book is not None:
@@ -201,6 +207,8 @@ class RepoObserver:
                 self._charged(book, attempt, error)
             if not count_failure:
                 book.counted -= 1
+            if handback:
+                book.handbacks += 1
             self._l.set_status(book, PENDING)
             self._l.mark(task_id, "retry" if count_failure else "release")
         return ok

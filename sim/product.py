@@ -128,6 +128,7 @@ class ProductSystem(System):
         c.events.override(self.events)
         retry = RetryPolicy(
             max_attempts=s.max_attempts,
+            max_handbacks=s.max_handbacks,
             base_seconds=s.retry_base_seconds,
             cap_seconds=s.retry_max_seconds,
             rng=self.world.rng_for("retry"),

@@ -203,6 +203,7 @@ class Container(containers.DeclarativeContainer):
     retry_policy = providers.Singleton(
         RetryPolicy,
         max_attempts=settings.provided.max_attempts,
+        max_handbacks=settings.provided.max_handbacks,
         base_seconds=settings.provided.retry_base_seconds,
         cap_seconds=settings.provided.retry_max_seconds,
     )

@@ -40,6 +40,7 @@ class Settings:
     reconcile_interval_seconds: float = 60.0
     reconcile_grace_seconds: float = 300.0
     max_attempts: int = 5
+    max_handbacks: int = 3  # uncharged LLM hand-backs per task while the provider serves (I12)
     retry_base_seconds: float = 2.0
     retry_max_seconds: float = 300.0
     concurrency: int = 4
@@ -138,6 +139,7 @@ class Settings:
             "retry_max_seconds",
             "must be at least DOCLLM_RETRY_BASE_SECONDS",
         )
+        need(self.max_handbacks >= 0, "max_handbacks", "must not be negative")
         for name in (
             "max_attempts",
             "concurrency",
@@ -289,6 +291,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "reconcile_interval_seconds": ("DOCLLM_RECONCILE_INTERVAL_SECONDS", _number(float)),
     "reconcile_grace_seconds": ("DOCLLM_RECONCILE_GRACE_SECONDS", _number(float)),
     "max_attempts": ("DOCLLM_MAX_ATTEMPTS", _number(int)),
+    "max_handbacks": ("DOCLLM_MAX_HANDBACKS", _number(int)),
     "retry_base_seconds": ("DOCLLM_RETRY_BASE_SECONDS", _number(float)),
     "retry_max_seconds": ("DOCLLM_RETRY_MAX_SECONDS", _number(float)),
     "concurrency": ("DOCLLM_CONCURRENCY", _number(int)),

@@ -122,7 +122,7 @@ def test_a_tasks_row_gets_the_usage_and_cost_of_its_attempts(tmp_path):
             clock, BreakerPolicy(window_seconds=10, failure_ratio=0.5, min_calls=5, open_seconds=0.3)
         )
         gate = LlmGate(
-            reviewer, breaker, calls, "w1", logging.getLogger("test"), verdict_seconds=0.3, base=0.05, cap=0.2
+            reviewer, breaker, calls, "w1", logging.getLogger("test"), base=0.05, cap=0.2
         )
         proc = TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1")
         worker, reaper = Worker(proc, calls, gate, 1, idle_wait_seconds=0.05), Reaper(queue, repo, retry)

@@ -39,7 +39,7 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
     task = submit(repo, queue, "checklist.md", DOC)
     calls = ThreadedPortCalls(4)
     breaker = InMemoryLlmBreaker(clock, BreakerPolicy(min_calls=100, open_seconds=0.5))  # one task: the checks decide
-    gate = LlmGate(reviewer, breaker, calls, "w1", logging.getLogger("test"), verdict_seconds=0.2, base=0.05, cap=0.2)
+    gate = LlmGate(reviewer, breaker, calls, "w1", logging.getLogger("test"), base=0.05, cap=0.2)
     worker = Worker(
         TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1"), calls, gate, 1, idle_wait_seconds=0.05
     )

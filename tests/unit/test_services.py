@@ -19,6 +19,7 @@ from docllm.domain.model import TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import Limits, TaskProcessor
+from docllm.domain.verdict import Happened
 from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.services.producer import retry_dead, submit
 from docllm.domain.services.reaper import Reaper
@@ -275,7 +276,7 @@ def test_release_on_shutdown_goes_back_first_without_costing_an_attempt(w):  # D
     first, _ = w.submit(), w.submit()
     proc = w.worker()
     attempt = proc.begin(proc.claim())
-    assert proc.finish(attempt, Outcome.shut_down())
+    assert proc.finish(attempt, proc.ending(attempt, Happened.shutdown))
     assert [f["reason"] for n, f in w.events.events if n == ev.RELEASED] == [Reason.shutdown]
     row = w.repo.get(first.task_id)
     assert row.status is TaskStatus.pending and row.retry_count == 0

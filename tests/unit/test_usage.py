@@ -14,6 +14,7 @@ from docllm.domain.errors import PermanentError, TransientError
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.prices import PriceTable
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.verdict import Happened
 from docllm.domain.services.outcome import Outcome
 from docllm.domain.services.producer import submit
 from docllm.domain.usage import LlmCall, Usage, UsageMeter, metering, record
@@ -169,7 +170,7 @@ def reviewed_attempt():
 
 def test_an_attempt_abandoned_with_a_verdict_writes_what_it_spent():
     proc, repo, task, attempt = reviewed_attempt()  # then the runtime times it out
-    assert proc.finish(attempt, Outcome.timed_out(120))
+    assert proc.finish(attempt, proc.ending(attempt, Happened.timed_out))
     assert repo.get(task.task_id).usage.calls == 2
 
 

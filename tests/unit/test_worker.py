@@ -107,7 +107,6 @@ class Rig:
             logging.getLogger("test"),
             self.events,
             poll_seconds=0.05,
-            verdict_seconds=0.3,
             base=0.05,
             cap=0.1,
         )

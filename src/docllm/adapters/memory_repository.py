@@ -156,7 +156,13 @@ class InMemoryTaskRepository:
         return self._fenced(task_id, attempt, SUCCESS, usage, result=result, error=None, finished_at=NOW)
 
     def retry(
-        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+        self,
+        task_id: int,
+        attempt: int,
+        error: str,
+        count_failure: bool = True,
+        usage: Usage | None = None,
+        handback: bool = False,
     ) -> bool:
         return self._fenced(
             task_id,
@@ -164,6 +170,7 @@ class InMemoryTaskRepository:
             PENDING,
             usage,
             retry_count=lambda r: r.retry_count + (1 if count_failure else 0),
+            handbacks=lambda r: r.handbacks + (1 if handback else 0),
             error=error,
             lease_token=None,
             processing_started_at=None,
@@ -181,6 +188,7 @@ class InMemoryTaskRepository:
             lambda r: r.status == FAILED,
             status=PENDING,
             retry_count=0,
+            handbacks=0,
             lease_token=None,
             processing_started_at=None,
             finished_at=None,

@@ -290,7 +290,13 @@ class SqlAlchemyTaskRepository:
         return self._write(COMMIT_ATTEMPT, task_id, landed, params)
 
     def retry(
-        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+        self,
+        task_id: int,
+        attempt: int,
+        error: str,
+        count_failure: bool = True,
+        usage: Usage | None = None,
+        handback: bool = False,
     ) -> bool:
         return self._fenced(
             task_id,
@@ -298,6 +304,7 @@ class SqlAlchemyTaskRepository:
             PENDING,
             usage,
             retry_count=t.c.retry_count + (1 if count_failure else 0),
+            handbacks=t.c.handbacks + (1 if handback else 0),
             error=error,
             lease_token=None,
             processing_started_at=None,
@@ -316,6 +323,7 @@ class SqlAlchemyTaskRepository:
             .values(
                 status=PENDING.value,
                 retry_count=0,
+                handbacks=0,
                 lease_token=None,
                 processing_started_at=None,
                 finished_at=None,

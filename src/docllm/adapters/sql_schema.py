@@ -78,6 +78,8 @@ task_doc_llm = Table(
     Column("status", String(16), nullable=False, server_default=text("'pending'")),
     Column("attempt", Integer, nullable=False, server_default=text("0")),  # the fencing token
     Column("retry_count", Integer, nullable=False, server_default=text("0")),
+    # Uncharged hand-backs that count towards DOCLLM_MAX_HANDBACKS (migration 0004, I12).
+    Column("handbacks", Integer, nullable=False, server_default=text("0")),
     Column("max_attempts", Integer, nullable=True),
     Column("lease_token", String(64), nullable=True),
     Column("document", LongText, nullable=True),

@@ -41,6 +41,7 @@ class Task:
     status: TaskStatus
     attempt: int = 0
     retry_count: int = 0
+    handbacks: int = 0  # uncharged hand-backs that count towards DOCLLM_MAX_HANDBACKS (I12)
     max_attempts: int | None = None
     lease_token: str | None = None
     document: str | None = None

@@ -11,6 +11,7 @@ class RetryPolicy:
     """Bounded retries with capped exponential backoff and jitter (D6)."""
 
     max_attempts: int = 5
+    max_handbacks: int = 3  # uncharged hand-backs per task while the provider serves others (I12)
     base_seconds: float = 2.0
     cap_seconds: float = 300.0
     jitter: float = 0.5  # the delay is drawn from [d * (1 - jitter), d]
@@ -25,8 +26,13 @@ class RetryPolicy:
         return delay
 
     def max_total_backoff(self) -> float:
-        """Upper bound of all delays one task can accumulate (used by liveness bounds, I2)."""
-        return sum(min(self.cap_seconds, self.base_seconds * 2.0 ** (n - 1)) for n in range(1, self.max_attempts + 1))
+        """Upper bound of all delays one task can accumulate (used by liveness bounds, I2): its
+        charged attempts' and its counted hand-backs' (they back off the same way)."""
+        return sum(
+            min(self.cap_seconds, self.base_seconds * 2.0 ** (n - 1))
+            for count in (self.max_attempts, self.max_handbacks)
+            for n in range(1, count + 1)
+        )
 
 
 @dataclass(frozen=True)

@@ -170,9 +170,17 @@ class TaskRepository(Protocol):
         """processing -> success for this attempt only."""
 
     def retry(
-        self, task_id: int, attempt: int, error: str, count_failure: bool = True, usage: Usage | None = None
+        self,
+        task_id: int,
+        attempt: int,
+        error: str,
+        count_failure: bool = True,
+        usage: Usage | None = None,
+        handback: bool = False,
     ) -> bool:
-        """processing -> pending for this attempt only (retry_count + 1 when it counts as a failure)."""
+        """processing -> pending for this attempt only: retry_count + 1 when it counts as a failure,
+        handbacks + 1 for a counted hand-back (``Outcome.counted``, I12). The one write that
+        returns a row to pending; ``count_failure=False`` is the uncharged hand-back."""
 
     def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         """processing -> failed for this attempt only."""

@@ -10,7 +10,7 @@ simulation's) keeps the port's two-argument ``review``.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -56,13 +56,32 @@ class Usage:
 
 
 class UsageMeter:
-    """The running sum of one attempt (the event loop's single thread adds to it)."""
+    """The running sum of one attempt (the event loop's single thread adds to it), and the time
+    its requests were held back by the fleet's limits or a provider's hold: not the document's
+    time, so not counted against its runtime bound (I12)."""
 
     def __init__(self) -> None:
         self.total = Usage()
+        self.held_s = 0.0  # closed spans during which at least one request of the attempt waited
+        self._waiters = 0
+        self._held_since = 0.0
 
     def add(self, call: LlmCall) -> None:
         self.total = self.total + Usage.of(call)
+
+    def waited(self, now: float) -> float:
+        """Seconds held so far, the span still open included (``now``: the event loop's time)."""
+        return self.held_s + (now - self._held_since if self._waiters else 0.0)
+
+    def hold(self, now: float) -> None:
+        if self._waiters == 0:
+            self._held_since = now
+        self._waiters += 1
+
+    def release(self, now: float) -> None:
+        self._waiters -= 1
+        if self._waiters == 0:
+            self.held_s += now - self._held_since
 
 
 _current: contextvars.ContextVar[UsageMeter | None] = contextvars.ContextVar("docllm_usage_meter", default=None)
@@ -76,6 +95,20 @@ def metering(meter: UsageMeter) -> Iterator[UsageMeter]:
         yield meter
     finally:
         _current.reset(token)
+
+
+@contextmanager
+def held(now: Callable[[], float]) -> Iterator[None]:
+    """The running attempt's request waits inside (for its turn, or a provider's hold)."""
+    meter = _current.get()
+    if meter is None:
+        yield
+        return
+    meter.hold(now())
+    try:
+        yield
+    finally:
+        meter.release(now())
 
 
 def record(call: LlmCall) -> None:

@@ -1,14 +1,13 @@
-"""Whether this process may claim, and whose fault a provider failure is: the fleet's LLM breaker
-(shared through Redis, DESIGN section 11) and this process's own view of the LLM, in one place.
+"""Whether this process may claim, and what a provider failure looked like from here: the fleet's
+LLM breaker (shared through Redis, DESIGN section 11) and this process's own view of the LLM.
 
 - Claims stop while the fleet's breaker is open. Half-open, one process at a time (a probe lease
   in Redis) probes the provider with ``reviewer.check()``; when it answers the breaker closes and
   every dispatcher claims again within a poll.
 - An attempt that failed for a provider reason (no connection, timeout, 429, 5xx, 401/403, quota)
-  is the provider's, and handed back uncharged (I9), when the breaker is or becomes open, or when
-  nobody was served since and this process's own ``check()`` fails too (then this process alone
-  also stops claiming, with backoff: a bad key or a partition of one host). It is the document's
-  (charged, as any failure) when the provider served another call after it, or passes the check.
+  is judged (``judge``): this host's own check, whether the provider served others since, the
+  breaker. Whose fault that makes it is ``domain.verdict.decide``'s. A process whose own check
+  fails stops claiming and checks again with backoff (a bad key, or a host cut off from the LLM).
 
 The probe is ``check()`` rather than one real attempt: it costs one tiny request instead of a
 whole document (every chunk), answers within the LLM timeout, and cannot be a poison document
@@ -26,6 +25,7 @@ from docllm.domain.breaker import BreakerState, BreakerView
 from docllm.domain.errors import Unavailable
 from docllm.domain.events import NullEvents
 from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker
+from docllm.domain.verdict import Facts
 from docllm.runtime.port_calls import PortCalls
 
 
@@ -40,13 +40,12 @@ class LlmGate:
         events: EventSink | None = None,
         poll_seconds: float = 1.0,
         open_poll_seconds: float = 5.0,
-        verdict_seconds: float = 2.0,
         base: float = 1.0,
         cap: float = 60.0,
     ):
         self.reviewer, self.breaker, self.calls, self.holder = reviewer, breaker, calls, holder
         self.logger, self.events = logger, events or NullEvents()
-        self.poll, self.open_poll, self.verdict = poll_seconds, open_poll_seconds, verdict_seconds
+        self.poll, self.open_poll = poll_seconds, open_poll_seconds
         self.backoff = Backoff(base, cap)
         self.view: BreakerView | None = None
         self.seen_at = float("-inf")  # event-loop time of ``view``
@@ -65,7 +64,9 @@ class LlmGate:
         """0 when the dispatcher may claim now, else how long to wait before asking again."""
         loop = asyncio.get_running_loop()
         view = await self._look(fresh=False)
-        if view is not None and view.state is BreakerState.half_open:
+        # A process whose own check failed probes only once its backoff is over: a host cut off
+        # from the LLM would otherwise keep the fleet's breaker open with every probe it takes.
+        if view is not None and view.state is BreakerState.half_open and self.local_until <= loop.time():
             view = await self._probe()
         if view is not None and not view.claims:
             # Open: look again at the next probe's time, or sooner (another process's probe may
@@ -105,30 +106,27 @@ class LlmGate:
             except Unavailable:
                 return  # lost with Redis: the window's counts, nothing more
 
-    async def provider_to_blame(self, error: str) -> bool:
-        """A review failed for a provider reason: True when the provider is to blame (hand the
-        attempt back uncharged), False when the document is (charge it)."""
+    async def judge(self, facts: Facts) -> Facts:
+        """What ``decide`` needs about a provider failure or refusal: this host's own check, whether
+        the provider served anyone since the failure, and the fleet's breaker. A failure this host
+        alone sees (its check fails while others are served) is not the fleet's: it is kept out of
+        the breaker, so a cut-off host cannot open it for everyone. When the check fails this
+        process stops claiming and checks again with backoff; nothing it holds is charged."""
         loop = asyncio.get_running_loop()
-        view = await self._record(False)
-        failed_at = view.now_ms if view is not None else None
-        give_up = loop.time() + self.verdict
-        while True:
-            if view is not None and not view.claims:
-                return True
-            if view is not None and failed_at is not None and (view.last_ok_ms or -1) > failed_at:
-                return False  # the provider served someone after this failure: the document's
-            if loop.time() >= give_up:
-                break
-            await asyncio.sleep(self.poll)
-            view = await self._look(fresh=True)
-        if await self._check():
-            await self._record(True)
-            return False
-        await self._record(False)
-        if self.local_error is None:
-            self.logger.warning("the LLM fails for this process, stopped claiming: %s", error)
-            self.local_error, self.local_until = error, loop.time() + self.backoff.next()
-        return True
+        before = await self._look(fresh=True)
+        failed_at = before.now_ms if before is not None else None
+        host_ok = await self._check()
+        after = await self._look(fresh=True)
+        served = failed_at is not None and after is not None and (after.last_ok_ms or -1) > failed_at
+        view = after
+        if host_ok or not served:
+            view = await self._record(False) or after
+        if host_ok:
+            view = await self._record(True) or view
+        elif self.local_error is None:
+            self.logger.warning("the LLM fails for this process, stopped claiming: %s", facts.error)
+            self.local_error, self.local_until = facts.error, loop.time() + self.backoff.next()
+        return facts.judged(breaker_open=view is not None and not view.claims, served_since=served, host_ok=host_ok)
 
     # -- Redis and the probe -----------------------------------------------------------------
     async def _look(self, fresh: bool) -> BreakerView | None:
@@ -154,6 +152,8 @@ class LlmGate:
                 return self.view
             self._changed("probing", self.view)
             ok = await self._check()
+            if not ok and self.local_error is not None:
+                self.local_until = asyncio.get_running_loop().time() + self.backoff.next()
             return self._saw(await self.calls.call(self.breaker.probe_result, self.holder, ok))
         except Unavailable:
             return self.view

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 
 from docllm.domain.model import Attempt
 from docllm.domain.services.outcome import Outcome
-
-SHUT_DOWN = Outcome.shut_down()
-CANCELLED = Outcome.cancelled()
+from docllm.domain.verdict import Facts
 
 
 @dataclass(eq=False)
@@ -17,7 +15,8 @@ class Running:
     attempt: Attempt
     started: float  # event-loop time
     renewed: float | None = None  # event-loop time the last renewal was sent
-    review: asyncio.Task[Outcome] | None = None
+    review: asyncio.Task[Outcome | Facts] | None = None
+    timer: asyncio.TimerHandle | None = None  # the runtime bound's next look (Worker._overran)
     abandoned: bool = False
     verdict: Outcome | None = None  # what an abandoned attempt writes; None: nothing (lease lost)
     # The review has ended and its outcome is being written (fenced): nothing abandons it now. Its

@@ -5,8 +5,8 @@ An attempt is abandoned (its review task cancelled, so the LLM request in flight
 further chunk is sent, I11) when its lease is lost (it commits nothing and hands the row back),
 when it overruns PROCESSING_TIMEOUT_SECONDS (I8: a failed attempt), when an operator cancelled
 its task (seen at a heartbeat: the row fails "cancelled by operator"), and at the end of the
-shutdown grace period (released to ready uncharged, D11). A review that failed for a provider
-reason is handed back uncharged when the LLM gate (the fleet's breaker) blames the provider (I9).
+shutdown grace period (released to ready uncharged, D11). Whose fault a failure is, and so what
+the attempt writes, is ``domain.verdict.decide``'s; the LLM gate gathers what it needs to know.
 The same code runs in production and, on virtual time, in the simulation.
 """
 
@@ -18,14 +18,15 @@ from collections.abc import Callable
 
 from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff
-from docllm.domain.errors import ConfigurationError, Unavailable
+from docllm.domain.errors import Unavailable
 from docllm.domain.model import Delivery
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Outcome, Reason
+from docllm.domain.verdict import JUDGED, Happened, decide
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.outage import Outage
 from docllm.runtime.port_calls import PortCalls
-from docllm.runtime.running import CANCELLED, SHUT_DOWN, Running
+from docllm.runtime.running import Running
 from docllm.runtime.waiting import sleep_unless
 
 # After a failed heartbeat the next one comes this soon (not a whole heartbeat interval later).
@@ -38,8 +39,8 @@ RELEASE_SECONDS = 5.0
 
 log = logging.getLogger("docllm.worker")
 
-# Outcomes of a review the provider answered (a report, an invalid one, a refusal): it serves.
-SERVED = frozenset({None, Reason.transient_error, Reason.permanent_error})
+# Failures of a review the provider answered (an invalid report, a permanent error): it serves.
+SERVED = frozenset({Happened.invalid_answer, Happened.permanent})
 
 
 class Worker:
@@ -190,45 +191,47 @@ class Worker:
             self.running.pop(delivery.token, None)
 
     async def _review(self, run: Running) -> Outcome | None:
-        """The review's outcome, or the verdict it was abandoned with (None: the lease is lost)."""
+        """The attempt's verdict (None: its lease is lost). The review runs under the runtime bound
+        (waits on limits excluded); judging a failure (the gate's check) comes after it."""
         if self.releasing:
-            return SHUT_DOWN
-        limit = self.lease.max_runtime_seconds
-        timer = asyncio.get_running_loop().call_later(limit, self._abandon, run, Outcome.timed_out(limit))
+            return self.proc.ending(run.attempt, Happened.shutdown)
+        loop = asyncio.get_running_loop()
+        run.timer = loop.call_later(self.lease.max_runtime_seconds, self._overran, run)
+        run.review = asyncio.create_task(self.proc.observe(run.attempt), name=f"review-{run.attempt.token}")
         try:
-            outcome = await self._judged_review(run)
+            seen = await run.review
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the worker itself is being cancelled, not just this review
+            return run.verdict
         finally:
-            timer.cancel()
-        return run.verdict if run.abandoned else outcome
+            run.timer.cancel()
+        if run.abandoned:
+            return run.verdict
+        if isinstance(seen, Outcome):  # a report to commit
+            self.gate.served()
+            return seen
+        if seen.happened in SERVED:
+            self.gate.served()
+        if seen.happened in JUDGED:
+            seen = await self.gate.judge(seen)
+        return run.verdict if run.abandoned else decide(seen)
 
-    async def _judged_review(self, run: Running) -> Outcome | None:
-        """Review, and let the LLM gate judge a provider failure: the provider's is handed back
-        uncharged (I9). One the gate calls the document's (the provider served others after it) is
-        asked once more first: at the end of an outage the provider serves others again although
-        this failure was the outage's; a second failure while it serves is the document's."""
-        for again in (False, True):
-            run.review = asyncio.create_task(self.proc.review(run.attempt), name=f"review-{run.attempt.token}")
-            config_error: ConfigurationError | None = None
-            try:
-                outcome = await run.review
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise  # the worker itself is being cancelled, not just this review
-                return None
-            except ConfigurationError as exc:  # a 401/403/404: charged so when the gate finds the
-                outcome, config_error = Outcome.refused(exc), exc  # provider serving (a filtering 403)
-            if run.abandoned:
-                return None
-            if not outcome.provider_failure and config_error is None:
-                if outcome.reason in SERVED:
-                    self.gate.served()
-                return outcome
-            if await self.gate.provider_to_blame(outcome.error or "the LLM failed"):
-                return Outcome.misconfigured(config_error) if config_error else Outcome.llm_outage(outcome.error or "?")
-            if again or run.abandoned:
-                return outcome
-        raise AssertionError("unreachable")
+    def _overran(self, run: Running) -> None:
+        """The runtime bound (I8), on the attempt's own running time: time its requests spent
+        waiting on the fleet's limits or a provider's hold is not the document's (I12). An attempt
+        that has waited longer than the bound itself is handed back (``waited_too_long``)."""
+        loop = asyncio.get_running_loop()
+        limit, now = self.lease.max_runtime_seconds, loop.time()
+        waited = run.attempt.meter.waited(now)
+        ran = now - run.started - waited
+        if waited >= limit:
+            self._abandon(run, self.proc.ending(run.attempt, Happened.waited_too_long))
+        elif ran >= limit:
+            self._abandon(run, self.proc.ending(run.attempt, Happened.timed_out))
+        else:  # look again when either could first be reached
+            run.timer = loop.call_later(max(0.01, min(limit - ran, limit - waited)), self._overran, run)
 
     async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the
@@ -314,7 +317,7 @@ class Worker:
             return
         for run in runs:
             if run.attempt.task_id in marked and self.running.get(run.attempt.token) is run:
-                self._abandon(run, CANCELLED)
+                self._abandon(run, self.proc.ending(run.attempt, Happened.cancelled))
 
     # -- shutdown (D11) ----------------------------------------------------------------------
     async def _drain(self) -> None:
@@ -323,7 +326,7 @@ class Worker:
         await _until_done(self.claimed, self.drain_deadline - loop.time())
         self.releasing = True
         for run in list(self.running.values()):
-            self._abandon(run, SHUT_DOWN)
+            self._abandon(run, self.proc.ending(run.attempt, Happened.shutdown))
         # The releases are written by ``exit_deadline`` (``_persist``); wait for them.
         await _until_done(self.claimed, self._left())
 

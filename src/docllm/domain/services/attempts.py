@@ -10,14 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from docllm.domain import events as ev
-from docllm.domain.errors import (
-    BadPayload,
-    ConfigurationError,
-    PermanentError,
-    ProviderUnavailable,
-    TransientError,
-    Unavailable,
-)
+from docllm.domain.errors import BadPayload
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
@@ -25,8 +18,7 @@ from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
 from docllm.domain.usage import Usage, metering
-
-LEASE_LOST_REASON = "lease lost while running: handed back without charging an attempt"
+from docllm.domain.verdict import Facts, Happened, decide, facts_of
 
 
 @dataclass(frozen=True)
@@ -112,17 +104,23 @@ class TaskProcessor:
         attempt. True when this delivery may start now."""
         if row is None or row.lease_token is None or self.queue.lease_exists(row.lease_token):
             return False
-        self._release_row(row.task_id, row.attempt, ORPHANED_REASON)
+        if self._release_row(row.task_id, row.attempt, ORPHANED_REASON):
+            self.events.emit(
+                ev.RELEASED,
+                task_id=row.task_id,
+                attempt=row.attempt,
+                reason=Reason.orphaned,
+                error=ORPHANED_REASON,
+                worker=self.holder,
+            )
         return True
 
-    def _release_row(self, task_id: int, attempt: int, why: str, usage: Usage | None = None) -> bool:
-        """processing -> pending for ``attempt`` only, charging no attempt; True when it landed."""
-        if not self.repo.retry(task_id, attempt, why, count_failure=False, usage=usage):
-            return False
-        self.events.emit(
-            ev.RELEASED, task_id=task_id, attempt=attempt, reason=Reason.lease_lost, error=why, worker=self.holder
-        )
-        return True
+    def _release_row(
+        self, task_id: int, attempt: int, why: str, usage: Usage | None = None, counted: bool = False
+    ) -> bool:
+        """processing -> pending for ``attempt`` only, charging no attempt: the one way this
+        service hands a row back (a verdict's hand-back, a lost lease, an orphan). True when it landed."""
+        return self.repo.retry(task_id, attempt, why, count_failure=False, usage=usage, handback=counted)
 
     # -- while it runs -----------------------------------------------------------------------
     def heartbeat(self, attempt: Attempt) -> bool:
@@ -154,42 +152,60 @@ class TaskProcessor:
         """Lease loss (DESIGN section 5): the row goes back to pending without charging an attempt,
         fenced, and the payload back to ready when that lands. When it does not land, someone else
         already settled the row (the reaper reclaimed it, or a newer attempt holds it)."""
-        if not self._release_row(attempt.task_id, attempt.number, LEASE_LOST_REASON, attempt.usage):
+        ending = self.ending(attempt, Happened.lease_lost)
+        if not self._release_row(attempt.task_id, attempt.number, ending.error or "", attempt.usage):
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
+        self.events.emit(
+            ev.RELEASED,
+            task_id=attempt.task_id,
+            attempt=attempt.number,
+            reason=ending.reason,
+            error=ending.error,
+            worker=self.holder,
+        )
         return True
 
-    async def review(self, attempt: Attempt) -> Outcome:
-        """Run the reviewer and classify what happened. ConfigurationError propagates; so does
-        cancellation, which stops the LLM call in flight (I11). The LLM calls it makes add up on
-        ``attempt.meter``, written with whatever outcome ``finish`` writes."""
+    def facts(self, attempt: Attempt, happened: Happened, error: str = "", retry_after: float | None = None) -> Facts:
+        """What happened to ``attempt``, with the task's and the policies' numbers ``decide`` needs."""
+        return Facts(
+            happened,
+            error=error,
+            retry_after=retry_after,
+            handbacks=attempt.task.handbacks,
+            max_handbacks=self.retry.max_handbacks,
+            limit_seconds=self.lease.max_runtime_seconds,
+        )
+
+    def ending(self, attempt: Attempt, happened: Happened) -> Outcome:
+        """The verdict of an attempt that ends for a reason of the runtime's (shutdown, timeout...)."""
+        return decide(self.facts(attempt, happened))
+
+    async def observe(self, attempt: Attempt) -> Outcome | Facts:
+        """Run the reviewer: a success (the report to commit), or what went wrong, for ``decide``
+        (after the LLM gate judged it, when ``JUDGED``). Cancellation propagates, and stops the
+        LLM call in flight (I11). The LLM calls add up on ``attempt.meter``, written with whatever
+        outcome ``finish`` writes."""
         document = attempt.task.document
         if document is None or not document.strip():
-            return Outcome.permanent("document is empty: nothing to review", Reason.invalid_document)
+            return self.facts(attempt, Happened.invalid_document, "document is empty: nothing to review")
         size = len(document.encode("utf-8"))
         if size > self.limits.max_document_bytes:
-            return Outcome.permanent(
-                f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}",
-                Reason.invalid_document,
-            )
+            error = f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}"
+            return self.facts(attempt, Happened.invalid_document, error)
         try:
             with metering(attempt.meter):
                 report = await self.reviewer.review(attempt.task.task_name or "", document)
-        except ConfigurationError:
-            raise
-        except TransientError as exc:
-            reason = Reason.transient_error
-            if isinstance(exc, Unavailable):
-                reason = Reason.unavailable
-            elif isinstance(exc, ProviderUnavailable):
-                reason = Reason.llm_unavailable
-            return Outcome.retryable(f"{type(exc).__name__}: {exc}", exc.retry_after, reason)
-        except PermanentError as exc:
-            return Outcome.permanent(str(exc))
-        except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker; it costs an attempt
-            return Outcome.retryable(f"reviewer raised {type(exc).__name__}: {exc}", reason=Reason.reviewer_bug)
+        except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker: decide() says who pays
+            seen = facts_of(exc)
+            return self.facts(attempt, seen.happened, seen.error, seen.retry_after)
         return Outcome.success(report)
+
+    async def review(self, attempt: Attempt) -> Outcome:
+        """``observe`` and ``decide``, with no LLM gate to judge a provider failure (tests, tools)."""
+        seen = await self.observe(attempt)
+        return seen if isinstance(seen, Outcome) else decide(seen)
 
     # -- finish ------------------------------------------------------------------------------
     def finish(self, attempt: Attempt, outcome: Outcome) -> bool:
@@ -209,12 +225,7 @@ class TaskProcessor:
         if outcome.kind is OutcomeKind.cancelled:
             return self._cancelled(attempt)
         if outcome.kind is OutcomeKind.release:
-            released = self.repo.retry(task.task_id, n, outcome.error or "released", count_failure=False, usage=usage)
-            if not self._wrote(attempt, TaskStatus.pending, released, outcome.error or "released"):
-                return self._stale(attempt)
-            self.queue.requeue(attempt.token, front=True)
-            self.events.emit(ev.RELEASED, reason=outcome.reason or Reason.other, error=outcome.error, **fields)
-            return True
+            return self._released(attempt, outcome)
         error, reason = outcome.error or "unknown error", outcome.reason or Reason.other
         if outcome.kind is OutcomeKind.retryable and not task.last_attempt(self.retry.max_attempts):
             retried = self.repo.retry(task.task_id, n, error, usage=usage)
@@ -238,12 +249,38 @@ class TaskProcessor:
         self.events.emit(ev.FAILED, reason=reason, error=error, **fields)
         return True
 
+    def _released(self, attempt: Attempt, outcome: Outcome) -> bool:
+        """A hand-back (``decide``'s third verdict): the row back to pending uncharged, fenced, then
+        the payload to ready at once, or after a backoff when the LLM boundary was to blame (a
+        provider that just failed is not asked again in the same breath)."""
+        error, reason = outcome.error or "released", outcome.reason or Reason.other
+        released = self._release_row(attempt.task_id, attempt.number, error, attempt.usage, outcome.counted)
+        if not self._wrote(attempt, TaskStatus.pending, released, error):
+            return self._stale(attempt)
+        delay = 0.0
+        if outcome.counted or outcome.retry_after is not None:
+            delay = self.retry.delay_seconds(attempt.task.handbacks + 1, outcome.retry_after)
+            self.queue.retry_later(attempt.token, int(delay * 1000))
+        else:
+            self.queue.requeue(attempt.token, front=True)
+        self.events.emit(
+            ev.RELEASED,
+            task_id=attempt.task_id,
+            attempt=attempt.number,
+            reason=reason,
+            error=error,
+            delay_s=round(delay, 3),
+            worker=self.holder,
+        )
+        return True
+
     def _cancelled(self, attempt: Attempt) -> bool:
         """The operator's cancel: the row fails (fenced, so a stale attempt cannot) with the cancel
         as its error; the payload is acked, not dead-lettered (a cancel is no failure to retry in
         bulk; ``docllm dead retry TASK_ID`` still reopens it), and the mark has done its work."""
         task_id, n = attempt.task_id, attempt.number
-        if not self._wrote(attempt, TaskStatus.failed, self.repo.fail(task_id, n, CANCELLED_ERROR), CANCELLED_ERROR):
+        failed = self.repo.fail(task_id, n, CANCELLED_ERROR, usage=attempt.usage)  # what the provider billed
+        if not self._wrote(attempt, TaskStatus.failed, failed, CANCELLED_ERROR):
             return self._stale(attempt)
         self.queue.ack(attempt.token)
         self.queue.clear_cancelled([task_id])

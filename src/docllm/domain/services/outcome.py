@@ -29,8 +29,8 @@ class Reason(enum.StrEnum):
     The message next to it (``error``) is for people and may say anything."""
 
     transient_error = "transient_error"  # the reviewer raised TransientError (an invalid answer...)
-    llm_unavailable = "llm_unavailable"  # ... its subclass ProviderUnavailable (LLM 429/5xx, timeout)
-    unavailable = "unavailable"  # ... its subclass: Redis or the database could not be reached
+    llm_unavailable = "llm_unavailable"  # a provider failure charged to the document (domain.verdict)
+    unavailable = "unavailable"  # Redis or the database could not be reached: handed back uncharged
     permanent_error = "permanent_error"  # the reviewer raised PermanentError
     reviewer_bug = "reviewer_bug"  # the reviewer raised anything else
     invalid_document = "invalid_document"  # empty, or over the size limit
@@ -40,6 +40,9 @@ class Reason(enum.StrEnum):
     lease_lost = "lease_lost"  # the worker found its lease gone and handed the row back
     llm_configuration = "llm_configuration"
     llm_outage = "llm_outage"  # the LLM provider failed, not the document: handed back uncharged (I9)
+    provider_failed = "provider_failed"  # one call failed while the provider answers: handed back, counted (I12)
+    host_unreachable = "host_unreachable"  # this host cannot reach an LLM that serves others: handed back
+    rate_limited = "rate_limited"  # waited on limits or provider holds past the runtime bound: handed back
     refused_document = "refused_document"  # a 401/403/404 for one document while the configuration works
     malformed_payload = "malformed_payload"
     unknown_task = "unknown_task"
@@ -55,11 +58,14 @@ class Reason(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Outcome:
+    """What an attempt writes. ``domain.verdict.decide`` makes every one but a success's."""
+
     kind: OutcomeKind
     report: dict[str, Any] | None = None
     error: str | None = None
-    retry_after: float | None = None
+    retry_after: float | None = None  # seconds: the provider's hint (a retry's or a hand-back's delay)
     reason: Reason | None = None  # None for a success
+    counted: bool = False  # a hand-back that counts towards the task's bound (I12)
 
     @classmethod
     def success(cls, report: dict[str, Any]) -> Outcome:
@@ -76,43 +82,22 @@ class Outcome:
         return cls(OutcomeKind.permanent, error=error, reason=reason)
 
     @classmethod
-    def release(cls, error: str, reason: Reason = Reason.other) -> Outcome:
-        return cls(OutcomeKind.release, error=error, reason=reason)
+    def release(
+        cls, error: str, reason: Reason = Reason.other, retry_after: float | None = None, counted: bool = False
+    ) -> Outcome:
+        return cls(OutcomeKind.release, error=error, reason=reason, retry_after=retry_after, counted=counted)
 
-    # The outcomes a runtime decides on its own (the simulation's and production's say the same).
     @classmethod
     def crashed(cls, exc: BaseException) -> Outcome:
         """The review raised past ``TaskProcessor.review``: it costs an attempt."""
         return cls.retryable(f"{type(exc).__name__}: {exc}", reason=Reason.reviewer_bug)
 
     @classmethod
-    def timed_out(cls, limit_seconds: float) -> Outcome:
-        return cls.retryable(f"attempt exceeded PROCESSING_TIMEOUT_SECONDS={limit_seconds:g}", reason=Reason.timeout)
-
-    @classmethod
-    def shut_down(cls) -> Outcome:
-        return cls.release("worker shut down before the attempt finished", Reason.shutdown)
-
-    @classmethod
-    def refused(cls, error: Exception) -> Outcome:
-        """A configuration error for one document (a content-filtering gateway's 403) while the
-        configuration itself works: the document's, so it costs an attempt (issue 13 item 4)."""
+    def refused(cls, error: str) -> Outcome:
+        """A 401/403/404 for one document while the provider answers this host: the document's
+        (a content-filtering gateway's 403), so it costs an attempt."""
         return cls.retryable(f"the LLM refused this document: {error}", reason=Reason.refused_document)
 
     @classmethod
     def cancelled(cls) -> Outcome:
         return cls(OutcomeKind.cancelled, error=CANCELLED_ERROR, reason=Reason.cancelled)
-
-    @classmethod
-    def misconfigured(cls, error: Exception) -> Outcome:
-        return cls.release(f"LLM configuration error: {error}", Reason.llm_configuration)
-
-    @classmethod
-    def llm_outage(cls, error: str) -> Outcome:
-        """The provider failed the attempt (the breaker says so): handed back uncharged (I9)."""
-        return cls.release(f"the LLM provider is failing, handed back uncharged: {error}", Reason.llm_outage)
-
-    @property
-    def provider_failure(self) -> bool:
-        """A failure the provider may be to blame for (the breaker decides)."""
-        return self.kind is OutcomeKind.retryable and self.reason is Reason.llm_unavailable

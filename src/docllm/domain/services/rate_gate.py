@@ -63,8 +63,9 @@ class RateGate:
     async def _turn(self, tokens: int) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        while (wait := await self._run(self._limiter.acquire, tokens)) > 0:
-            await asyncio.sleep(min(wait, MAX_SLEEP_S))
+        # Only 0 is a turn: a strange wait (negative, NaN, inf: a limiter's overflow) is asked again later.
+        while (wait := await self._run(self._limiter.acquire, tokens)) != 0:
+            await asyncio.sleep(wait if 0 < wait <= MAX_SLEEP_S else MAX_SLEEP_S)
         if self._on_wait is not None:
             self._on_wait(loop.time() - started)
 

@@ -16,7 +16,7 @@ from docllm.adapters.memory_rate_limiter import InMemoryRateLimiter
 from docllm.adapters.redis_keys import RedisKeys
 from docllm.adapters.redis_rate_limiter import RedisRateLimiter, limit_key
 from docllm.domain.ports import RateLimiter
-from docllm.domain.rate_limits import PACE, ProviderHints
+from docllm.domain.rate_limits import MAX_COUNT, MAX_RESET_S, MAX_RETRY_AFTER_S, PACE, ProviderHints
 
 Make = Callable[..., RateLimiter]
 
@@ -215,3 +215,95 @@ def test_an_idle_key_expires():
     limiter = RedisRateLimiter(client, "{q}", clock, "http://llm/v1", "m", rpm=60)
     limiter.acquire(1)
     assert 0 < client.pttl(limiter.key) <= 62_000
+
+
+# What a broken provider (or caller) may hand settle: each once turned the fleet's limit off for good
+# (the hold or the budget's reset past what PEXPIRE and Redis's integers take).
+UNBELIEVABLE = [
+    pytest.param(0, ProviderHints(retry_after_s=1e20), id="retry-after-1e20"),
+    pytest.param(0, ProviderHints(retry_after_s=math.inf), id="retry-after-inf"),
+    pytest.param(0, ProviderHints(retry_after_s=99999999999999999), id="retry-after-99999999999999999"),
+    pytest.param(0, ProviderHints(retry_after_s=math.nan), id="retry-after-nan"),
+    pytest.param(0, ProviderHints(remaining_requests=0, reset_requests_s=1e20), id="reset-1e20"),
+    pytest.param(0, ProviderHints(remaining_tokens=0, reset_tokens_s=math.inf, limit_tokens=10**30), id="reset-inf"),
+    pytest.param(10**30, ProviderHints(), id="used-1e30-tokens"),
+]
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis_server)])
+def redis_client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    if request.param == "fakeredis":
+        client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    else:
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+    yield client
+    client.close()
+
+
+@pytest.mark.parametrize("delta, hints", UNBELIEVABLE)
+def test_an_unbelievable_settle_is_refused_and_the_limit_still_holds(redis_client, delta, hints):
+    clock = ManualClock()
+    reference_clock = ManualClock(clock.now_ms())
+    limiter = RedisRateLimiter(redis_client, "{q}", clock, "http://llm/v1", "m", rpm=6, tpm=10**6)
+    reference = InMemoryRateLimiter(reference_clock, rpm=6, tpm=10**6)
+    limiter.settle(delta, hints)
+    reference.settle(delta, hints)
+    waits = []
+    for _ in range(20):  # two seconds of asking
+        waits.append(limiter.acquire(100))
+        assert reference.acquire(100) == waits[-1]
+        clock.advance(100)
+        reference_clock.advance(100)
+    granted = [w for w in waits if w == 0]
+    assert len(granted) <= 6, waits
+    assert all(0 < w <= 60 for w in waits if w != 0), waits  # the rest wait their pacing's turn
+    # The key still expires: a minute after the pacing's next turn.
+    assert 0 < redis_client.pttl(limiter.key) <= 60_000 + 60_000 / (6 * PACE) + 1
+    assert limiter.headroom() == reference.headroom()
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"hold": "inf"},
+        {"hold": "1e+23"},
+        {"ttat": "1e+35"},
+        {"preq": "0", "preq_seen": "0", "preq_rate": "0", "preq_at": "inf"},
+    ],
+    ids=["hold-inf", "hold-1e23", "ttat-1e35", "reset-inf"],
+)
+def test_a_key_left_broken_is_healed_not_read_as_go_now(redis_client, broken):
+    """What the script once stored from an unbelievable settle, with no TTL: a time past anything
+    believed is forgotten, so acquire neither waits forever nor reads Redis's overflowed integer."""
+    clock = ManualClock()
+    limiter = RedisRateLimiter(redis_client, "{q}", clock, "http://llm/v1", "m", rpm=6, tpm=10**6)
+    redis_client.hset(limiter.key, mapping=broken)
+    waits = []
+    for _ in range(20):
+        waits.append(limiter.acquire(100))
+        clock.advance(100)
+    assert waits[0] == 0 and all(0 < w <= 60 for w in waits[1:]), waits
+    assert 0 < redis_client.pttl(limiter.key) <= 60_000 + 60_000 / (6 * PACE) + 1
+
+
+@pytest.mark.parametrize("over", [0, 1], ids=["at-the-bound", "just-past-it"])
+def test_the_script_holds_the_references_bounds(redis_client, over):
+    clock = ManualClock()
+    reference_clock = ManualClock(clock.now_ms())
+    limiter = RedisRateLimiter(redis_client, "{q}", clock, "http://llm/v1", "m", rpm=6, tpm=10**6)
+    reference = InMemoryRateLimiter(reference_clock, rpm=6, tpm=10**6)
+    settles = [
+        (0, ProviderHints(retry_after_s=MAX_RETRY_AFTER_S + over / 1000)),
+        (0, ProviderHints(remaining_requests=5, reset_requests_s=MAX_RESET_S + over / 1000)),
+        (0, ProviderHints(remaining_tokens=MAX_COUNT + over, reset_tokens_s=60)),
+        (0, ProviderHints(remaining_tokens=0, reset_tokens_s=60, limit_tokens=MAX_COUNT + over)),
+        (-MAX_COUNT - over, ProviderHints()),
+        (MAX_COUNT + over, ProviderHints()),
+    ]
+    for step, (delta, hints) in enumerate(settles):
+        limiter.settle(delta, hints)
+        reference.settle(delta, hints)
+        assert limiter.headroom() == reference.headroom(), step
+        assert limiter.acquire(MAX_COUNT + over) == reference.acquire(MAX_COUNT + over), step
+        clock.advance(1000)
+        reference_clock.advance(1000)

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import openai
 
-from docllm.adapters.provider_hints import hints_from_headers
+from docllm.adapters.provider_hints import bounded, hints_from_headers
 from docllm.adapters.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
 from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, ProviderUnavailable, TransientError
 from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import build_messages, repair_messages
-from docllm.domain.rate_limits import estimate_tokens
+from docllm.domain.rate_limits import MAX_COUNT, estimate_tokens
 from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
 from docllm.domain.services.rate_gate import NoGate, RateGate
 from docllm.domain.usage import LlmCall, record
@@ -172,11 +172,12 @@ class OpenAIReviewer:
                 ticket.hints = hints_from_headers(e.response.headers if isinstance(e, openai.APIStatusError) else None)
                 raise self._translate(e) from None  # the chained error could carry what the server echoed
             ticket.hints = hints_from_headers(raw.headers)
-            if response.usage:
-                ticket.used = (response.usage.prompt_tokens or 0) + (response.usage.completion_tokens or 0)
-        if response.usage:
-            usage["prompt_tokens"] += response.usage.prompt_tokens or 0
-            usage["completion_tokens"] += response.usage.completion_tokens or 0
+            reported = _reported_tokens(response)
+            if reported:
+                ticket.used = sum(reported)
+        if reported:
+            usage["prompt_tokens"] += reported[0]
+            usage["completion_tokens"] += reported[1]
         return (response.choices[0].message.content or "") if response.choices else ""
 
     async def _create(self, messages: list[dict[str, str]]) -> LegacyAPIResponse[ChatCompletion]:
@@ -195,9 +196,7 @@ class OpenAIReviewer:
             self._record(outcome, time.perf_counter() - started, response)
 
     def _record(self, outcome: str, seconds: float, response: ChatCompletion | None) -> None:
-        usage = response.usage if response is not None else None
-        prompt = (usage.prompt_tokens or 0) if usage else 0
-        completion = (usage.completion_tokens or 0) if usage else 0
+        prompt, completion = _reported_tokens(response) or (0, 0)
         cost = self._prices.cost(self.model, prompt, completion)
         call = LlmCall(self.model, outcome, seconds, prompt, completion, cost)
         record(call)
@@ -238,6 +237,25 @@ class OpenAIReviewer:
         if self._key:
             text = text.replace(self._key, "***")
         return f": {text}" if text else ""
+
+
+def _reported_tokens(response: ChatCompletion | None) -> tuple[int, int] | None:
+    """The answer's (prompt, completion) tokens; None when it reports none, or any count beyond
+    belief (then none is kept: the request's estimate stays charged)."""
+    usage = response.usage if response is not None else None
+    if not usage:
+        return None
+    counts = []
+    for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        raw = getattr(usage, field, None) or 0  # the client does not validate what the server sent
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = math.nan
+        if bounded(f"usage.{field}", raw, value, MAX_COUNT) is None:
+            return None
+        counts.append(int(value))
+    return counts[0], counts[1]
 
 
 def _about_response_format(e: openai.BadRequestError) -> bool:

@@ -10,6 +10,10 @@ holds every worker back, and its remaining budget is shared until its reset: ref
 line towards the limit when the provider names it (OpenAI's buckets refill continuously), else
 only at the reset (a fixed window).
 
+Every number from outside (a header, a reported usage, a caller's settle) is believed only within
+the bounds below, else ignored, and a stored time further ahead than ``HORIZON_MS`` is forgotten:
+past them PEXPIRE fails and a wait overflows Redis's integers into one read as "go now".
+
 ``decide`` and ``correct`` are the reference: ``adapters/lua/rate_limit.lua`` does the same in
 Redis, and the contract tests hold the two to each other.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 MINUTE_MS = 60_000.0
 # The fleet paces itself a little under the limit: the limiter's clock, the provider's and the
@@ -30,6 +34,19 @@ PACE = 0.97
 # the usage the answer reports corrects it.
 COMPLETION_ESTIMATE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
+
+# The bounds (lua/rate_limit.lua repeats them):
+MAX_RETRY_AFTER_S = 3600.0  # a provider that wants more than an hour's pause is broken, not limiting
+MAX_RESET_S = 86_400.0  # rate-limit windows run from a second to a day
+MAX_COUNT = 10**9  # no limit, remaining budget, request or answer is a billion requests or tokens
+HORIZON_MS = MAX_RESET_S * 1000  # the longest wait acquire names, and the furthest stored time believed
+
+N = TypeVar("N", int, float)
+
+
+def believed(value: N | None, high: float) -> N | None:
+    """``value`` when from 0 to ``high``; None for anything else (NaN, inf, negative, too big)."""
+    return value if value is not None and 0 <= value <= high else None
 
 
 def estimate_tokens(messages: Iterable[Mapping[str, object]]) -> int:
@@ -98,8 +115,28 @@ def _intervals(rpm: int, tpm: int) -> tuple[float, float, float, float]:
     return request_ms, request_ms * max(1.0, rpm / 60.0), token_ms, 1000.0 if tpm > 0 else 0.0
 
 
+def _believable(state: LimitState, now: float) -> LimitState:
+    """The state without the times no settle stores now (an older script stored them unchecked)."""
+
+    def ok(t: float) -> bool:
+        return t <= now + HORIZON_MS  # False for NaN too
+
+    pr, pt = state.provider_requests, state.provider_tokens
+    return replace(
+        state,
+        requests_tat=state.requests_tat if ok(state.requests_tat) else 0.0,
+        tokens_tat=state.tokens_tat if ok(state.tokens_tat) else 0.0,
+        hold_until=state.hold_until if ok(state.hold_until) else 0.0,
+        provider_requests=pr if pr is not None and ok(pr.reset) else None,
+        provider_tokens=pt if pt is not None and ok(pt.reset) else None,
+    )
+
+
 def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tuple[LimitState, int]:
-    """Charge one request of ``tokens`` and return (new state, 0), or (state unchanged, ms to wait)."""
+    """Charge one request of ``tokens`` and return (new state, 0), or (state unchanged, ms to wait,
+    at most ``HORIZON_MS``)."""
+    state = _believable(state, now)
+    tokens = min(tokens, MAX_COUNT) if tokens >= 0 else 0
     request_ms, request_tolerance, token_ms, token_tolerance = _intervals(rpm, tpm)
     wait = 0.0
     if state.hold_until > now:
@@ -114,7 +151,7 @@ def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tu
     if token_ms:  # a request bigger than the bucket goes when the bucket is empty, and owes the rest
         wait = max(wait, max(state.tokens_tat, now) + min(cost, token_tolerance) - token_tolerance - now)
     if wait > 0:
-        return state, math.ceil(wait)
+        return state, math.ceil(min(wait, HORIZON_MS))
     return (
         replace(
             state,
@@ -128,19 +165,23 @@ def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tu
 
 
 def correct(state: LimitState, now: float, tpm: int, delta_tokens: int, hints: ProviderHints) -> LimitState:
-    """Charge ``delta_tokens`` more (fewer, when negative) than was charged, and take the hints."""
+    """Charge ``delta_tokens`` more (fewer, when negative) than was charged, and take the hints;
+    any number beyond the bounds is ignored."""
+    state = _believable(state, now)
     token_ms = _intervals(0, tpm)[2]
     changes: dict[str, Any] = {}
-    if token_ms and delta_tokens:
+    if token_ms and delta_tokens and believed(abs(delta_tokens), MAX_COUNT) is not None:
         changes["tokens_tat"] = max(state.tokens_tat + delta_tokens * token_ms, now)
-    if hints.retry_after_s is not None:
-        changes["hold_until"] = max(state.hold_until, now + hints.retry_after_s * 1000)
-    if hints.remaining_requests is not None and hints.reset_requests_s is not None:
-        changes["provider_requests"] = Budget.said(
-            now, hints.remaining_requests, hints.reset_requests_s, hints.limit_requests
-        )
-    if hints.remaining_tokens is not None and hints.reset_tokens_s is not None:
-        changes["provider_tokens"] = Budget.said(now, hints.remaining_tokens, hints.reset_tokens_s, hints.limit_tokens)
+    retry_after = believed(hints.retry_after_s, MAX_RETRY_AFTER_S)
+    if retry_after is not None:
+        changes["hold_until"] = max(state.hold_until, now + retry_after * 1000)
+    for field, remaining, reset_s, limit in (
+        ("provider_requests", hints.remaining_requests, hints.reset_requests_s, hints.limit_requests),
+        ("provider_tokens", hints.remaining_tokens, hints.reset_tokens_s, hints.limit_tokens),
+    ):
+        remaining, reset_s = believed(remaining, MAX_COUNT), believed(reset_s, MAX_RESET_S)
+        if remaining is not None and reset_s is not None:
+            changes[field] = Budget.said(now, remaining, reset_s, believed(limit, MAX_COUNT))
     return replace(state, **changes)
 
 
@@ -150,6 +191,7 @@ def _spend(budget: Budget | None, amount: float) -> Budget | None:
 
 def headroom(state: LimitState, now: float, rpm: int, tpm: int) -> dict[str, float | int | None]:
     """What a caller could send at ``now``: a flat view for ``docllm stats``."""
+    state = _believable(state, now)
     request_ms, request_tolerance, token_ms, token_tolerance = _intervals(rpm, tpm)
     requests = tokens = None
     if request_ms:

@@ -12,7 +12,11 @@
 -- ARGV[5] acquire: the request's estimated tokens; settle: tokens used minus tokens charged
 -- ARGV[6..12] settle only, '' when the provider did not say: remaining requests, their reset in
 --         ms, remaining tokens, their reset in ms, retry-after in ms, request limit, token limit
--- Returns: acquire: 0 when the request is charged, else the ms to wait (nothing charged);
+-- Numbers beyond the bounds below (NaN, inf, negative, too big) are ignored, and a stored time past
+-- HORIZON_MS ahead is forgotten: past them PEXPIRE fails and a wait overflows Redis's integers into
+-- one read as "go now".
+-- Returns: acquire: 0 when the request is charged, else the ms to wait, at most HORIZON_MS (nothing
+--          charged);
 --          settle: 1; peek: the hash's eleven fields in the order below, as strings ('' unset).
 local unpack = unpack or table.unpack -- Lua 5.1 (Redis) or 5.4 (some test servers)
 local key, op = KEYS[1], ARGV[1]
@@ -26,8 +30,23 @@ if op == 'peek' then
   for i = 1, #FIELDS do raw[i] = raw[i] or '' end
   return raw
 end
+-- The bounds of domain.rate_limits: MAX_RETRY_AFTER_S, MAX_RESET_S and MAX_COUNT, HORIZON_MS.
+local MAX_RETRY_AFTER_MS, MAX_RESET_MS, MAX_COUNT, HORIZON_MS = 3600000, 86400000, 1e9, 86400000
+
+-- x when from 0 to hi, else nil (NaN fails both comparisons): domain.rate_limits.believed.
+local function believed(x, hi)
+  if x and x >= 0 and x <= hi then return x end
+end
+
 local s = {}
 for i, name in ipairs(FIELDS) do s[name] = tonumber(raw[i]) end
+-- A time no settle can have stored is forgotten (domain.rate_limits._believable); NaN fails too.
+for _, name in ipairs({'rtat', 'ttat', 'hold', 'preq_at', 'ptok_at'}) do
+  if s[name] and not (s[name] <= now + HORIZON_MS) then s[name] = nil end
+end
+for _, b in ipairs({'preq', 'ptok'}) do
+  if not s[b .. '_at'] then s[b], s[b .. '_seen'], s[b .. '_rate'] = nil, nil, nil end
+end
 s.rtat, s.ttat, s.hold = s.rtat or 0, s.ttat or 0, s.hold or 0
 
 local request_ms, request_tol, token_ms, token_tol = 0, 0, 0, 0
@@ -46,6 +65,7 @@ end
 
 -- The provider said `remaining` of `limit` ('' when unsaid) are left, full again in `reset` ms.
 local function budget_said(b, remaining, reset, limit)
+  remaining, reset, limit = believed(remaining, MAX_COUNT), believed(reset, MAX_RESET_MS), believed(limit, MAX_COUNT)
   if not remaining or not reset then return end
   local rate = 0
   if limit and limit > remaining and reset > 0 then rate = (limit - remaining) / reset end
@@ -63,10 +83,11 @@ local function save()
   end
   redis.call('HSET', key, unpack(fields))
   -- Forgotten a minute after the last time it names: an idle model leaves nothing behind.
-  redis.call('PEXPIRE', key, math.floor(math.max(latest - now, 0) + 60000))
+  redis.call('PEXPIRE', key, math.floor(math.min(math.max(latest - now, 0), HORIZON_MS) + 60000))
 end
 
 if op == 'acquire' then
+  if not (tokens >= 0) then tokens = 0 elseif tokens > MAX_COUNT then tokens = MAX_COUNT end
   local wait = math.max(0, s.hold - now, budget_wait('preq', 1), budget_wait('ptok', tokens))
   if request_ms > 0 then
     wait = math.max(wait, math.max(s.rtat, now) + request_ms - request_tol - now)
@@ -75,7 +96,7 @@ if op == 'acquire' then
   if token_ms > 0 then -- a request bigger than the bucket goes when it is empty, and owes the rest
     wait = math.max(wait, math.max(s.ttat, now) + math.min(cost, token_tol) - token_tol - now)
   end
-  if wait > 0 then return math.ceil(wait) end
+  if wait > 0 then return math.ceil(math.min(wait, HORIZON_MS)) end
   if request_ms > 0 then s.rtat = math.max(s.rtat, now) + request_ms end
   if token_ms > 0 then s.ttat = math.max(s.ttat, now) + cost end
   if s.preq then s.preq = s.preq - 1 end
@@ -85,8 +106,10 @@ if op == 'acquire' then
 end
 
 if op == 'settle' then
-  if token_ms > 0 and tokens ~= 0 then s.ttat = math.max(s.ttat + tokens * token_ms, now) end
-  local retry_after = tonumber(ARGV[10])
+  if token_ms > 0 and tokens ~= 0 and believed(math.abs(tokens), MAX_COUNT) then
+    s.ttat = math.max(s.ttat + tokens * token_ms, now)
+  end
+  local retry_after = believed(tonumber(ARGV[10]), MAX_RETRY_AFTER_MS)
   if retry_after then s.hold = math.max(s.hold, now + retry_after) end
   budget_said('preq', tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[11]))
   budget_said('ptok', tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[12]))

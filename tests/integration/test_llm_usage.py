@@ -121,9 +121,7 @@ def test_a_tasks_row_gets_the_usage_and_cost_of_its_attempts(tmp_path):
         breaker = InMemoryLlmBreaker(
             clock, BreakerPolicy(window_seconds=10, failure_ratio=0.5, min_calls=5, open_seconds=0.3)
         )
-        gate = LlmGate(
-            reviewer, breaker, calls, "w1", logging.getLogger("test"), base=0.05, cap=0.2
-        )
+        gate = LlmGate(reviewer, breaker, calls, "w1", logging.getLogger("test"), base=0.05, cap=0.2)
         proc = TaskProcessor(queue, repo, reviewer, clock, retry, lease, "w1")
         worker, reaper = Worker(proc, calls, gate, 1, idle_wait_seconds=0.05), Reaper(queue, repo, retry)
 
@@ -142,9 +140,9 @@ def test_a_tasks_row_gets_the_usage_and_cost_of_its_attempts(tmp_path):
         asyncio.run(main())
         answered = smart_answer(llm.requests[-1]["body"])["usage"]
     row = repo.get(task.task_id)
-    # The 500 was asked about once more within the attempt (the breaker's verdict: the provider
-    # answers its check, so the document is tried again before it is charged).
-    assert row.status is TaskStatus.success and row.attempt == 1
+    # The 500 while the provider answers its check: handed back uncharged (counted, I12), and the
+    # second attempt succeeds; each attempt wrote what it spent.
+    assert row.status is TaskStatus.success and (row.attempt, row.retry_count, row.handbacks) == (2, 0, 1)
     usage = row.usage
     assert (usage.calls, usage.model) == (2, "test-model")  # the 500 and the answer
     assert (usage.prompt_tokens, usage.completion_tokens) == (answered["prompt_tokens"], answered["completion_tokens"])

@@ -34,7 +34,7 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
     clock = RealClock()
     queue, repo = InMemoryTaskQueue(clock), InMemoryTaskRepository()
     reviewer = OpenAIReviewer(llm.base_url, "sk-test", "test-model", timeout_seconds=5)
-    retry = RetryPolicy(max_attempts=5, base_seconds=0.05, cap_seconds=0.2)
+    retry = RetryPolicy(max_attempts=5, max_handbacks=1, base_seconds=0.05, cap_seconds=0.2)
     lease = LeasePolicy(lease_seconds=2, max_runtime_seconds=30, reaper_interval_seconds=0.1)
     task = submit(repo, queue, "checklist.md", DOC)
     calls = ThreadedPortCalls(4)
@@ -63,8 +63,9 @@ def run_worker(llm: FakeLLM, until, timeout: float = 20.0):
 
 def test_500s_then_success_ends_success_with_the_llms_findings():
     with FakeLLM() as llm:
-        # The review's 500 and the check's: the provider's (handed back uncharged); the recheck
-        # passes; then a review's 500 twice while the check passes: the document's (charged).
+        # The review's 500 and the check's: the provider's (an outage: handed back, not counted);
+        # the recheck passes; then a review's 500 while the check passes: handed back, counted
+        # (one of DOCLLM_MAX_HANDBACKS=1); the next such 500 is the document's (charged).
         e500 = error(500, "upstream overloaded")
         llm.script(e500, e500, Reply(), e500, Reply(), e500, Reply())
 
@@ -73,7 +74,7 @@ def test_500s_then_success_ends_success_with_the_llms_findings():
 
         row, _ = run_worker(llm, until)
     assert row.status is TaskStatus.success
-    assert row.retry_count == 1 and row.attempt == 3
+    assert (row.retry_count, row.handbacks, row.attempt) == (1, 1, 4)
     assert row.result["reviewer"] == "openai" and row.result["model"] == "test-model"
     assert any("Release checklist" in (f.get("quote") or "") for f in row.result["findings"])
 

@@ -19,11 +19,11 @@ from docllm.domain.model import TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import Limits, TaskProcessor
-from docllm.domain.verdict import Happened
 from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.services.producer import retry_dead, submit
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.verdict import Happened
 
 LEASE = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_seconds=5)
 

@@ -14,10 +14,9 @@ from docllm.domain.errors import PermanentError, TransientError
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.prices import PriceTable
 from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.verdict import Happened
-from docllm.domain.services.outcome import Outcome
 from docllm.domain.services.producer import submit
 from docllm.domain.usage import LlmCall, Usage, UsageMeter, metering, record
+from docllm.domain.verdict import Happened
 from docllm.settings import Settings, SettingsError
 
 # -- the price table ----------------------------------------------------------------------------

@@ -174,9 +174,9 @@ class LlmGate:
         if view.state is not before:
             self.events.emit(ev.BREAKER_SEEN, state=view.state.value, worker=self.holder)
             if view.state is BreakerState.closed and self.local_error is not None:
-                self.logger.warning("the LLM breaker closed, claiming resumed")
-                self.local_error = None  # the fleet's probe passed: try again at once
-                self.backoff.reset()
+                # Another process's probe passed: check this one's own link at once, rather than
+                # claim on its word (a host cut off from the LLM would claim and fail again).
+                self.local_until = min(self.local_until, asyncio.get_running_loop().time())
         return view
 
     def _changed(self, change: str, view: BreakerView | None) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from docllm.domain.ports import RateLimiter
 from docllm.domain.rate_limits import ProviderHints
+from docllm.domain.usage import held
 
 Run = Callable[..., Awaitable[Any]]  # runs a blocking port call off the event loop
 
@@ -65,7 +66,8 @@ class RateGate:
         started = loop.time()
         # Only 0 is a turn: a strange wait (negative, NaN, inf: a limiter's overflow) is asked again later.
         while (wait := await self._run(self._limiter.acquire, tokens)) != 0:
-            await asyncio.sleep(wait if 0 < wait <= MAX_SLEEP_S else MAX_SLEEP_S)
+            with held(loop.time):  # not the attempt's running time (I12)
+                await asyncio.sleep(wait if 0 < wait <= MAX_SLEEP_S else MAX_SLEEP_S)
         if self._on_wait is not None:
             self._on_wait(loop.time() - started)
 

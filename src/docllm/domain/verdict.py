@@ -7,11 +7,13 @@ writes. Its verdicts, and who pays:
 - charge (``retryable``): the document's fault. It counts an attempt, backs off, and the task is
   dead-lettered at its budget.
 - hand back (``release``): not the document's fault: the provider's (an outage), this host's (it
-  cannot reach a provider that serves others), our own (limits, shutdown, lease loss, Redis or the
-  database down). The row goes back to pending without using the budget. The hand-backs that are
-  the LLM boundary's while the provider demonstrably serves (``counted``) are bounded per task by
-  ``max_handbacks``: past it the next such failure is charged (I12), so a poison document that
-  fails every call together with others (opening the breaker) still ends ``failed``.
+  cannot reach a provider that serves others), our own (shutdown, lease loss, Redis or the
+  database down, an attempt held by the fleet's limits or a provider's hold longer than its
+  runtime bound: a wait is never the document's, I12). The row goes back to pending without
+  using the budget. The hand-backs that are the LLM boundary's while the provider demonstrably
+  serves (``counted``) are bounded per task by ``max_handbacks``: past it the next such failure
+  is charged (I12), so a poison document that fails every call together with others (opening the
+  breaker) still ends ``failed``.
 - fail now (``permanent``, ``cancelled``): nothing can help (an empty document, a permanent
   error), or the operator cancelled the task.
 
@@ -30,6 +32,7 @@ from docllm.domain.services.outcome import Outcome, Reason
 SHUT_DOWN = "worker shut down before the attempt finished"
 LEASE_LOST = "lease lost while running: handed back without charging an attempt"
 STORE_DOWN = "Redis or the database failed the review, handed back uncharged"
+WAITED = "waited on the LLM's rate limits or a provider's hold past PROCESSING_TIMEOUT_SECONDS, handed back uncharged"
 
 
 class Happened(enum.Enum):
@@ -117,8 +120,8 @@ def decide(f: Facts) -> Outcome:
         return Outcome.retryable(f.error, f.retry_after, Reason.transient_error)
     if h is Happened.reviewer_bug:
         return Outcome.retryable(f.error, reason=Reason.reviewer_bug)
-    if h is Happened.waited_too_long:
-        return _bounded(f, Reason.rate_limited, "waited on the LLM's rate limits past the runtime bound")
+    if h is Happened.waited_too_long:  # ours: the fleet's limits or the provider's hold (I12)
+        return _release(f, f"{WAITED}: {f.error}" if f.error else WAITED, Reason.rate_limited)
     if h is Happened.answered:
         raise ValueError("an answered review commits its report: decide() is for the other endings")
     return _llm_failure(f)

@@ -158,12 +158,13 @@ def test_sigterm_lets_an_attempt_that_ends_within_the_grace_period_commit(
 
 def test_openai_worker_retries_500s_and_stores_the_llms_report(harness: Harness, probe: Probe, tmp_path: Path) -> None:
     with FakeLLM() as llm:
-        # A 500 while the LLM answers the worker's check, twice in one attempt: the document's
-        # (charged, retried with backoff); the next attempt gets the report.
+        # A 500 while the LLM answers the worker's check: handed back uncharged but counted (one
+        # of DOCLLM_MAX_HANDBACKS=1); the next such 500 is the document's (charged, retried with
+        # backoff); the third attempt gets the report.
         e500 = error(500, "The server had an error.")
         llm.script(e500, Reply(), e500)
         task_id, heading = _submit_one(harness, tmp_path)
-        harness.worker("w1", _openai_env(llm) | {"DOCLLM_CONCURRENCY": "1"})
+        harness.worker("w1", _openai_env(llm) | {"DOCLLM_CONCURRENCY": "1", "DOCLLM_MAX_HANDBACKS": "1"})
         wait_until(
             lambda: probe.rows(False)[task_id]["status"] in ("success", "failed"),
             30,
@@ -173,11 +174,13 @@ def test_openai_worker_retries_500s_and_stores_the_llms_report(harness: Harness,
         chats = [r for r in llm.requests if r["path"] == "/v1/chat/completions"]
 
     [row] = harness.status(task_id)
-    assert (row["status"], row["attempt"], row["retry_count"]) == ("success", 2, 1), row
+    assert (row["status"], row["attempt"], row["retry_count"]) == ("success", 3, 1), row
     assert report_matches(row["result"], heading), row["result"]
     assert row["result"]["reviewer"] == "openai" and row["error"] is None
     assert len(chats) == 3
-    assert [e["attempt"] for e in harness.events("retried") if e["task_id"] == task_id] == [1]
+    released = [(e["attempt"], e["reason"]) for e in harness.events("released") if e["task_id"] == task_id]
+    assert released == [(1, "provider_failed")]
+    assert [e["attempt"] for e in harness.events("retried") if e["task_id"] == task_id] == [2]
 
 
 def test_openai_401_stops_claiming_without_failing_tasks_then_resumes(

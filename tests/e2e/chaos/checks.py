@@ -38,7 +38,33 @@ def check(
     settings: ChaosSettings, harness: Harness, probe: Probe, workload: Workload, faults: Faults, problems: list[str]
 ) -> dict[str, Any]:
     """Every check of the end state; a failed one appended to ``problems``. Returns the figures of the summary."""
-    h, p = harness, probe
+    _check_nothing_open(harness, probe, problems)
+    rows = probe.rows(with_result=False)
+    by_status = _check_rows(harness, workload, faults, rows, problems)
+    audit, events = _check_one_commit_per_task(harness, probe, rows, problems)
+    slowest = max(faults.sigterm_seconds, default=0.0)
+    if slowest > settings.shutdown_grace_s + 5:
+        problems.append(f"a SIGTERMed worker took {slowest:.1f}s to stop (grace {settings.shutdown_grace_s:g}s)")
+    dead, lost = _check_dead_letters(harness, workload, faults, problems)
+    all_errors = _check_error_logs(harness, problems)
+    recoveries = collections.Counter(e["event"] for e in events if e["event"] in RECOVERY_EVENTS)
+    return {
+        "rows": len(rows),
+        "by_status": dict(by_status),
+        "dead_letters": len(dead),
+        "dead_letters_lost": len(lost) if faults.sentinel else 0,
+        "commits_max_per_task": max((len(v) for v in audit.values()), default=0),
+        "recoveries": dict(sorted(recoveries.items())),
+        "error_log_lines": len(all_errors),
+        "error_log_messages": sorted(
+            collections.Counter(f"{r.get('logger')}: {r.get('message')}"[:160] for r in all_errors).items(),
+            key=lambda kv: -kv[1],
+        )[:8],
+    }
+
+
+def _check_nothing_open(h: Harness, p: Probe, problems: list[str]) -> None:
+    """No task pending or processing, nothing queued and no lease left in Redis."""
     stats = h.stats()
     if stats["tasks"]["pending"] or stats["tasks"]["processing"]:
         problems.append(f"docllm stats: tasks {stats['tasks']}")
@@ -48,7 +74,12 @@ def check(
     if sizes["leases"] or sizes["lease_index"] or sizes["processing_ts"]:
         problems.append(f"leases left in Redis: {sizes}")
 
-    rows = p.rows(with_result=False)
+
+def _check_rows(
+    h: Harness, workload: Workload, faults: Faults, rows: dict[int, Any], problems: list[str]
+) -> collections.Counter[str]:
+    """Every submitted task has its row (but those deleted on purpose), and each ended as intended
+    with a report about its own document. Returns the rows per status."""
     missing = sorted(set(workload.submitted) - set(rows) - faults.deleted)
     if missing:
         problems.append(f"{len(missing)} submitted tasks have no row: {missing[:10]}")
@@ -56,7 +87,6 @@ def check(
         problems.append(f"deleted rows came back: {sorted(faults.deleted & set(rows))}")
     statuses = h.status(*sorted(rows)) if rows else []
     intended_failures = {workload.big_task} if workload.big_task else set()
-    by_status = collections.Counter(t["status"] for t in statuses)
     for task in statuses:
         tid, name = task["task_id"], task["task_name"]
         if tid in intended_failures:
@@ -67,8 +97,14 @@ def check(
             problems.append(f"task {tid} ({name}) is {task['status']}: {task['error']}")
         elif name not in workload.headings or not report_matches(task["result"], workload.headings[name]):
             problems.append(f"task {tid} ({name}): the stored report is not about its document")
+    return collections.Counter(t["status"] for t in statuses)
 
-    # Fencing: one commit per successful task, by the attempt that holds the row's token.
+
+def _check_one_commit_per_task(
+    h: Harness, p: Probe, rows: dict[int, Any], problems: list[str]
+) -> tuple[dict[int, list[int]], list[dict[str, Any]]]:
+    """Fencing: one commit per successful task, by the attempt that holds the row's token, in the
+    database's audit and in the logs. Returns the audit and the log events."""
     audit = commits(p)
     for tid, row in rows.items():
         made = audit.get(tid, [])
@@ -91,12 +127,14 @@ def check(
                 f"task {e['task_id']}: `succeeded` by attempt {e['attempt']}, the row holds "
                 f"attempt {rows[e['task_id']]['attempt']}"
             )
+    return audit, events
 
-    slowest = max(faults.sigterm_seconds, default=0.0)
-    if slowest > settings.shutdown_grace_s + 5:
-        problems.append(f"a SIGTERMed worker took {slowest:.1f}s to stop (grace {settings.shutdown_grace_s:g}s)")
 
-    # Bad input: in the dead-letter list (or failed) with a reason.
+def _check_dead_letters(
+    h: Harness, workload: Workload, faults: Faults, problems: list[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Bad input: in the dead-letter list (or failed) with a reason. Returns the dead letters and
+    those a Sentinel failover lost (counted there, not failed)."""
     dead = h.cli_json("dead", "list", "--limit", "100000")
     reasons = collections.defaultdict(list)
     for d in dead:
@@ -125,7 +163,11 @@ def check(
     unexpected = {tid: r for tid, r in reasons.items() if tid not in expected_dead}
     if unexpected:
         problems.append(f"unexpected dead letters: {dict(list(unexpected.items())[:10])}")
+    return dead, lost
 
+
+def _check_error_logs(h: Harness, problems: list[str]) -> list[dict[str, Any]]:
+    """Returns every error line, docllm's and the libraries'."""
     # An error docllm logs is a bug (or a broken harness): none are allowed. Libraries' own error
     # lines (SQLAlchemy's pool failing to roll back a connection MariaDB dropped) are counted only.
     all_errors = [r for r in h.log_lines() if r.get("level") in ("error", "critical")]
@@ -136,17 +178,4 @@ def check(
             f"{len(errors)} error log lines, the first from {first['_proc']}: {first.get('message')} "
             f"{(first.get('exc') or '')[-600:]}"
         )
-    recoveries = collections.Counter(e["event"] for e in events if e["event"] in RECOVERY_EVENTS)
-    return {
-        "rows": len(rows),
-        "by_status": dict(by_status),
-        "dead_letters": len(dead),
-        "dead_letters_lost": len(lost) if faults.sentinel else 0,
-        "commits_max_per_task": max((len(v) for v in audit.values()), default=0),
-        "recoveries": dict(sorted(recoveries.items())),
-        "error_log_lines": len(all_errors),
-        "error_log_messages": sorted(
-            collections.Counter(f"{r.get('logger')}: {r.get('message')}"[:160] for r in all_errors).items(),
-            key=lambda kv: -kv[1],
-        )[:8],
-    }
+    return all_errors

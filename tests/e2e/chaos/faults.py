@@ -242,11 +242,7 @@ class Faults:
         if what in NETWORK_FAULTS:
             return self._network(what)
         if what in ("sigterm", "delete_row", "pause"):
-            act = {"sigterm": self._sigterm, "delete_row": self._delete_in_flight_row, "pause": self._pause_one}[what]
-            done = act()
-            if done:
-                self.say(f"fault: {what}")
-            return done
+            return self._planned_process_fault(what)
         if what in SERVER_OUTAGES and self.terminated:
             # A SIGTERMed worker is draining: a server down now would hold its stop up to a
             # database or Redis timeout, which is not what the grace-period check is about. Soon.
@@ -255,6 +251,18 @@ class Faults:
         if what == "sentinel_failover":
             return self._failover()
         self.say(f"fault: {what}")
+        self._server_fault_or_bad_input(what)
+        return True
+
+    def _planned_process_fault(self, what: str) -> bool:
+        act = {"sigterm": self._sigterm, "delete_row": self._delete_in_flight_row, "pause": self._pause_one}[what]
+        done = act()
+        if done:
+            self.say(f"fault: {what}")
+        return done
+
+    def _server_fault_or_bad_input(self, what: str) -> None:
+        """A restart, crash or flush of a server, or bad input pushed: always something to act on."""
         if what == "flushall":
             self.probe.redis.flushall()
             self.count.redis_flushes += 1
@@ -280,7 +288,6 @@ class Faults:
             self.count.malformed_pushed += len(MALFORMED)
         elif what == "big_document":
             self.workload.submit_big()
-        return True
 
     def _failover(self) -> bool:
         """SIGKILL the Sentinel set's primary; the replica is promoted, the old primary restarted."""

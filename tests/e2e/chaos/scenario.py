@@ -101,11 +101,7 @@ class Chaos:
         end = start + s.fault_seconds
         plan = self.faults.plan(start)
         missed: list[str] = []
-        waves = max(1, round(s.tasks / 15)) if s.tasks <= 300 else max(1, round(s.tasks / 60))
-        names = sorted(self.workload.headings)
-        batches = [names[i::waves] for i in range(waves)]
-        # The last wave 2 s before the faults stop, so that work is in flight when they do.
-        submit_times = [start + (s.fault_seconds - 2.0) * i / max(1, waves - 1) for i in range(waves)]
+        batches, submit_times = self._submission_waves(start)
         next_fault = start + self.rng.uniform(*s.process_fault_every_s)
         next_sample = next_report = start
         # `docllm submit` runs on a thread of its own, so a slow CLI start on a loaded machine does
@@ -118,15 +114,7 @@ class Chaos:
             if batches and now >= submit_times[0]:
                 submit_times.pop(0)
                 submits.append(submitter.submit(self.workload.submit, sorted(batches.pop(0))))
-            while plan and now >= plan[0][0]:
-                at, what, give_up = plan.pop(0)
-                if self.faults.planned(what):
-                    continue
-                if now < give_up:  # nothing to hit yet: try again soon
-                    plan.append((now + 1.0, what, give_up))
-                    plan.sort()
-                elif what in SERVER_OUTAGES:  # held up by drains all phase long: right after it
-                    missed.append(what)
+            self._fire_due_planned_faults(plan, now, missed)
             if now >= next_fault:
                 self.faults.process_fault()
                 next_fault = time.monotonic() + self.rng.uniform(*s.process_fault_every_s)
@@ -140,15 +128,42 @@ class Chaos:
             time.sleep(0.05)
         for batch in batches:  # whatever a slow machine did not get to
             submits.append(submitter.submit(self.workload.submit, sorted(batch)))
-        # What the phase did not get to; a server outage waits for a drain.
-        for what in missed + [what for _, what, _ in plan]:
+        self._fire_faults_not_reached(missed + [what for _, what, _ in plan])
+        for done in submits:
+            done.result()
+        submitter.shutdown()
+
+    def _submission_waves(self, start: float) -> tuple[list[list[str]], list[float]]:
+        """The workload's documents in waves, and when each wave is submitted: the last one 2 s
+        before the faults stop, so that work is in flight when they do."""
+        s = self.s
+        waves = max(1, round(s.tasks / 15)) if s.tasks <= 300 else max(1, round(s.tasks / 60))
+        names = sorted(self.workload.headings)
+        batches = [names[i::waves] for i in range(waves)]
+        submit_times = [start + (s.fault_seconds - 2.0) * i / max(1, waves - 1) for i in range(waves)]
+        return batches, submit_times
+
+    def _fire_due_planned_faults(self, plan: list[tuple[float, str, float]], now: float, missed: list[str]) -> None:
+        """Fire the planned faults that are due. One with nothing to hit yet is tried again a second
+        later until it gives up; a server outage that gave up (held up by drains all phase long) goes
+        to ``missed``, to run right after the phase."""
+        while plan and now >= plan[0][0]:
+            _at, what, give_up = plan.pop(0)
+            if self.faults.planned(what):
+                continue
+            if now < give_up:  # nothing to hit yet: try again soon
+                plan.append((now + 1.0, what, give_up))
+                plan.sort()
+            elif what in SERVER_OUTAGES:
+                missed.append(what)
+
+    def _fire_faults_not_reached(self, faults: list[str]) -> None:
+        """What the phase did not get to; a server outage waits up to 20 s for a drain."""
+        for what in faults:
             deadline = time.monotonic() + 20.0
             while not self.faults.planned(what) and what in SERVER_OUTAGES and time.monotonic() < deadline:
                 self.faults.restarts(time.monotonic())
                 time.sleep(0.5)
-        for done in submits:
-            done.result()
-        submitter.shutdown()
 
     def _progress(self, elapsed: float) -> str:
         c = self.count

@@ -12,7 +12,7 @@ import random
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
-from docllm.domain.model import Delivery, TaskStatus
+from docllm.domain.model import Delivery, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
@@ -73,35 +73,48 @@ class Reaper:
                 return
 
     def _settle_once(self, delivery: Delivery, task_id: int) -> bool:
+        """Settle one expired lease from what the row says; False when a fenced write found the
+        row changed under it (look again)."""
         row = self.repo.get(task_id)
         if row is None:
             self._dead_letter(delivery, Reason.unknown_task, f"unknown task: no row with task_id {task_id}", task_id)
             return True
-        if row.status is TaskStatus.success:
-            self.queue.ack(delivery.token)  # committed, then crashed before its ack
-            return True
-        if row.status is TaskStatus.failed:
-            self._dead_letter(delivery, Reason.task_failed, row.error or "failed", task_id)  # failed, then crashed
-            return True
-        if row.status is TaskStatus.pending:
-            # Claimed but never started (D2), or a reaper died between its row write and this move.
-            if self.queue.requeue(delivery.token):
-                self.events.emit(ev.REQUEUED, task_id=task_id, reason=Reason.never_started, worker=self.name)
+        if row.status is not TaskStatus.processing:
+            self._settle_not_running(delivery, row)
             return True
         if row.lease_token != delivery.token:
-            if row.lease_token is not None and not self.queue.lease_exists(row.lease_token):
-                # The row's attempt has no lease (its start landed but the answer was lost and its
-                # payload went back; issue 13 item 1): this payload is the only one left, so hand
-                # the row back uncharged, fenced on that attempt, and requeue rather than ack.
-                if not self.repo.retry(task_id, row.attempt, ORPHANED_REASON, count_failure=False):
-                    return False
-                self.queue.requeue(delivery.token, front=True)
-                self.events.emit(ev.REQUEUED, task_id=task_id, reason=Reason.orphaned, worker=self.name)
-                return True
-            # A newer attempt holds the row; this lease is an old duplicate.
-            self.queue.ack(delivery.token)
-            self.events.emit(ev.STALE_LEASE_DROPPED, task_id=task_id, worker=self.name)
+            return self._settle_other_attempts_lease(delivery, row)
+        return self._reclaim(delivery, row)
+
+    def _settle_not_running(self, delivery: Delivery, row: Task) -> None:
+        """The row is not processing: the lease outlived a finished attempt, or one never started."""
+        if row.status is TaskStatus.success:
+            self.queue.ack(delivery.token)  # committed, then crashed before its ack
+        elif row.status is TaskStatus.failed:
+            self._dead_letter(delivery, Reason.task_failed, row.error or "failed", row.task_id)  # failed, then crashed
+        elif self.queue.requeue(delivery.token):
+            # Pending: claimed but never started (D2), or a reaper died between its row write and this move.
+            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.never_started, worker=self.name)
+
+    def _settle_other_attempts_lease(self, delivery: Delivery, row: Task) -> bool:
+        """The row is processing under another lease than this one."""
+        if row.lease_token is not None and not self.queue.lease_exists(row.lease_token):
+            # The row's attempt has no lease: its start landed but its answer was lost, and its
+            # payload went back to the queue. This payload is the only one left, so hand the row
+            # back uncharged, fenced on that attempt, and requeue rather than ack.
+            if not self.repo.retry(row.task_id, row.attempt, ORPHANED_REASON, count_failure=False):
+                return False
+            self.queue.requeue(delivery.token, front=True)
+            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.orphaned, worker=self.name)
             return True
+        # A newer attempt holds the row; this lease is an old duplicate.
+        self.queue.ack(delivery.token)
+        self.events.emit(ev.STALE_LEASE_DROPPED, task_id=row.task_id, worker=self.name)
+        return True
+
+    def _reclaim(self, delivery: Delivery, row: Task) -> bool:
+        """This lease's own attempt died: charge it, then requeue or, at the budget, fail."""
+        task_id = row.task_id
         if row.last_attempt(self.retry.max_attempts):
             error = f"attempts exhausted ({row.retry_count + 1}/{row.budget(self.retry.max_attempts)}): {LEASE_EXPIRED}"
             if not self.repo.fail(task_id, row.attempt, error):

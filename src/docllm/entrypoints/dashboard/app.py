@@ -54,15 +54,42 @@ def create_app(src: Sources, token: str = "") -> Flask:
     app = Flask("docllm.dashboard", root_path=str(HERE))
     app.url_map.converters["task_id"] = TaskIdConverter
     security.install(app, token)
+    _add_template_helpers(app, src)
+    _add_status_pages(app, src)
+    _add_task_pages(app, src)
+    _add_dead_letter_pages(app, src)
+    _add_login(app, token)
+    _add_error_pages(app)
+    return app
+
+
+def _add_template_helpers(app: Flask, src: Sources) -> None:
     app.jinja_env.globals.update(refresh_ms=int(src.refresh_seconds * 1000), statuses=[s.value for s in TaskStatus])
     app.jinja_env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M:%S UTC") if v else "-"
     app.jinja_env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+
+
+def _add_status_pages(app: Flask, src: Sources) -> None:
+    """The overview, the live workers and the LLM's state."""
 
     @app.get("/")
     def overview() -> str:
         stats = src.stats()
         chart = throughput_svg(src.repository.finished_per_minute(CHART_MINUTES))
         return render_template("overview.html", stats=stats, chart=chart, llm=stats.get("llm"))
+
+    @app.get("/workers")
+    def workers() -> str:
+        live = src.registry.live() if src.registry else None
+        return render_template("workers.html", workers=live, now_s=src.queue.now_ms() / 1000)
+
+    @app.get("/llm")
+    def llm() -> str:
+        return render_template("llm.html", llm=src.stats().get("llm"))
+
+
+def _add_task_pages(app: Flask, src: Sources) -> None:
+    """The task list, one task's page and its cancel button."""
 
     @app.get("/tasks")
     def tasks() -> str:
@@ -99,6 +126,10 @@ def create_app(src: Sources, token: str = "") -> Flask:
         flash(f"task {task_id}: {done.detail}")
         return redirect(url_for("task", task_id=task_id))
 
+
+def _add_dead_letter_pages(app: Flask, src: Sources) -> None:
+    """The dead-letter list with retry and discard, one or all."""
+
     @app.get("/dead")
     def dead() -> str:
         letters = src.queue.dead_letters(limit=LIST_LIMIT)
@@ -122,14 +153,9 @@ def create_app(src: Sources, token: str = "") -> Flask:
         flash(f"discarded {len(removed)} dead letter(s) of task {task_id}")
         return redirect(url_for("dead"))
 
-    @app.get("/workers")
-    def workers() -> str:
-        live = src.registry.live() if src.registry else None
-        return render_template("workers.html", workers=live, now_s=src.queue.now_ms() / 1000)
 
-    @app.get("/llm")
-    def llm() -> str:
-        return render_template("llm.html", llm=src.stats().get("llm"))
+def _add_login(app: Flask, token: str) -> None:
+    """The login form and logout; without a token there is nothing to log into."""
 
     @app.route("/login", methods=["GET", "POST"])
     def login() -> Any:
@@ -148,14 +174,14 @@ def create_app(src: Sources, token: str = "") -> Flask:
         session.clear()
         return redirect(url_for("login"))
 
+
+def _add_error_pages(app: Flask) -> None:
     @app.errorhandler(400)
     @app.errorhandler(401)
     @app.errorhandler(403)
     @app.errorhandler(404)
     def error(exc: Any) -> Any:
         return render_template("error.html", code=exc.code, message=exc.description), exc.code
-
-    return app
 
 
 def _findings_count(task: Task) -> int | None:

@@ -60,10 +60,14 @@ WAIT_TIMEOUT_MS = 1_000
 BLOCK_READ_MARGIN_S = 5.0
 
 
+def with_lib(body: str) -> str:
+    """A queue script's source: lib.lua's helpers, then ``body`` (a script cannot include another)."""
+    return (resources.files("docllm.adapters") / "lua" / "lib.lua").read_text("utf-8") + "\n" + body
+
+
 @functools.cache
 def _script_text(name: str) -> str:
-    lua = resources.files("docllm.adapters") / "lua"
-    return (lua / "lib.lua").read_text("utf-8") + "\n" + (lua / f"{name}.lua").read_text("utf-8")
+    return with_lib((resources.files("docllm.adapters") / "lua" / f"{name}.lua").read_text("utf-8"))
 
 
 def queue_scripts(client: RedisClient) -> dict[str, Script]:

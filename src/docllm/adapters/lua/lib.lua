@@ -38,15 +38,177 @@ local function renewable(deadline, now)
   return floor ~= nil and deadline > floor
 end
 
--- The positive integer task id a payload names, as a string, or nil. A malformed payload is
--- still leased (its caller dead-letters it), so a decode error must not abort the script.
+-- The task id a payload names: one rule, written twice, here and in domain/payload.py (read the
+-- rule there); tests/property/test_payload_agreement.py runs both on generated payloads, here
+-- through the scripts on fakeredis and on a real redis-server. cjson is not used: it reads every
+-- number as a double (3.0, 1e2 and 3 are one value to it) and, in Redis, also takes 0x10, 01, 1.,
+-- inf and bytes that are not UTF-8, so the raw text is read instead.
+
+local MAX_TASK_ID = 2 ^ 53 - 1  -- the largest integer a double (cjson, lease data) holds exactly
+
+-- Whether `s` is well-formed UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF).
+local function utf8_ok(s)
+  local i = string.find(s, '[\128-\255]')
+  while i do
+    local c, n, lo, hi = string.byte(s, i), 2, 0x80, 0xBF
+    if c >= 0xC2 and c <= 0xDF then n = 1
+    elseif c == 0xE0 then lo = 0xA0
+    elseif c == 0xED then hi = 0x9F
+    elseif c >= 0xE1 and c <= 0xEF then n = 2
+    elseif c == 0xF0 then n, lo = 3, 0x90
+    elseif c >= 0xF1 and c <= 0xF3 then n = 3
+    elseif c == 0xF4 then n, hi = 3, 0x8F
+    else return false end
+    local b = string.byte(s, i + 1)
+    if not b or b < lo or b > hi then return false end
+    for k = 2, n do
+      b = string.byte(s, i + k)
+      if not b or b < 0x80 or b > 0xBF then return false end
+    end
+    i = string.find(s, '[\128-\255]', i + n + 1)
+  end
+  return true
+end
+
+-- The index of the first byte at or after `i` that is not JSON whitespace.
+local function skip_ws(s, i)
+  return string.find(s, '[^ \t\n\r]', i) or #s + 1
+end
+
+-- The index just past the JSON string starting at `i` (a '"'), or nil. Escapes must be valid and
+-- a \u escape of a surrogate must be half of a pair.
+local function string_end(s, i)
+  if string.sub(s, i, i) ~= '"' then return nil end
+  while true do
+    i = string.find(s, '[%z\1-\31"\\]', i + 1)
+    if not i or string.byte(s, i) < 32 then return nil end
+    if string.sub(s, i, i) == '"' then return i + 1 end
+    local e = string.sub(s, i + 1, i + 1)
+    if string.find(e, '^["\\/bfnrt]$') then
+      i = i + 1
+    elseif e == 'u' and string.find(s, '^%x%x%x%x', i + 2) then
+      local code = tonumber(string.sub(s, i + 2, i + 5), 16)
+      if code >= 0xDC00 and code <= 0xDFFF then return nil end
+      if code >= 0xD800 and code <= 0xDBFF then
+        if not string.find(s, '^\\u[dD][c-fC-F]%x%x', i + 6) then return nil end
+        i = i + 6
+      end
+      i = i + 5
+    else
+      return nil
+    end
+  end
+end
+
+-- The index just past the JSON number or literal starting at `i`, or nil.
+local function scalar_end(s, i)
+  for _, word in ipairs({'true', 'false', 'null'}) do
+    if string.sub(s, i, i + #word - 1) == word then return i + #word end
+  end
+  local _, e = string.find(s, '^-?0', i)
+  if not e then _, e = string.find(s, '^-?[1-9]%d*', i) end
+  if not e then return nil end
+  if string.sub(s, e + 1, e + 1) == '.' then
+    _, e = string.find(s, '^%d+', e + 2)
+    if not e then return nil end
+  end
+  if string.find(s, '^[eE]', e + 1) then
+    _, e = string.find(s, '^[+-]?%d+', e + 2)
+    if not e then return nil end
+  end
+  return e + 1
+end
+
+-- The index just past `"key" :` and the whitespace after it, starting at `i`, or nil.
+local function key_end(s, i)
+  local e = string_end(s, i)
+  if not e then return nil end
+  e = skip_ws(s, e)
+  if string.sub(s, e, e) ~= ':' then return nil end
+  return skip_ws(s, e + 1)
+end
+
+-- The index just past the JSON value starting at `i`, or nil. Containers are followed with a
+-- stack of the closers expected, not by recursion: any depth is fine.
+local function value_end(s, i)
+  local closers = {}
+  while true do
+    local c = string.sub(s, i, i)
+    local opened = false
+    if c == '{' or c == '[' then
+      local close = c == '{' and '}' or ']'
+      i = skip_ws(s, i + 1)
+      if string.sub(s, i, i) == close then
+        i = i + 1
+      else
+        closers[#closers + 1] = close
+        if close == '}' then i = key_end(s, i) end
+        opened = true
+      end
+    elseif c == '"' then
+      i = string_end(s, i)
+    else
+      i = scalar_end(s, i)
+    end
+    if not i then return nil end
+    while not opened do  -- a value is complete: close what it completes, or move to the next one
+      if #closers == 0 then return i end
+      i = skip_ws(s, i)
+      c = string.sub(s, i, i)
+      if c == closers[#closers] then
+        closers[#closers] = nil
+        i = i + 1
+      elseif c == ',' then
+        i = skip_ws(s, i + 1)
+        if closers[#closers] == '}' then i = key_end(s, i) end
+        if not i then return nil end
+        opened = true
+      else
+        return nil
+      end
+    end
+  end
+end
+
+-- The raw value token of the payload's last top-level member written "task_id" (keys are
+-- compared as written), or nil when the payload is not a JSON object that has one.
+local function task_id_token(raw)
+  if not utf8_ok(raw) then return nil end
+  local i, token = skip_ws(raw, 1), nil
+  if string.sub(raw, i, i) ~= '{' then return nil end
+  i = skip_ws(raw, i + 1)
+  if string.sub(raw, i, i) == '}' then return nil end
+  while true do
+    local v = key_end(raw, i)
+    if not v then return nil end
+    local e = value_end(raw, v)
+    if not e then return nil end
+    if string.sub(raw, i, i + 8) == '"task_id"' then
+      token = string.sub(raw, v, e - 1)
+    end
+    i = skip_ws(raw, e)
+    local c = string.sub(raw, i, i)
+    if c == '}' then break end
+    if c ~= ',' then return nil end
+    i = skip_ws(raw, i + 1)
+  end
+  if skip_ws(raw, i + 1) <= #raw then return nil end
+  return token
+end
+
+-- The task id a payload names, in decimal without leading zeros, or nil for a malformed one. A
+-- malformed payload is still leased (its caller dead-letters it), so nothing here may raise.
 local function task_id_of(raw)
-  local ok, data = pcall(cjson.decode, raw)
-  if not ok or type(data) ~= 'table' then return nil end
-  local id = data['task_id']
-  if type(id) == 'string' and string.match(id, '^%s*%d+%s*$') then id = tonumber(id) end
-  if type(id) ~= 'number' or id < 1 or id >= 2 ^ 53 or id ~= math.floor(id) then return nil end
-  return string.format('%d', id)
+  local token = task_id_token(raw)
+  if not token then return nil end
+  local digits = string.match(token, '^[1-9]%d*$')
+  if not digits then
+    local text = string.match(token, '^"(.*)"$')
+    text = text and string.gsub(text, '\\[tnr]', ' ')
+    digits = text and string.match(text, '^ *0*([1-9]%d*) *$')
+  end
+  if not digits or #digits > 16 or tonumber(digits) > MAX_TASK_ID then return nil end
+  return digits
 end
 
 -- Whether an operator cancelled the task `raw` names (docllm cancel): its claimer fails it at once.

@@ -26,8 +26,7 @@ _UNAVAILABLE = (
     redis.exceptions.AskError,
     redis.exceptions.SlotNotCoveredError,
     # A restart emptied the script cache between redis-py's reload of a script and its retry
-    # (Script.__call__ reloads once); the next call reloads again (seen in a chaos run, where it
-    # failed a reaper cycle as a bug).
+    # (Script.__call__ reloads once): an outage like LOADING, not a bug; the next call reloads again.
     redis.exceptions.NoScriptError,
 )
 

@@ -41,8 +41,7 @@ def main(workers: bool = True, reaper: bool = True) -> int:
 def _leave(code: int) -> NoReturn:
     """Exit without the interpreter's finalization: what needed closing is closed (or left on
     purpose), and finalization can wait on threads still blocked, or hang in C code after a clean
-    stop (seen in chaos runs, in processes under libfaketime: the exit watchdog's dump showed the
-    main thread with no Python frame, 2 s after "stopped")."""
+    stop (docs/RELIABILITY.md, "Bugs these tests found")."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -2,8 +2,7 @@
 resource's close, the interpreter joining a thread blocked on a socket) gets a short while, then
 every thread's stack goes to the log (stderr) and the process exits. Every write is fenced, so
 cutting a blocked call short loses nothing; a stop that hangs would instead outlive the
-orchestrator's timeout and be SIGKILLed with no trace of why (CI chaos runs saw workers alive 3.5
-to 5.5 s after their "stopped" line, cause unknown: this dump is how the next one is explained).
+orchestrator's timeout and be SIGKILLed with no trace of why. The dump says what held it.
 
 The first stage writes with ``os.write`` and ``faulthandler``, which take no lock a stuck thread
 could hold (logging's would); the second, in case the first never runs (a thread holding the GIL

@@ -91,9 +91,9 @@ class LlmGate:
     def served(self) -> None:
         """The provider answered a review (whatever the answer said about the document). Recorded
         in the background: the attempt's commit must not wait on Redis for it (a worker cut off
-        from Redis must still reach its fenced commit; found by the network-fault e2e). One
-        call at a time per process, carrying every success since the previous one: a script
-        per attempt was 9 % of a busy worker's CPU at C = 256."""
+        from Redis must still reach its fenced commit, which goes to the database). One call at a
+        time per process, carrying every success since the previous one: a script per attempt
+        would cost a busy worker a share of its CPU that grows with its concurrency."""
         self.unrecorded += 1
         if self.recording is None or self.recording.done():
             self.recording = asyncio.get_running_loop().create_task(self._record_served(), name="breaker-served")

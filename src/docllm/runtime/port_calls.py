@@ -34,7 +34,7 @@ def threads_for(concurrency: int) -> int:
     Five are kept beyond the attempts for the process's own Redis users (the dispatcher's blocking
     wait, the heartbeat, the presence beat, the LLM gate's poll, one spare): when Redis stops
     answering (a half-open link) each of them can hold a thread until the socket timeout, and the
-    fenced database writes of the attempts must still find one (found by the network-fault e2e)."""
+    fenced database writes of the attempts must still find one."""
     return max(8, min(32, concurrency + 5 + 3))
 
 

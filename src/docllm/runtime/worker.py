@@ -33,8 +33,8 @@ from docllm.runtime.waiting import sleep_unless
 HEARTBEAT_RETRY_SECONDS = 1.0
 # After the shutdown grace, releases are written for at most this long (or half a lease, if
 # shorter): they only save the wait for a lease's expiry, and a stop must end in bounded time even
-# when Redis or the database does not answer (a SIGTERMed worker once took 7 s with a 2 s grace in
-# CI; with a whole lease of releases a chaos run still saw 6.5 s).
+# when Redis or the database does not answer. Half a lease, not a whole one, so that the stop
+# stays well inside grace + lease (what an orchestrator's stop timeout is set from).
 RELEASE_SECONDS = 5.0
 
 log = logging.getLogger("docllm.worker")

@@ -31,7 +31,7 @@ def retry_dead(
 
     Dead letters that name no retryable task (malformed, unknown row) stay in the list. Linear in
     the dead letters: rows are read a page at a time, and the letters of every reopened task are
-    removed in one pass over the list (one per task made ``--all`` quadratic, issue 13). A crash
+    removed in one pass over the list (a pass per task would make ``--all`` quadratic). A crash
     half way leaves rows pending with their letters kept, which the next retry takes up again.
     """
     sink = events or NullEvents()

@@ -48,8 +48,9 @@ class Reaper:
         self.queue.unstage(self.lease_ms, self.batch)
         # A backward step of the authority clock (DESIGN section 6) would push every deadline out.
         self.queue.clamp(self.lease_ms, int(self.retry.cap_seconds * 1000), self.batch)
-        # From a random point of the backlog: reapers take different batches (issue 13). A backlog
-        # no larger than one batch is taken whole, by every reaper alike.
+        # From a random point of the backlog, so that reapers running at once take different
+        # batches instead of racing for the same oldest ones. A backlog no larger than one batch
+        # is taken whole, by every reaper alike.
         expired = self.queue.expired(self.batch, start=self.rng.random())
         for delivery in expired:
             try:

@@ -8,9 +8,10 @@ after it was first seen, is pushed back to ready; a processing row is first retu
 fenced on its attempt. A false alarm (a payload that moved against the scan's flow while it was
 read) costs only a duplicate delivery, which the fencing recognises.
 
-What a cycle costs does not grow with the queue (issue 13): one batch of rows and one page of the
-structures, and with ``lead_ms`` only the one process that holds the fleet's reconciler lease
-does even that. The time to notice a lost row is max(grace, two laps of the structures).
+What a cycle costs does not grow with the queue (a long backlog must not make every cycle slower):
+one batch of rows and one page of the structures, and with ``lead_ms`` only the one process that
+holds the fleet's reconciler lease does even that. The time to notice a lost row is max(grace, two
+laps of the structures).
 
 Each cycle first runs the leftover sweep when it is given one (``leftovers.py``): payloads it puts
 back in ready are then referenced, so this cycle does not push a second copy of them.

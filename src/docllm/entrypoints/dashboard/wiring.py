@@ -10,8 +10,8 @@ from docllm.entrypoints.snapshot import stats_of
 
 
 def build_app(c: Container) -> Flask:
-    # The worker registry's provider comes with the runtime's registry (issue 17); a container
-    # without it shows "no worker registry" rather than failing.
+    # A container built without a worker registry provider (an overridden or reduced one, as in
+    # tests) shows "no worker registry" rather than failing.
     registry = c.worker_registry() if hasattr(c, "worker_registry") else None
     sources = Sources(c.repository(), c.queue(), lambda: stats_of(c), registry, c.events())
     return create_app(sources, token=c.settings().dashboard_token)

@@ -1,4 +1,4 @@
-"""The composition root: builds every adapter from the settings (DESIGN section 9).
+"""The composition root: builds every adapter from the settings (ARCHITECTURE.md, Layers).
 
 Entrypoints build one container; tests and the simulation override providers
 (``container.queue.override(fake)``) instead of patching modules.
@@ -116,7 +116,7 @@ def _timed_reviewer(settings: Settings, metrics, rate_gate=None):
 
 
 def _rate_limiter(client, settings: Settings, clock):
-    """The fleet's LLM rate limits (DESIGN 11); None when neither DOCLLM_LLM_RPM nor _TPM is set.
+    """The fleet's LLM rate limits (ARCHITECTURE.md, LLM boundary); None when neither DOCLLM_LLM_RPM nor _TPM is set.
     ``client`` and ``clock`` are providers: Redis is not touched when the limits are off."""
     if settings.llm_provider != "openai" or not (settings.llm_rpm or settings.llm_tpm):
         return None
@@ -244,7 +244,8 @@ class Container(containers.DeclarativeContainer):
     reconcile_grace_ms = providers.Callable(
         lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds
     )
-    # What the original deployment's workers left in Redis, swept at the reconciler's rate (DESIGN 13).
+    # What the original deployment's workers left in Redis, swept at the reconciler's rate
+    # (ARCHITECTURE.md, Switching over).
     leftover_sweep = providers.Factory(
         LeftoverSweep, queue, repository, clock, grace_ms=reconcile_grace_ms, events=events
     )

@@ -1,4 +1,4 @@
-"""The TaskQueue contract for what the original note's workers leave in Redis (DESIGN section 13):
+"""The TaskQueue contract for what the original note's workers leave in Redis (ARCHITECTURE.md, Switching over):
 ``leftovers`` finds it, ``release_leftovers`` puts it back to work, and neither touches a lease."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The RateLimiter port (DESIGN section 11): in memory, the Lua script on fakeredis and on a real
+"""The RateLimiter port (ARCHITECTURE.md, LLM boundary): in memory, the Lua script on fakeredis and on a real
 redis-server, all on a ManualClock, and the script held to the domain's arithmetic step by step."""
 
 from __future__ import annotations

@@ -462,7 +462,7 @@ def test_one_push_wakes_one_blocked_claimer(blocking_subject: QueueUnderTest) ->
 
 
 def test_clamp_brings_deadlines_a_backward_clock_step_pushed_out_back_in(subject: QueueUnderTest) -> None:
-    # DESIGN section 6: the authority's clock stepped back an hour after these were written.
+    # ARCHITECTURE.md, Clocks: the authority's clock stepped back an hour after these were written.
     for task_id in (1, 2, 3):
         subject.queue.push(payload(task_id))
     crashed, live, _ = subject.queue.claim_batch("w1", 1_000, 3)
@@ -480,7 +480,7 @@ def test_clamp_brings_deadlines_a_backward_clock_step_pushed_out_back_in(subject
 def test_after_a_forward_clock_step_no_lease_is_reclaimed_for_a_lease_and_live_ones_renew(
     subject: QueueUnderTest,
 ) -> None:
-    # DESIGN section 6: the authority's clock jumps an hour ahead. One worker heartbeats (it held
+    # ARCHITECTURE.md, Clocks: the authority's clock jumps an hour ahead. One worker heartbeats (it held
     # its lease until the step), one lease had lapsed before the step, one worker died.
     for task_id in (1, 2, 3):
         subject.queue.push(payload(task_id))

@@ -1,6 +1,6 @@
 """One contract for every TaskRepository: in memory, SQLite (a file) and a real MariaDB.
 
-The fencing cases are the point (DESIGN section 3): a stale attempt can change nothing, a
+The fencing cases are the point (ARCHITECTURE.md, Task lifecycle): a stale attempt can change nothing, a
 duplicate start is recognised, and ``attempt`` only ever grows.
 """
 

@@ -1,4 +1,4 @@
-"""One host cut off from the LLM while the LLM serves the other (issue 22 item 2, DESIGN section 14):
+"""One host cut off from the LLM while the LLM serves the other (issue 22 item 2, ARCHITECTURE.md, Whose fault it is):
 the cut-off host's failures are its own, not the documents'. It hands what it holds back uncharged
 and stops claiming (re-checking with backoff) while the other worker does the work.
 

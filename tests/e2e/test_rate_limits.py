@@ -1,4 +1,4 @@
-"""Fleet-wide LLM rate limits with worker processes on real redis-server and MariaDB (DESIGN 11).
+"""Fleet-wide LLM rate limits with worker processes on real redis-server and MariaDB (ARCHITECTURE.md, LLM boundary).
 
 Two fleets of four worker processes share one queue and one scripted LLM server that enforces a
 provider's limits per model over a sliding 60 s window (429 above them): one fleet calls its model

@@ -1,4 +1,4 @@
-"""Redis failovers under running fleets (DESIGN section 10, I10, issue 15): documents flow through
+"""Redis failovers under running fleets (ARCHITECTURE.md, Topologies, I10, issue 15): documents flow through
 two worker processes while the primary that holds the queue is SIGKILLed; a replica takes over and
 the fleet follows it by itself. Every task ends ``success``, committed exactly once (audit trigger),
 and Redis ends empty. Both runs go at once, each with its own fleet and database.

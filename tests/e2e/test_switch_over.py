@@ -1,4 +1,4 @@
-"""Switching over from the original deployment with tasks in flight (DESIGN section 13, issue 16).
+"""Switching over from the original deployment with tasks in flight (ARCHITECTURE.md, Switching over, issue 16).
 
 The original note's table and Redis state are built by hand on real MariaDB (+08:00) and Redis, as
 its workers leave them when their containers die between any two of their steps; an old-style

@@ -151,7 +151,7 @@ def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
     container.shutdown_resources()
 
 
-# -- show, workers, cancel (the operator's surface, DESIGN section 12) ------------------------------
+# -- show, workers, cancel (the operator's surface, ARCHITECTURE.md, Operator surface) ------------------------------
 
 
 @pytest.fixture

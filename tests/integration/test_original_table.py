@@ -1,4 +1,4 @@
-"""``docllm init-db`` adopts the original note's table as it is in the field (DESIGN section 13),
+"""``docllm init-db`` adopts the original note's table as it is in the field (ARCHITECTURE.md, Switching over),
 on a real MariaDB whose time zone is +08:00: ENUM status, local-time DATETIMEs, a TEXT result in
 whatever form the old code wrote it, non-ASCII names. Finished rows keep every byte."""
 

@@ -1,4 +1,4 @@
-"""Planned switch-overs on real servers (DESIGN section 10): the old primary stays up as a replica,
+"""Planned switch-overs on real servers (ARCHITECTURE.md, Topologies): the old primary stays up as a replica,
 so connections to it stay open and answer READONLY (Sentinel) or MOVED (Cluster). The queue's
 client must find the new primary by itself within seconds, not retry the old one forever."""
 
@@ -42,7 +42,7 @@ def test_sentinel_switchover_is_followed(sentinel_set: SentinelSet, sentinel_url
         sentinel.execute_command("SENTINEL FAILOVER", MASTER_NAME)
     wait_for("a new primary", lambda: sentinel_set.primary() is not old, 30)
     # Until the sentinels turn the old primary into a replica it still takes writes (and loses
-    # them: DESIGN I10). From then on our open connections to it answer READONLY.
+    # them: I10, ARCHITECTURE.md). From then on our open connections to it answer READONLY.
     wait_for("the old primary to be a replica", lambda: old.client().info("replication")["role"] == "slave", 30)
     took, failures = _serves_again(queue, 2)
     assert held is not None and queue.extend(held.token, LEASE_MS)  # the lease was replicated: still valid

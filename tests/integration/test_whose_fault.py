@@ -1,4 +1,4 @@
-"""Whose fault it is (issue 22 items 1-3 and 6, DESIGN section 14, I9, I12), reproduced as a hostile
+"""Whose fault it is (issue 22 items 1-3 and 6, ARCHITECTURE.md, Whose fault it is, I9, I12), reproduced as a hostile
 user would: the runtime built as production builds it (container, ``build_service``), on a real
 redis-server and MariaDB, with the real ``openai`` client talking HTTP to the scripted test server.
 

@@ -2,7 +2,7 @@
 
 Ports are built by ``make_ports`` (in-memory fakes here; fakeredis and SQLite in a subclass), each
 actor's port calls pass through a ``CrashBudget`` so a rule can kill it between any two calls,
-and after every step the invariants of DESIGN section 7 are checked. ``teardown`` stops the
+and after every step the invariants of ARCHITECTURE.md, Invariants are checked. ``teardown`` stops the
 faults and drives the system to quiescence to check liveness (I2).
 """
 
@@ -164,7 +164,7 @@ class QueueMachine(RuleBasedStateMachine):
             self._reconciler().reconcile_once()
 
     def _old_worker_dies(self, after: str) -> None:
-        """A worker of the original deployment (DESIGN 13): ``BRPOPLPUSH ready processing``, then
+        """A worker of the original deployment (ARCHITECTURE.md, Switching over): ``BRPOPLPUSH ready processing``, then
         ``HSET processing_ts``, then ``mark_task_processing``; its container dies ``after`` one."""
         raw = self._old_take(None if after == "took" else str(self.clock.now_ms() // 1000))
         if raw is None:

@@ -31,7 +31,7 @@ NOT_INSTALLED = "mariadb-server not installed: run scripts/test to install it"
 
 USER = "docllm"
 PASSWORD = "docllm"
-TIME_ZONE = "+08:00"  # like the production DB: NOW() is not UTC (design D4)
+TIME_ZONE = "+08:00"  # like the production DB: NOW() is not UTC (D4, ARCHITECTURE.md)
 
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 

@@ -1,4 +1,4 @@
-"""Redis with more than one server, on free loopback ports (DESIGN section 10):
+"""Redis with more than one server, on free loopback ports (ARCHITECTURE.md, Topologies):
 
 - ``SentinelSet``: a primary, a replica and three sentinels (``redis-server --sentinel``) that
   watch it as ``MASTER_NAME``; detection after ``down_after_ms`` (1 s here, 30 s by default);

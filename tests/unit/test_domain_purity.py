@@ -1,4 +1,4 @@
-"""The domain imports no infrastructure (DESIGN section 9)."""
+"""The domain imports no infrastructure (ARCHITECTURE.md, Layers)."""
 
 import ast
 import pathlib

@@ -1,4 +1,4 @@
-"""The leftover sweep (DESIGN section 13) over the in-memory adapters: what the original note's
+"""The leftover sweep (ARCHITECTURE.md, Switching over) over the in-memory adapters: what the original note's
 workers leave in Redis is released after two sightings a grace apart, and nothing runs twice."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runtime and the fleet's LLM breaker (DESIGN section 11, I9): an outage charges no attempt
+"""The runtime and the fleet's LLM breaker (ARCHITECTURE.md, LLM boundary, I9): an outage charges no attempt
 and stops claims, one probe at a time tests the provider, claims resume when it answers; a
 document that fails while the provider serves others is charged as usual. In-memory adapters,
 real threads for the port calls, real (short) time."""

@@ -1,4 +1,4 @@
-"""Whose fault it is (domain.verdict, DESIGN section 14): every ending of an attempt as a table,
+"""Whose fault it is (domain.verdict, ARCHITECTURE.md, Whose fault it is): every ending of an attempt as a table,
 and the bound on uncharged hand-backs (I12) as a property over any sequence of failures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RedisServerClock tells a step of the server's clock from time passing (DESIGN section 6) and
+"""RedisServerClock tells a step of the server's clock from time passing (ARCHITECTURE.md, Clocks) and
 reports a forward step before anyone gets the new time."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sentinel and Cluster without servers (DESIGN section 10): URLs, the Cluster prefix rule, the
+"""Sentinel and Cluster without servers (ARCHITECTURE.md, Topologies): URLs, the Cluster prefix rule, the
 lease a failover needs, which errors mean "find the primary again" and what that does."""
 
 from __future__ import annotations

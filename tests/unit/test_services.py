@@ -1,4 +1,4 @@
-"""The domain services, defect by defect (DESIGN section 2), over the in-memory adapters."""
+"""The domain services, defect by defect (ARCHITECTURE.md, Defects), over the in-memory adapters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Quiet windows after steps of the authority clock (DESIGN section 6): the in-memory mirror of
+"""Quiet windows after steps of the authority clock (ARCHITECTURE.md, Clocks): the in-memory mirror of
 lib.lua's ``clock_quiet`` and ``renewable`` and of clock_step.lua; read the reasons there.
 """
 

@@ -1,4 +1,4 @@
-"""The Redis key names of one queue (DESIGN section 4), derived from a prefix."""
+"""The Redis key names of one queue (ARCHITECTURE.md, Redis layout), derived from a prefix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The TaskQueue port over Redis (DESIGN sections 4 to 6).
+"""The TaskQueue port over Redis (ARCHITECTURE.md, Redis layout, Operations, Clocks).
 
 Every change that touches more than one key is one Lua script from ``adapters/lua/`` (atomic:
 a crash leaves it done or not done), run with the authority's ``now_ms`` from the clock. The

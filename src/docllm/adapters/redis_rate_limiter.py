@@ -1,5 +1,5 @@
 """The RateLimiter port over Redis: one hash per base URL and model, in the queue's hash tag,
-changed only by ``lua/rate_limit.lua`` on the authority clock (DESIGN section 11)."""
+changed only by ``lua/rate_limit.lua`` on the authority clock (ARCHITECTURE.md, LLM boundary)."""
 
 from __future__ import annotations
 

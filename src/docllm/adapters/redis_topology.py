@@ -1,5 +1,5 @@
 """The few places where a Redis Cluster client differs from a one-server (or Sentinel) client,
-and the clean-up after a failover (DESIGN section 10)."""
+and the clean-up after a failover (ARCHITECTURE.md, Topologies)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``DOCLLM_REDIS_URL`` read into a topology (DESIGN section 10). Standard library only, so the
+"""``DOCLLM_REDIS_URL`` read into a topology (ARCHITECTURE.md, Topologies). Standard library only, so the
 settings can check a URL at start without importing redis-py.
 
 - ``redis://``, ``rediss://``, ``unix://``: one server (redis-py reads these itself);

@@ -25,7 +25,7 @@ class JsonText(TypeDecorator):
     """A JSON document kept as text: portable, and readable by producers that predate JSON columns.
 
     The original deployment wrote its own results here, not always JSON: such a value is read as
-    the text it is, so that every command can show an old row (DESIGN section 13).
+    the text it is, so that every command can show an old row (ARCHITECTURE.md, Switching over).
     """
 
     impl = LongText

@@ -1,7 +1,7 @@
 """``utcnow()``: the database's current UTC time, compiled per dialect.
 
 Every timestamp the repository writes comes from the database, never from the worker's clock
-(DESIGN section 6), and in UTC whatever the session or server time zone is (D4): MySQL's
+(ARCHITECTURE.md, Clocks), and in UTC whatever the session or server time zone is (D4): MySQL's
 ``NOW()`` and ``CURRENT_TIMESTAMP`` follow the session time zone, ``UTC_TIMESTAMP()`` does not.
 """
 

@@ -1,4 +1,4 @@
-"""The fleet's LLM circuit breaker as the domain sees it (DESIGN section 11): its settings and
+"""The fleet's LLM circuit breaker as the domain sees it (ARCHITECTURE.md, LLM boundary): its settings and
 what one look at it returns. The decisions are the adapter's (one Lua script on the Redis clock;
 an in-memory twin for tests and the simulation), held to the same contract tests."""
 

@@ -28,7 +28,7 @@ class Unavailable(TransientError):
 
 class ProviderUnavailable(TransientError):
     """The LLM provider did not serve the request (no connection, a timeout, a 429 or 5xx): the
-    provider's failure unless the fleet's breaker finds it serving others (DESIGN section 11)."""
+    provider's failure unless the fleet's breaker finds it serving others (ARCHITECTURE.md, LLM boundary)."""
 
 
 class PermanentError(DocllmError):

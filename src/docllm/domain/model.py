@@ -21,7 +21,7 @@ class TaskStatus(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of
         return self in (TaskStatus.success, TaskStatus.failed)
 
 
-# The moves (DESIGN section 3): pending -> processing (start_attempt), processing -> success |
+# The moves (ARCHITECTURE.md, Task lifecycle): pending -> processing (start_attempt), processing -> success |
 # pending | failed (commit, retry, fail), failed -> pending (the operator's retry, nothing else).
 # Each is one conditional write of the repository, fenced on the attempt; the contract tests
 # (tests/contract/test_task_repository_contract.py) hold both adapters to them.
@@ -106,7 +106,7 @@ class QueueStats:
 
 @dataclass(frozen=True)
 class Leftovers:
-    """What the original note's workers leave in Redis (DESIGN section 13): they claim with
+    """What the original note's workers leave in Redis (ARCHITECTURE.md, Switching over): they claim with
     ``BRPOPLPUSH ready processing`` and ``HSET processing_ts``, without a lease.
 
     ``payloads``: entries of the processing list that no lease holds, one per extra copy.

@@ -1,6 +1,6 @@
 """Ports: what the domain needs from the outside world, as Protocols.
 
-Every time in these signatures is the authority's time (the Redis server's clock, DESIGN section 6)
+Every time in these signatures is the authority's time (the Redis server's clock, ARCHITECTURE.md, Clocks)
 in milliseconds; no port takes or returns a worker's wall clock.
 """
 
@@ -66,7 +66,7 @@ class TaskQueue(Protocol):
     def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
         """Record, for the fleet, that the authority's clock stepped: it reads ``new_ms`` where
         ``old_ms`` was expected, some time in the ``since_ms`` since the reporter's previous read
-        (DESIGN section 6). From then until ``lease_ms`` after the report, on either clock,
+        (ARCHITECTURE.md, Clocks). From then until ``lease_ms`` after the report, on either clock,
         ``expired`` finds nothing and a lease live before the step may be renewed. Called by the
         clock before it hands out the new time; never reads the clock."""
 
@@ -138,7 +138,7 @@ class TaskQueue(Protocol):
     def now_ms(self) -> int:
         """The authority clock as this queue sees it."""
 
-    # -- the operator's cancel (DESIGN section 12) ---------------------------------------------
+    # -- the operator's cancel (ARCHITECTURE.md, Operator surface) ---------------------------------------------
     def mark_cancelled(self, task_ids: Collection[int]) -> None:
         """Mark these tasks cancelled: a worker running one stops it at its next heartbeat, and
         an attempt that starts on one ends at once (failed, "cancelled by operator")."""
@@ -244,7 +244,7 @@ class WorkerRegistry(Protocol):
 
 
 class LlmBreaker(Protocol):
-    """The fleet's circuit breaker on the LLM provider (DESIGN section 11), shared by every process
+    """The fleet's circuit breaker on the LLM provider (ARCHITECTURE.md, LLM boundary), shared by every process
     and decided on the authority clock: outcomes of LLM calls go into a time window; a failure
     ratio over it opens the breaker; after the open interval it is half-open, and one probe lease
     at a time may test the provider; a probe that passes closes it."""

@@ -1,4 +1,4 @@
-"""Fleet-wide LLM rate limits (DESIGN section 11): the arithmetic every limiter shares.
+"""Fleet-wide LLM rate limits (ARCHITECTURE.md, LLM boundary): the arithmetic every limiter shares.
 
 Two GCRA buckets on the authority clock, one for requests (``rpm``) and one for tokens (``tpm``):
 each keeps a theoretical arrival time (TAT). The fleet is paced at ``PACE`` of the limit and a

@@ -1,4 +1,4 @@
-"""Whose fault it is: how every attempt ends, decided in one place (DESIGN section 14, I9, I12).
+"""Whose fault it is: how every attempt ends, decided in one place (ARCHITECTURE.md, Whose fault it is, I9, I12).
 
 ``decide`` is a pure function from what happened (``Facts``) to the one ``Outcome`` the attempt
 writes. Its verdicts, and who pays:
@@ -128,7 +128,7 @@ def decide(f: Facts) -> Outcome:
 
 
 def _llm_failure(f: Facts) -> Outcome:
-    """A provider failure or refusal, after the gate judged it (DESIGN section 14).
+    """A provider failure or refusal, after the gate judged it (ARCHITECTURE.md, Whose fault it is).
 
     - This host's own check fails: the provider is down for everyone (nobody served since) or this
       host is cut off (others are served). Handed back either way; the host stops claiming. Only

@@ -1,5 +1,5 @@
 """Whether this process may claim, and what a provider failure looked like from here: the fleet's
-LLM breaker (shared through Redis, DESIGN section 11) and this process's own view of the LLM.
+LLM breaker (shared through Redis, ARCHITECTURE.md, LLM boundary) and this process's own view of the LLM.
 
 - Claims stop while the fleet's breaker is open. Half-open, one process at a time (a probe lease
   in Redis) probes the provider with ``reviewer.check()``; when it answers the breaker closes and

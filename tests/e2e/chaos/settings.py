@@ -72,7 +72,7 @@ class ChaosSettings:
         }
 
     def settle_bound(self, backlog: int) -> float:
-        """How long after the last fault every task must be settled (DESIGN I2), in seconds.
+        """How long after the last fault every task must be settled (I2, ARCHITECTURE.md), in seconds.
 
         - a task Redis forgot (FLUSHALL) is recovered after two sightings ``grace`` apart: at most
           2 x (grace + reconcile interval);

@@ -1,4 +1,4 @@
--- breaker.lua: the fleet's circuit breaker on the LLM provider (DESIGN section 11), decided on
+-- breaker.lua: the fleet's circuit breaker on the LLM provider (ARCHITECTURE.md, LLM boundary), decided on
 -- the authority clock. lib.lua is prepended (its queue locals are unused here).
 -- KEYS: 1 the breaker's hash (RedisKeys.breaker, in the queue's hash tag)
 -- ARGV[1] op         record | view | probe | result

@@ -1,6 +1,6 @@
 -- clamp.lua: no lease can legitimately end more than lease_ms after now, and no retry be due more
 -- than max_delay_ms after now; a deadline further out means the authority's clock stepped back
--- (an NTP step, a failover to a host whose clock is behind: DESIGN section 6). Bring such times
+-- (an NTP step, a failover to a host whose clock is behind: ARCHITECTURE.md, Clocks). Bring such times
 -- to the furthest legitimate one, so a crashed worker's task is reclaimed within a lease of the
 -- step, not an hour later. Reads only the entries past the horizon: O(log n + clamped), normally 0.
 -- KEYS: see lib.lua (3 lease_index, 5 delayed)

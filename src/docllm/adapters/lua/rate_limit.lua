@@ -1,4 +1,4 @@
--- rate_limit.lua: the fleet's LLM rate limit for one base URL and model (DESIGN section 11).
+-- rate_limit.lua: the fleet's LLM rate limit for one base URL and model (ARCHITECTURE.md, LLM boundary).
 -- Not a queue script: lib.lua is not prepended and the queue's nine keys do not apply.
 -- The same arithmetic as docllm.domain.rate_limits (decide, correct), which the contract tests
 -- hold it to. Times are the authority's milliseconds (ARGV[2]); the script never calls TIME.

@@ -1,4 +1,4 @@
-"""The operator's cancel (DESIGN section 12): a pending task never runs, a running one stops at
+"""The operator's cancel (ARCHITECTURE.md, Operator surface): a pending task never runs, a running one stops at
 its worker's next heartbeat and commits nothing. Either way the row ends ``failed`` with
 ``CANCELLED_ERROR``, through a fenced write.
 

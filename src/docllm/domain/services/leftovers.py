@@ -1,4 +1,5 @@
-"""The leftover sweep: what the original note's workers left in Redis goes back to work (DESIGN 13).
+"""The leftover sweep: what the original note's workers left in Redis goes back to work
+(ARCHITECTURE.md, Switching over).
 
 Those workers claim with ``BRPOPLPUSH ready processing`` and ``HSET processing_ts``, with no
 lease; one that dies leaves its payload in processing and its stamp behind for good (D1, D2, D3),

@@ -1,4 +1,4 @@
-"""The turn of one LLM request under the fleet's rate limits (DESIGN section 11).
+"""The turn of one LLM request under the fleet's rate limits (ARCHITECTURE.md, LLM boundary).
 
 A reviewer asks ``async with gate.request(tokens) as ticket:`` around each request: the gate waits
 (``asyncio.sleep``, so the attempt keeps its lease, its heartbeats go on and cancelling it cancels

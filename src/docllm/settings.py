@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.errors import ConfigurationError
+from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.prices import PriceTable
 
 EMBEDDED_REDIS = "embedded"
@@ -34,19 +36,19 @@ class Settings:
     database_connect_timeout_seconds: float = 10.0
     database_timeout_seconds: float = 60.0
     queue_prefix: str = "docllm"
-    lease_seconds: float = 30.0
-    processing_timeout_seconds: float = 600.0
-    reaper_interval_seconds: float = 5.0
+    lease_seconds: float = LeasePolicy.lease_seconds
+    processing_timeout_seconds: float = LeasePolicy.max_runtime_seconds
+    reaper_interval_seconds: float = LeasePolicy.reaper_interval_seconds
     reconcile_interval_seconds: float = 60.0
     reconcile_grace_seconds: float = 300.0
-    max_attempts: int = 5
-    max_handbacks: int = 3  # uncharged LLM hand-backs per task while the provider serves (I12)
-    retry_base_seconds: float = 2.0
-    retry_max_seconds: float = 300.0
+    max_attempts: int = RetryPolicy.max_attempts
+    max_handbacks: int = RetryPolicy.max_handbacks  # uncharged LLM hand-backs per task while the provider serves (I12)
+    retry_base_seconds: float = RetryPolicy.base_seconds
+    retry_max_seconds: float = RetryPolicy.cap_seconds
     concurrency: int = 4
     shutdown_grace_seconds: float = 20.0
-    max_payload_bytes: int = 64 * 1024
-    max_document_bytes: int = 5 * 1024 * 1024
+    max_payload_bytes: int = Limits.max_payload_bytes
+    max_document_bytes: int = Limits.max_document_bytes
     llm_provider: str = "offline"
     llm_base_url: str = "https://api.openai.com/v1"
     llm_api_key: str = field(default="", repr=False)
@@ -65,10 +67,10 @@ class Settings:
     worker_id: str = ""
     dashboard_token: str = field(default="", repr=False)
     dashboard_on_worker: bool = False
-    breaker_window_seconds: float = 60.0
-    breaker_failure_ratio: float = 0.5
-    breaker_min_calls: int = 5
-    breaker_open_seconds: float = 30.0
+    breaker_window_seconds: float = BreakerPolicy.window_seconds
+    breaker_failure_ratio: float = BreakerPolicy.failure_ratio
+    breaker_min_calls: int = BreakerPolicy.min_calls
+    breaker_open_seconds: float = BreakerPolicy.open_seconds
     # How long the Redis topology takes to replace a failed primary (detection + promotion);
     # None: 0 for one server, 30 s for Sentinel and Cluster (their default detection times).
     redis_failover_seconds: float | None = None

@@ -15,6 +15,7 @@ from redis.cluster import RedisCluster
 
 from docllm.adapters.redis_errors import redis_errors
 from docllm.adapters.redis_topology import recover, server_time
+from docllm.domain.policies import LeasePolicy
 
 log = logging.getLogger("docllm.clock")
 
@@ -40,7 +41,7 @@ class RedisServerClock:
         client: redis.Redis | RedisCluster,
         resync_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
-        lease_ms: int = 30_000,
+        lease_ms: int = LeasePolicy().lease_ms,
         key: str = "docllm:queue:ready",
     ):
         self._client = client

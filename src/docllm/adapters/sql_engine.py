@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
+from docllm.domain.backoff import capped_delay, jittered
 from docllm.domain.errors import Unavailable
 
 T = TypeVar("T")
@@ -201,5 +202,6 @@ class TransientRetry:
                     raise Unavailable(
                         f"database unavailable after {tried} tries: {getattr(exc, 'orig', exc)}"
                     ) from None
-            delay = min(self.max_delay, self.base_delay * 2 ** (tried - 1))
-            self.sleep(delay * (0.5 + random.random() / 2))
+            delay = capped_delay(self.base_delay, self.max_delay, tried - 1)
+            # A draw from (0, 1]: the wait is in [delay / 2, delay), as it always was.
+            self.sleep(jittered(delay, 0.5, 1.0 - random.random()))

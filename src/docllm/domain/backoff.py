@@ -1,9 +1,26 @@
 """Capped exponential backoff: the one schedule every "try again later" loop uses (outages of
-Redis or the database, the LLM configuration gate, writing an attempt's outcome, SQL retries)."""
+Redis or the database, the LLM configuration gate, writing an attempt's outcome, SQL retries in
+``sql_engine.TransientRetry``, a task's next attempt in ``RetryPolicy.delay_seconds``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# Exponents past this are all the cap for any cap a caller could mean (2**60 times the base), and
+# a float power of them would overflow.
+_MAX_EXPONENT = 60
+
+
+def capped_delay(base: float, cap: float, failures: int, factor: float = 2.0) -> float:
+    """The wait after ``failures`` earlier failures (0 for the first wait): ``base * factor **
+    failures``, at most ``cap``."""
+    return min(cap, base * factor ** min(max(failures, 0), _MAX_EXPONENT))
+
+
+def jittered(delay: float, jitter: float, draw: float) -> float:
+    """``delay`` less up to ``jitter`` of it: ``draw`` from [0, 1) gives (delay * (1 - jitter), delay],
+    and from (0, 1] gives [delay * (1 - jitter), delay)."""
+    return delay * (1.0 - jitter * draw)
 
 
 @dataclass
@@ -15,7 +32,7 @@ class Backoff:
 
     def next(self) -> float:
         """Record one more failure; returns how long to wait before the next try."""
-        delay = min(self.cap, self.base * self.factor ** min(self.failures, 60))
+        delay = capped_delay(self.base, self.cap, self.failures, self.factor)
         self.failures += 1
         return delay
 

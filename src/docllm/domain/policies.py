@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from docllm.domain.backoff import capped_delay, jittered
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -19,8 +21,7 @@ class RetryPolicy:
 
     def delay_seconds(self, failed_attempts: int, retry_after: float | None = None) -> float:
         """Delay before the next attempt after ``failed_attempts`` failures (1 for the first)."""
-        exp = min(self.cap_seconds, self.base_seconds * (2.0 ** max(0, failed_attempts - 1)))
-        delay = exp * (1.0 - self.jitter * self.rng.random())
+        delay = jittered(self._unjittered(failed_attempts), self.jitter, self.rng.random())
         if retry_after is not None:
             delay = max(delay, min(float(retry_after), self.cap_seconds))
         return delay
@@ -29,10 +30,11 @@ class RetryPolicy:
         """Upper bound of all delays one task can accumulate (used by liveness bounds, I2): its
         charged attempts' and its counted hand-backs' (they back off the same way)."""
         return sum(
-            min(self.cap_seconds, self.base_seconds * 2.0 ** (n - 1))
-            for count in (self.max_attempts, self.max_handbacks)
-            for n in range(1, count + 1)
+            self._unjittered(n) for count in (self.max_attempts, self.max_handbacks) for n in range(1, count + 1)
         )
+
+    def _unjittered(self, failed_attempts: int) -> float:
+        return capped_delay(self.base_seconds, self.cap_seconds, failed_attempts - 1)
 
 
 @dataclass(frozen=True)
@@ -54,3 +56,11 @@ class LeasePolicy:
     def stuck_bound_seconds(self, margin: float = 1.0) -> float:
         """I1: how long a task may stay processing after its worker stopped heartbeating."""
         return self.lease_seconds + self.reaper_interval_seconds + margin
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest payload a claimer parses and the largest document it reviews."""
+
+    max_payload_bytes: int = 64 * 1024
+    max_document_bytes: int = 5 * 1024 * 1024

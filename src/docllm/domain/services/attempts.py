@@ -7,24 +7,18 @@ safe to lose: whatever a crash leaves behind is a lease that expires and is sett
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
+from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
 from docllm.domain.usage import Usage, metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
 
-
-@dataclass(frozen=True)
-class Limits:
-    max_payload_bytes: int = 64 * 1024
-    max_document_bytes: int = 5 * 1024 * 1024
+DEFAULT_LIMITS = Limits()  # the defaults' one home is policies.Limits
 
 
 class TaskProcessor:
@@ -37,7 +31,7 @@ class TaskProcessor:
         retry: RetryPolicy,
         lease: LeasePolicy,
         holder: str,
-        limits: Limits = Limits(),
+        limits: Limits = DEFAULT_LIMITS,
         events: EventSink | None = None,
     ):
         self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock

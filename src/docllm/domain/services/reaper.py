@@ -14,7 +14,7 @@ from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Delivery, Task, TaskStatus
 from docllm.domain.payload import parse_payload
-from docllm.domain.policies import RetryPolicy
+from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
 from docllm.domain.services.outcome import ORPHANED_REASON, Reason
 
@@ -27,11 +27,11 @@ class Reaper:
         queue: TaskQueue,
         repo: TaskRepository,
         retry: RetryPolicy,
-        max_payload_bytes: int = 64 * 1024,
+        max_payload_bytes: int = Limits.max_payload_bytes,
         batch: int = 100,
         events: EventSink | None = None,
         name: str = "reaper",
-        lease_ms: int = 30_000,
+        lease_ms: int = LeasePolicy().lease_ms,
         rng: random.Random | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 from dependency_injector import containers, providers
 
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import Limits, TaskProcessor
+from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
+from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.leftovers import LeftoverSweep
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler

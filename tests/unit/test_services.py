@@ -17,8 +17,8 @@ from docllm.domain.errors import PermanentError, TransientError
 from docllm.domain.events import RecordingEvents
 from docllm.domain.model import TaskStatus
 from docllm.domain.payload import make_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import Limits, TaskProcessor
+from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
+from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.services.producer import retry_dead, submit
 from docllm.domain.services.reaper import Reaper

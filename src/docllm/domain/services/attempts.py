@@ -18,8 +18,6 @@ from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Out
 from docllm.domain.usage import Usage, metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
 
-DEFAULT_LIMITS = Limits()  # the defaults' one home is policies.Limits
-
 
 class TaskProcessor:
     def __init__(
@@ -31,7 +29,7 @@ class TaskProcessor:
         retry: RetryPolicy,
         lease: LeasePolicy,
         holder: str,
-        limits: Limits = DEFAULT_LIMITS,
+        limits: Limits = Limits(),
         events: EventSink | None = None,
     ):
         self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock

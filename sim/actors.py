@@ -73,9 +73,13 @@ class WorkerActor(ProductActor):
 
     def start(self) -> None:
         queue, repo = self.ports()
-        proc = self.sys.processor(queue, repo, holder=self.label)
+        llm = self.sys.llm.for_host(self.name)  # this host's link: a partition cuts it alone
+        proc = self.sys.processor(queue, repo, holder=self.label, reviewer=llm)
         logger, calls = self.sys.logger, self.port_calls()
-        gate = LlmGate(self.sys.llm, self.breaker(), calls, self.label, logger, self.sys.events)
+        gate: Any = LlmGate(llm, self.breaker(), calls, self.label, logger, self.sys.events)
+        brk = self.sys.brk
+        if brk is not None:
+            proc, gate = brk.wrap_processor(proc), brk.wrap_gate(gate)
         worker_class = self.sys.worker_class()
         self.worker = worker_class(proc, calls, gate, self.slots, IDLE_WAIT_S, logger=logger)
         self.stopping = False

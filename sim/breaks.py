@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import update
@@ -20,8 +21,9 @@ from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
 from docllm.adapters.sql_schema import task_doc_llm as t
 from docllm.adapters.sql_time import utcnow
 from docllm.domain.model import TaskStatus
+from docllm.domain.rate_limits import MAX_COUNT, MAX_RETRY_AFTER_S, ProviderHints
 from docllm.domain.services.outcome import Outcome
-from docllm.domain.usage import Usage
+from docllm.domain.usage import Usage, UsageMeter
 from docllm.domain.verdict import Facts
 from docllm.runtime.running import Running
 from docllm.runtime.worker import Worker
@@ -129,6 +131,103 @@ class NoHandBackWorker(Worker):
         self.gate.judge = charged  # type: ignore[method-assign]
 
 
+class ProcessorWithMeter:
+    """A TaskProcessor whose attempts carry ``meter(attempt.meter)`` instead of their own meter."""
+
+    def __init__(self, proc: Any, meter: Callable[[UsageMeter], Any]):
+        self._proc, self._meter = proc, meter
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._proc, attr)
+
+    def begin(self, delivery: Any) -> Any:
+        attempt = self._proc.begin(delivery)
+        if attempt is not None:
+            attempt.meter = self._meter(attempt.meter)
+        return attempt
+
+
+class UnheldMeter:
+    """An attempt's meter that says its requests never waited: waits on the fleet's limits or a
+    provider's hold count against PROCESSING_TIMEOUT_SECONDS (I12)."""
+
+    def __init__(self, meter: UsageMeter):
+        self._meter = meter
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._meter, attr)
+
+    def waited(self, now: float) -> float:
+        return 0.0
+
+
+class NoHostCheckGate:
+    """The LLM gate's verdict without this host's own check (``host_ok`` None): a failure only
+    this host sees (it is cut off while others are served) is charged to the document (I9)."""
+
+    def __init__(self, gate: Any):
+        self._gate = gate
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._gate, attr)
+
+    async def judge(self, facts: Facts) -> Facts:
+        judged = await self._gate.judge(facts)
+        return judged.judged(breaker_open=judged.breaker_open, served_since=judged.served_since, host_ok=None)
+
+
+def unbounded_hints(headers: Any) -> ProviderHints:
+    """The provider's headers read without bounds: whatever ``float()`` makes of them (inf, nan,
+    1e20) is believed."""
+
+    def number(name: str) -> float | None:
+        try:
+            return float(headers[name]) if name in headers else None
+        except ValueError:
+            return None
+
+    def count(name: str) -> int | None:
+        value = number(name)
+        return value if value is None or not math.isfinite(value) else int(value)  # type: ignore[return-value]
+
+    retry_after = number("retry-after")
+    if retry_after is None and number("retry-after-ms") is not None:
+        retry_after = number("retry-after-ms") / 1000  # type: ignore[operator]
+    return ProviderHints(
+        remaining_requests=count("x-ratelimit-remaining-requests"),
+        remaining_tokens=count("x-ratelimit-remaining-tokens"),
+        reset_requests_s=number("x-ratelimit-reset-requests"),
+        reset_tokens_s=number("x-ratelimit-reset-tokens"),
+        retry_after_s=retry_after,
+        limit_requests=count("x-ratelimit-limit-requests"),
+        limit_tokens=count("x-ratelimit-limit-tokens"),
+    )
+
+
+class BelievingLimiter:
+    """The fleet's limiter as it was before issue 22 item 4, over the real one: a provider's number
+    beyond the bounds is stored as said (the unchecked script stored ``hold=inf``, its key lost its
+    TTL), and from then on every wait it names overflows Redis's integer reply into one read as "go
+    now" (the pre-fix RateGate's reading of it): every request is granted, for good."""
+
+    def __init__(self, limiter: Any):
+        self._limiter, self.broken = limiter, False
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._limiter, attr)
+
+    def acquire(self, tokens: int) -> float:
+        return 0.0 if self.broken else self._limiter.acquire(tokens)
+
+    def settle(self, delta_tokens: int, hints: ProviderHints) -> None:
+        numbers = [v for v in vars(hints).values() if v is not None] + [delta_tokens]
+        if any(not math.isfinite(v) or abs(v) > MAX_COUNT for v in numbers) or (
+            hints.retry_after_s is not None and hints.retry_after_s > MAX_RETRY_AFTER_S
+        ):
+            self.broken = True
+        self._limiter.settle(delta_tokens, hints)
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -139,6 +238,11 @@ class Break:
     repo_class: type | None = None
     worker_class: type[Worker] | None = None
     limiter_class: type | None = None
+    limiter_wrapper: Callable[[Any], Any] | None = None  # around the fleet's real limiter
+    hints_parser: Callable[[Any], ProviderHints] | None = None  # the SimLLM reads headers with it
+    processor_wrapper: Callable[[Any], Any] | None = None  # around each worker's TaskProcessor
+    gate_wrapper: Callable[[Any], Any] | None = None  # around each worker's LlmGate
+    retry_changes: dict[str, Any] | None = None  # the RetryPolicy's numbers changed
 
     def wrap_repo(self, repo: SqlAlchemyTaskRepository) -> Any:
         if self.repo_class is None:
@@ -146,7 +250,16 @@ class Break:
         return self.repo_class(repo._engine, default_max_attempts=repo._default_max_attempts)
 
     def retry_policy(self, policy: Any) -> Any:
-        return policy
+        return replace(policy, **self.retry_changes) if self.retry_changes else policy
+
+    def wrap_limiter(self, limiter: Any) -> Any:
+        return self.limiter_wrapper(limiter) if self.limiter_wrapper else limiter
+
+    def wrap_processor(self, proc: Any) -> Any:
+        return self.processor_wrapper(proc) if self.processor_wrapper else proc
+
+    def wrap_gate(self, gate: Any) -> Any:
+        return self.gate_wrapper(gate) if self.gate_wrapper else gate
 
 
 BREAKS = {
@@ -192,6 +305,33 @@ BREAKS = {
         ),
         Break(
             "no-rate-limit", "the fleet's rate limiter grants every request", "limits", limiter_class=GrantAllLimiter
+        ),
+        Break(
+            "no-handback-bound",
+            "hand-backs while the provider serves are never charged (no DOCLLM_MAX_HANDBACKS): a poison "
+            "batch that opens the breaker loops",
+            "blame",
+            retry_changes={"max_handbacks": 10**9},
+        ),
+        Break(
+            "no-host-check",
+            "the LLM gate's verdict ignores this host's own check: a cut-off host's failures are charged",
+            "blame",
+            gate_wrapper=NoHostCheckGate,
+        ),
+        Break(
+            "waits-count",
+            "waits on the fleet's limits and provider holds count against PROCESSING_TIMEOUT_SECONDS",
+            "blame",
+            processor_wrapper=lambda proc: ProcessorWithMeter(proc, UnheldMeter),
+        ),
+        Break(
+            "believe-hints",
+            "a provider's numbers are believed unbounded (headers, stored limits): one garbage "
+            "Retry-After turns the fleet's rate limit off",
+            "limits",
+            limiter_wrapper=BelievingLimiter,
+            hints_parser=unbounded_hints,
         ),
     )
 }

@@ -14,6 +14,15 @@ the fault phase they fall in: ``(mean, from, to)`` as fractions); ``FaultPlan`` 
 - an operator's ``docllm cancel`` of a task that is pending or running (not a fault, but an
   action from outside that the invariants must survive).
 - an outage of the LLM provider, from 20 s to 2 hours (until the faults stop, at most).
+- the faults of issue 22 ("whose fault it is"; the product's design only): one worker host cut
+  off from the LLM while the others are served (``llm_partition``, 20 s to 4 min); a batch of 3
+  to 8 poison documents submitted together that all time out or all get a 500 while the
+  provider's check passes (``poison_batch``); a 429 whose Retry-After is longer than
+  PROCESSING_TIMEOUT_SECONDS (``provider_hold``, through the fleet's RateGate: only where the
+  scenario sets DOCLLM_LLM_RPM); answers whose headers and usage reports carry numbers beyond
+  belief (``garbage_hints``, 20 to 90 s); one host whose reads of the Redis server's TIME flap
+  between the true clock and one 15 s, 1 min or 1 h off, so it reports steps back and forth at
+  every resync (``clock_step_flap``, 30 s to 3 min).
 """
 
 from __future__ import annotations
@@ -23,9 +32,12 @@ import math
 import random
 from typing import TYPE_CHECKING, Any
 
+from sim.llm import BATCH_KINDS
+
 if TYPE_CHECKING:  # pragma: no cover
     from sim.system import System
 
+BLAME_KINDS = ("llm_partition", "poison_batch", "provider_hold", "garbage_hints", "clock_step_flap")
 CRASH_KINDS = ("crash_worker", "kill_llm", "crash_reaper", "crash_reconciler", "crash_producer", "crash_operator")
 KINDS = CRASH_KINDS + (
     "pause",
@@ -43,6 +55,7 @@ KINDS = CRASH_KINDS + (
     "lost_reply",
     "cancel",
     "llm_down",
+    *BLAME_KINDS,
 )
 POINTS = (
     "worker:after_claim",
@@ -169,6 +182,8 @@ class FaultPlan:
             ms = int(r.uniform(20_000, 7_200_000))
             s.ledger.fault(kind, f"the LLM provider is down for {ms / 60_000:.1f} min (every call fails)")
             return s.llm_outage(ms)
+        if kind in BLAME_KINDS:
+            return self._blame(kind)
         if kind == "redis_restart":
             ms = int(r.uniform(1_000, 4_000))
             s.ledger.fault(kind, f"redis restarts (data kept, script cache lost), down {ms / 1000:.1f}s")
@@ -217,6 +232,47 @@ class FaultPlan:
                 actor.sigterm()
             return
         raise ValueError(f"unknown fault kind {kind!r}")
+
+    def _blame(self, kind: str) -> None:
+        """The faults of issue 22: the product's LLM boundary and clocks (the original design has
+        neither a per-host view of the LLM nor a fleet limiter: not modelled there)."""
+        s, r = self.sys, self.rng
+        if s.design != "product":
+            return
+        if kind == "llm_partition":
+            actor = self._pick(s.actors_of("worker"))
+            if actor is not None:
+                ms = int(r.uniform(20_000, 240_000))
+                s.ledger.fault(kind, f"{actor.name} is cut off from the LLM for {ms / 1000:.0f}s (others are served)")
+                s.llm_partition(actor.name, ms)
+            return
+        if kind == "poison_batch":
+            n, how = r.randint(3, 8), r.choice(BATCH_KINDS)
+            s.ledger.fault(kind, f"a batch of {n} poison documents that all fail the same way ({how})")
+            s.poison_batch(how, n)
+            return
+        if kind == "provider_hold":
+            if s.llm.gate is None:  # no fleet limiter to hold: the scenario sets no DOCLLM_LLM_RPM
+                return
+            limit = s.settings.processing_timeout_seconds
+            hold = round(r.uniform(1.1 * limit, 3 * limit))
+            s.ledger.fault(kind, f"the provider's next answer is a 429 with Retry-After {hold}s (> {limit:g}s)")
+            s.llm.hold_next_s = float(hold)
+            return
+        if kind == "garbage_hints":
+            ms = int(r.uniform(20_000, 90_000))
+            s.ledger.fault(kind, f"for {ms / 1000:.0f}s the LLM's headers and usage carry numbers beyond belief")
+            s.llm.garbage_until = max(s.llm.garbage_until, self.world.now + ms)
+            return
+        if kind == "clock_step_flap":
+            actor = self._pick(s.actors_of("worker") + s.actors_of("reaper"))
+            if actor is not None and actor.name not in s.flaps:
+                ms, off = int(r.uniform(30_000, 180_000)), r.choice((15_000, 60_000, 3_600_000))
+                s.ledger.fault(
+                    kind, f"{actor.name}'s reads of the Redis TIME flap by {off / 1000:.0f}s for {ms / 1000:.0f}s"
+                )
+                s.flaps[actor.name] = (self.world.now + ms, off)
+            return
 
     def _pick(self, items: list[Any]) -> Any:
         items = [a for a in items if getattr(a, "alive", True)]

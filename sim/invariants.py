@@ -5,12 +5,22 @@
   lease lost by a worker that renewed it less than a lease ago).
 - After every event, at most once per second of virtual time (``after_event``): I1 (a row or a
   Redis entry still processing past lease + reaper interval + margin after the last sign of life
-  of its attempt), I8 (an attempt running past PROCESSING_TIMEOUT_SECONDS), the SIGTERM release
+  of its attempt), I8 (an attempt running past PROCESSING_TIMEOUT_SECONDS, plus the time its
+  calls waited on the fleet's limits or a provider's hold: not the document's time), the SIGTERM release
   of D11; every 10 s: I3 (a live task no Redis structure names: at once a violation, unless a
   known loss since its latest attempt explains it, and then only for as long as the reconciler
   needs) and I7 (a bad payload gone without a dead letter).
 - After every event: I9 (an attempt charged, retried or failed, whose latest LLM call failed
-  because the provider was down).
+  because the provider was down, or because its own host was cut off from the LLM while the
+  provider served others: the fault ``llm_partition``); I12 (DESIGN section 14, issue 22):
+  (a) no task has more counted hand-backs than DOCLLM_MAX_HANDBACKS, and no task is handed back
+  uncharged for an LLM failure more than that many times while the provider served its host (the
+  latest call failed neither for an outage nor for its host's partition: the provider answered
+  that host's check, so every such hand-back must count towards the bound); (b) no attempt is
+  charged a timeout ("attempt exceeded PROCESSING_TIMEOUT_SECONDS") whose running time, less the
+  time its calls waited for their turn on the fleet's limits or under a provider's hold (measured
+  by the SimLLM around the RateGate), was under the bound. (c), a poison batch ends ``failed``
+  within the bound, is I2's: its bound counts max_attempts + max_handbacks attempts a task.
 - At the end (``final``): I2 (every task finished within the bound, queue empty), I5 (a failed
   task has its dead letter), I7, the ledger against the database, and RATE (a provider limit the
   fleet shares: the LLM refused next to no call over it).
@@ -25,6 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from docllm.domain.verdict import STORE_DOWN, WAITED
 from sim.ledger import FAILED, PROCESSING, TERMINAL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +46,9 @@ RATE_SLACK = 2  # 429s over a shared limit a run may see (a crash mid-turn, a Re
 ALL_BLOCKERS = ("redis", "db", "no_reaper", "no_reconciler")
 TIME_CHECK_MS = 1_000
 LOSS_CHECK_MS = 10_000
+TIMEOUT_CHARGE = "attempt exceeded PROCESSING_TIMEOUT_SECONDS"  # domain.verdict: a timeout's error
+WAIT_SLACK_MS = 1_000  # I12 (b): rounding of the runtime's timers against the harness's measure
+NOT_LLM = (STORE_DOWN, WAITED)  # hand-backs "handed back uncharged" for reasons other than the LLM
 
 
 class Checker:
@@ -44,12 +58,15 @@ class Checker:
         self.next_loss_check = LOSS_CHECK_MS
         self.releases: list[tuple[int, int, int, str, str]] = []  # (task, attempt, by, why, worker): D11
         self.unreferenced: dict[int, int] = {}  # task -> first seen in no Redis structure
-        self.charges_seen = 0  # ledger.charged entries already checked (I9)
+        self.charges_seen = 0  # ledger.charged entries already checked (I9, I12)
+        self.handed_seen = 0  # ledger.handed entries already checked (I12)
 
     def after_event(self) -> None:
         now = self.sys.world.now
         if len(self.sys.ledger.charged) > self.charges_seen:
             self.check_outage_charges()
+        if len(self.sys.ledger.handed) > self.handed_seen:
+            self.check_handbacks()
         if now >= self.next_time_check:
             self.next_time_check = now + TIME_CHECK_MS
             self.check_time_bounds()
@@ -79,7 +96,8 @@ class Checker:
         for tid in led.processing:
             book = led.books[tid]
             since = book.processing_since or 0
-            limit = since + overrun_ms + s.world.windows.overlap(ALL_BLOCKERS, since, now)
+            waited = s.llm.waited_ms(book.token, now)  # on limits and holds: not counted (I12)
+            limit = since + overrun_ms + waited + s.world.windows.overlap(ALL_BLOCKERS, since, now)
             alive = book.owner_alive or now - book.last_life <= s.bound_ms
             if now > limit and alive:
                 led.violate(
@@ -156,12 +174,17 @@ class Checker:
 
     # -- I9 --------------------------------------------------------------------------------------
     def check_outage_charges(self) -> None:
-        """I9: an attempt is never charged for its LLM call failing because the provider was down
-        (a reaper's reclaim after its worker crashed is charged for the crash, as D6 wants)."""
-        led, failed_for_outage = self.sys.ledger, self.sys.llm.outage_failed
-        outage = str(self.sys.llm.outage_error())
+        """I9: an attempt is never charged for its LLM call failing because the provider was down,
+        or because its own host was cut off from it (a reaper's reclaim after its worker crashed is
+        charged for the crash, as D6 wants). I12 (b): nor charged a timeout for time it waited."""
+        s = self.sys
+        led, llm = s.ledger, s.llm
+        outage = str(llm.outage_error())
+        limit_ms = int(s.settings.processing_timeout_seconds * 1000)
         for t, tid, attempt, token, error in led.charged[self.charges_seen :]:
-            if token is not None and token in failed_for_outage and outage in error:
+            if token is None:
+                continue
+            if token in llm.outage_failed and outage in error:
                 led.violate(
                     "I9",
                     tid,
@@ -170,7 +193,64 @@ class Checker:
                     key=attempt,
                     t=t,
                 )
+            if token in llm.partition_failed and "simulated partition of host" in error:
+                led.violate(
+                    "I9",
+                    tid,
+                    f"attempt {attempt} was charged at {t / 1000:.1f}s although its LLM call failed because "
+                    f"its own host was cut off from the LLM while others were served ({error[:90]})",
+                    key=("partition", attempt),
+                    t=t,
+                )
+            started = led.token_started.get(token)
+            if TIMEOUT_CHARGE in error and started is not None:
+                waited = llm.waited_ms(token, t)
+                ran = t - started - waited
+                if ran < limit_ms - WAIT_SLACK_MS:
+                    led.violate(
+                        "I12",
+                        tid,
+                        f"attempt {attempt} was charged a timeout at {t / 1000:.1f}s after running "
+                        f"{(t - started) / 1000:.1f}s, {waited / 1000:.1f}s of it waiting on the fleet's limits "
+                        f"or a provider's hold: {ran / 1000:.1f}s of its own, under "
+                        f"PROCESSING_TIMEOUT_SECONDS={limit_ms / 1000:g}",
+                        key=("waited", attempt),
+                        t=t,
+                    )
         self.charges_seen = len(led.charged)
+
+    def check_handbacks(self) -> None:
+        """I12 (a): hand-backs while the provider serves are bounded per task (see the docstring)."""
+        s = self.sys
+        led, llm, bound = s.ledger, s.llm, s.settings.max_handbacks
+        for t, tid, attempt, token, error, counted in led.handed[self.handed_seen :]:
+            book = led.books.get(tid)
+            if book is None:
+                continue
+            if counted and book.handbacks > bound:
+                led.violate(
+                    "I12",
+                    tid,
+                    f"attempt {attempt} was handed back uncharged at {t / 1000:.1f}s, counted, the task's "
+                    f"hand-back {book.handbacks}: over DOCLLM_MAX_HANDBACKS={bound} ({error[:80]})",
+                    key=("counted", book.handbacks),
+                    t=t,
+                )
+            llm_reason = "handed back uncharged" in error and not error.startswith(NOT_LLM)
+            served = token is not None and token not in llm.outage_failed and token not in llm.partition_failed
+            if llm_reason and served and llm.down_since is None:
+                book.llm_handbacks += 1
+                if book.llm_handbacks > bound:
+                    led.violate(
+                        "I12",
+                        tid,
+                        f"attempt {attempt} was handed back uncharged at {t / 1000:.1f}s for the LLM while the "
+                        f"provider served its host: the task's {book.llm_handbacks}th such hand-back, over "
+                        f"DOCLLM_MAX_HANDBACKS={bound} ({error[:80]})",
+                        key=("served", book.llm_handbacks),
+                        t=t,
+                    )
+        self.handed_seen = len(led.handed)
 
     # -- I3, I7 ------------------------------------------------------------------------------
     def known_loss(self, book: Any) -> str | None:

@@ -27,6 +27,7 @@ class Book:
     counted: int = 0  # attempts in the current budget (I5)
     max_counted: int = 0
     handbacks: int = 0  # counted hand-backs (I12): at most DOCLLM_MAX_HANDBACKS
+    llm_handbacks: int = 0  # uncharged hand-backs for the LLM while the provider served this host (I12)
     commits: int = 0
     processing_since: int | None = None
     state_since: int = 0  # when the row entered its current status
@@ -74,6 +75,9 @@ class Ledger:
     violations: list[Violation] = field(default_factory=list)
     # (t, task, attempt, token, error) of every attempt charged (retried or failed): I9
     charged: list[tuple[int, int, int, str | None, str]] = field(default_factory=list)
+    # (t, task, attempt, token, error, counted) of every uncharged hand-back of an attempt: I12
+    handed: list[tuple[int, int, int, str | None, str, bool]] = field(default_factory=list)
+    token_started: dict[str, int] = field(default_factory=dict)  # lease token -> its attempt's start
     timeline: list[tuple[int, int, str, str]] = field(default_factory=list)  # (t, task, kind, who)
     stuck: set[int] = field(default_factory=set)
     lost: set[int] = field(default_factory=set)
@@ -148,6 +152,8 @@ class Ledger:
 
     def started(self, book: Book, attempt: int, token: str | None, budget: int) -> None:
         book.attempt, book.token, book.attempt_started = attempt, token, self.world.now
+        if token is not None:
+            self.token_started[token] = self.world.now
         book.counted += 1
         book.max_counted = max(book.max_counted, book.counted)
         book.last_life = self.renew.get(token, self.world.now) if token else self.world.now

@@ -13,27 +13,55 @@ latest call failed that way are kept, for I9 (no attempt is charged for an outag
 Poison documents (task names starting with ``poison-``) always fail the same way: ``fail``
 (a 500 or garbage at once), ``timeout`` (every call times out), ``hang`` (the call never returns).
 
+Poison batches (``poison-timeout-*``, ``poison-err500-*``, the fault ``poison_batch``): documents
+submitted together that all time out, or all get a 500, while ``check()`` passes.
+
 A provider's limit (``provider_rpm``): a call that starts when the calls accepted in the last 60 s
 reach it is refused with a 429 and a Retry-After, and counted (``limit_429s``). With a ``gate``
 (the product's RateGate over the real limiter on the simulation's Redis and clock) every call
 waits for its turn, as the OpenAIReviewer's requests do, and a 429's Retry-After holds the fleet.
+How long each attempt (lease token) waited for its turn is kept (``waited_ms``: I8, I12).
+
+Faults of issue 22 ("whose fault it is"):
+- a partition of one host (``cut``, the fault ``llm_partition``): that host's calls and checks
+  fail as an unreachable provider's while the others are served; a worker reaches the LLM through
+  ``for_host(name)``. The lease tokens whose latest call failed for it are kept (I9).
+- a provider hold (``hold``, the fault ``provider_hold``): the next call is refused with a 429 whose
+  Retry-After is longer than PROCESSING_TIMEOUT_SECONDS; calls that start before it ends are
+  refused too (``hold_429s``).
+- garbage numbers (``garbage_until``, the fault ``garbage_hints``): answers carry headers and usage
+  reports beyond belief (1e20, inf, nan, 1e30), read by the product's own parsers
+  (``provider_hints.hints_from_headers``, the OpenAIReviewer's usage reader) before they reach the
+  limiter (``settle``) and the attempt's meter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
+from docllm.adapters.openai_reviewer import _reported_tokens
+from docllm.adapters.provider_hints import hints_from_headers
 from docllm.domain.errors import ProviderUnavailable, TransientError
 from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.report import make_report
+from docllm.domain.usage import LlmCall, record
 
 POISON_KINDS = ("fail", "timeout", "hang")
+BATCH_KINDS = ("timeout", "err500")  # a poison batch: every document fails the same way
+# What a provider beyond belief sends (issue 22 item 4): header values and usage counts.
+GARBAGE_NUMBERS = ("1e20", "inf", "nan", "-inf", "99999999999999999", "1e30", "-5", "NaN")
+GARBAGE_USAGE = (1e30, float("inf"), float("nan"), -3, 10**40, "lots")
+# The parsers warn once per process and header name about such a number: the trace has the fault,
+# and a run's output stays readable (the product's logging configuration is not the simulation's).
+logging.getLogger("docllm.adapters.provider_hints").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -60,7 +88,22 @@ def poison_kind(task_name: str) -> str | None:
     if not task_name.startswith("poison-"):
         return None
     kind = task_name.split("-")[1]
-    return kind if kind in POISON_KINDS else None
+    return kind if kind in POISON_KINDS + BATCH_KINDS else None
+
+
+class HostLLM:
+    """One host's link to the shared SimLLM (a DocumentReviewer): cut by a partition of its own."""
+
+    name = "openai"
+
+    def __init__(self, llm: SimLLM, host: str):
+        self.llm, self.host = llm, host
+
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+        return await self.llm.review(task_name, document, self.host)
+
+    async def check(self) -> None:
+        await self.llm.check(self.host)
 
 
 class SimLLM:
@@ -84,53 +127,148 @@ class SimLLM:
         self.gate: Any = None  # the fleet's RateGate, when the scenario sets DOCLLM_LLM_RPM/TPM
         self.accepted: collections.deque[int] = collections.deque()  # start times within the last minute
         self.limit_429s = 0
+        self.cut: dict[str, int] = {}  # host -> end of its partition (virtual ms)
+        self.partition_failed: set[str] = set()  # lease tokens whose latest call failed for their host's cut
+        self.hold_next_s: float | None = None  # the next call is refused with this Retry-After (seconds)
+        self.hold_until = 0  # calls starting before this are refused (virtual ms)
+        self.hold_429s = 0
+        self.garbage_until = 0  # answers until then carry numbers beyond belief (virtual ms)
+        self.garbage_answers = 0
+        self.parse_hints: Callable[[Mapping[str, str]], ProviderHints] = hints_from_headers
+        self.parse_usage: Callable[[Any], tuple[int, int] | None] = _reported_tokens
+        self.waited: dict[str, int] = {}  # lease token -> ms its calls waited for their turn (gate)
+        self.waiting: dict[str, int] = {}  # lease token -> since when one of its calls waits
 
-    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+    def for_host(self, host: str) -> HostLLM:
+        return HostLLM(self, host)
+
+    def cut_off(self, host: str | None) -> bool:
+        return host is not None and self.cut.get(host, -1) > self.now()
+
+    def waited_ms(self, token: str | None, now: int) -> int:
+        """How long the calls of this attempt waited on the fleet's limits or a provider's hold."""
+        if token is None:
+            return 0
+        since = self.waiting.get(token)
+        return self.waited.get(token, 0) + (now - since if since is not None else 0)
+
+    async def review(self, task_name: str, document: str, host: str | None = None) -> dict[str, Any]:
         if self.gate is None:
-            return await self._review(task_name)
-        async with self.gate.request(1000) as ticket:
-            try:
-                return await self._review(task_name)
-            except TransientError as e:
-                if e.retry_after is not None:
-                    ticket.hints = ProviderHints(retry_after_s=e.retry_after)
-                raise
+            return await self._review(task_name, host)
+        token = _token()
+        if token is not None:
+            self.waiting[token] = self.now()
+        try:
+            async with self.gate.request(1000) as ticket:
+                self._turned(token)
+                try:
+                    report = await self._review(task_name, host, ticket)
+                except TransientError as e:
+                    if e.retry_after is not None:
+                        ticket.hints = self.parse_hints(self._headers(retry_after=e.retry_after))
+                    raise
+                return report
+        finally:
+            self._turned(token)
+
+    def _turned(self, token: str | None) -> None:
+        since = self.waiting.pop(token, None) if token is not None else None
+        if token is not None and since is not None:
+            self.waited[token] = self.waited.get(token, 0) + self.now() - since
 
     def outage_error(self) -> ProviderUnavailable:
         return ProviderUnavailable("cannot reach the LLM (simulated provider outage)")
 
-    async def check(self) -> None:
+    def partition_error(self, host: str) -> ProviderUnavailable:
+        return ProviderUnavailable(f"cannot reach the LLM (simulated partition of host {host})")
+
+    async def check(self, host: str | None = None) -> None:
         self.checks += 1
         if self.down_since is not None:
             self.calls_while_down.append((self.now(), "check"))
         await asyncio.sleep(self.rng.uniform(0.05, 0.5))
         if self.down_since is not None:
             raise self.outage_error()
+        if host is not None and self.cut_off(host):
+            raise self.partition_error(host)
 
-    async def _review(self, task_name: str) -> dict[str, Any]:
+    async def _review(self, task_name: str, host: str | None = None, ticket: Any = None) -> dict[str, Any]:
         self.calls += 1
-        latency_ms, error = self.draw(task_name)
-        task = asyncio.current_task()
-        name = task.get_name() if task is not None else ""
-        token = name[len("review-") :] if name.startswith("review-") else None  # the runtime names it so
+        token = _token()
         started = self.now()
+        cut = self.cut_off(host)
         if self.down_since is not None:
             self.calls_while_down.append((started, "review"))
-            latency_ms = int(self.rng.uniform(50, 2_000))  # connection refused, or a 5xx at once
+        latency_ms: int | None
+        error: Exception | None
+        if self.down_since is not None or cut:  # never reaches the provider: connection refused, or a 5xx
+            latency_ms, error = int(self.rng.uniform(50, 2_000)), None
+        else:
+            latency_ms, error = self.draw(task_name)
         if latency_ms is None:
             await asyncio.get_running_loop().create_future()  # a hung call: only cancelling ends it
-        await asyncio.sleep(latency_ms / 1000)  # type: ignore[operator]
+            return {}  # never reached
+        await asyncio.sleep(latency_ms / 1000)
         if self.on_end is not None:
             self.on_end(token, started)
         if token is not None:
             self.outage_failed.discard(token)
+            self.partition_failed.discard(token)
         if self.down_since is not None:  # down now (a call in flight when it began fails too)
             if token is not None:
                 self.outage_failed.add(token)
             raise self.outage_error()
+        if host is not None and (cut or self.cut_off(host)):  # this host is cut off (or was when it sent)
+            if token is not None:
+                self.partition_failed.add(token)
+            raise self.partition_error(host)
         if error is not None:
+            if isinstance(error, TransientError) and error.retry_after is not None and self.garbage():
+                # The Retry-After the real reviewer reads from a garbage header (bounded or not).
+                said = self.parse_hints(self._headers(retry_after=error.retry_after)).retry_after_s
+                error = type(error)(str(error), retry_after=said)
             raise error
+        self._answered(ticket, latency_ms)
         return make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
+
+    # -- what an answer says besides the report ---------------------------------------------
+    def garbage(self) -> bool:
+        return self.garbage_until > self.now()
+
+    def _headers(self, retry_after: float | None = None) -> dict[str, str]:
+        """The answer's rate-limit headers: none normally, numbers beyond belief while garbage."""
+        if not self.garbage():
+            return {} if retry_after is None else {"retry-after": f"{retry_after:g}"}
+        self.garbage_answers += 1
+        r = self.rng
+        names = (
+            "x-ratelimit-remaining-requests",
+            "x-ratelimit-remaining-tokens",
+            "x-ratelimit-reset-requests",
+            "x-ratelimit-reset-tokens",
+            "x-ratelimit-limit-requests",
+            "x-ratelimit-limit-tokens",
+            "retry-after",
+            "retry-after-ms",
+        )
+        return {name: r.choice(GARBAGE_NUMBERS) for name in names if r.random() < 0.7}
+
+    def _answered(self, ticket: Any, latency_ms: int) -> None:
+        """The usage the answer reports and its headers, read as the OpenAIReviewer reads them."""
+        if self.garbage():
+            r = self.rng
+            reported = SimpleNamespace(
+                prompt_tokens=r.choice(GARBAGE_USAGE), completion_tokens=r.choice((50, *GARBAGE_USAGE)), total_tokens=0
+            )
+        else:
+            reported = SimpleNamespace(prompt_tokens=800, completion_tokens=200, total_tokens=1000)
+        tokens = self.parse_usage(SimpleNamespace(usage=reported))
+        prompt, completion = tokens or (0, 0)
+        record(LlmCall("sim-llm", "ok", latency_ms / 1000, prompt, completion))
+        if ticket is not None:
+            ticket.hints = self.parse_hints(self._headers())
+            if tokens is not None:
+                ticket.used = prompt + completion
 
     def answer(self, task_name: str) -> tuple[int | None, dict[str, Any] | None, Exception | None]:
         """The original design's blocking call: (latency, report, error), decided now."""
@@ -148,12 +286,23 @@ class SimLLM:
             self.limit_429s += 1
             wait_s = max(1, math.ceil((self.accepted[0] + 60_000 - self.now()) / 1000))
             return 100, TransientError("LLM rate limit (429): over the provider's limit", retry_after=wait_s)
+        now = self.now()
+        if self.hold_next_s is not None:  # the provider says: nobody sends for this long
+            hold_s, self.hold_next_s = self.hold_next_s, None
+            self.hold_until = max(self.hold_until, now + int(hold_s * 1000))
+            return 100, ProviderUnavailable("LLM rate limit (429): the provider holds every caller", retry_after=hold_s)
+        if self.hold_until > now:
+            self.hold_429s += 1
+            wait_s = max(1, math.ceil((self.hold_until - now) / 1000))
+            return 100, ProviderUnavailable("LLM rate limit (429): held by the provider", retry_after=wait_s)
         timeout_ms = int(p.timeout_s * 1000)
         kind = poison_kind(task_name)
         if kind == "hang":
             return None, None
         if kind == "timeout":
             return timeout_ms, ProviderUnavailable(f"LLM request timed out after {p.timeout_s:g}s")
+        if kind == "err500":
+            return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
         if kind == "fail":
             if r.random() < 0.5:
                 return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
@@ -193,3 +342,10 @@ class SimLLM:
         p = self.profile
         seconds = min(p.timeout_s * 0.9, p.median_s * math.exp(self.rng.gauss(0.0, p.sigma)))
         return max(50, int(seconds * 1000))
+
+
+def _token() -> str | None:
+    """The lease token of the attempt whose review task is running (the runtime names it so)."""
+    task = asyncio.current_task()
+    name = task.get_name() if task is not None else ""
+    return name[len("review-") :] if name.startswith("review-") else None

@@ -207,6 +207,8 @@ class RepoObserver:
                 self._charged(book, attempt, error)
             if not count_failure:
                 book.counted -= 1
+                token = book.token if book.attempt == attempt else None
+                self._l.handed.append((self._l.world.now, task_id, attempt, token, error, handback))
             if handback:
                 book.handbacks += 1
             self._l.set_status(book, PENDING)
@@ -245,7 +247,7 @@ class RepoObserver:
         self._log("call", f"repo.reopen -> {ok}", task_id)
         book = self._l.book(task_id)
         if ok and book is not None:
-            book.counted = 0
+            book.counted = book.handbacks = book.llm_handbacks = 0  # the row's retry_count and handbacks too
             book.cancelled, book.cancel_marked_at = False, None
             self._l.set_status(book, PENDING)
         return ok

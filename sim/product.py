@@ -44,13 +44,16 @@ PLOTTED = {
 
 
 class AuthorityTime:
-    """``time()`` of the simulated Redis server, for a process's RedisServerClock."""
+    """``time()`` of the simulated Redis server, for a process's RedisServerClock (as ``host``
+    reads it: off every other read while its reads flap, the fault ``clock_step_flap``)."""
 
-    def __init__(self, system: Any):
-        self._s = system
+    def __init__(self, system: Any, host: str | None = None):
+        self._s, self._host = system, host
 
     def time(self) -> tuple[int, int]:
         ms = self._s.clock.now_ms()
+        if self._host is not None:
+            ms += self._s.flap_offset(self._host)
         return ms // 1000, (ms % 1000) * 1000
 
 
@@ -124,7 +127,10 @@ class ProductSystem(System):
             limiter = ((brk and brk.limiter_class) or RedisRateLimiter)(
                 self.client, s.queue_prefix, self.clock, s.llm_base_url, s.llm_model, s.llm_rpm, s.llm_tpm
             )
+            limiter = brk.wrap_limiter(limiter) if brk else limiter
             self.llm.gate = RateGate(Gate(limiter, self.down, "redis", self.ledger), run=_inline)
+        if brk and brk.hints_parser:
+            self.llm.parse_hints = brk.hints_parser
         c.events.override(self.events)
         retry = RetryPolicy(
             max_attempts=s.max_attempts,
@@ -169,7 +175,7 @@ class ProductSystem(System):
             return Gate(QueueObserver(own, self.ledger, self), self.down, "redis", self.ledger), self.gated_repo
         return self.queue_of(
             RedisServerClock(
-                AuthorityTime(self),
+                AuthorityTime(self, actor.name),
                 resync_seconds=self.lease_ms / 3000,
                 monotonic=lambda: self.world.now / 1000,
                 lease_ms=self.lease_ms,
@@ -192,9 +198,10 @@ class ProductSystem(System):
             c.settings.override(self.settings_with(worker_id=holder)),
         )
 
-    def processor(self, queue: Any, repo: Any, holder: str) -> TaskProcessor:
+    def processor(self, queue: Any, repo: Any, holder: str, reviewer: Any = None) -> TaskProcessor:
+        """A worker's TaskProcessor; ``reviewer``: its host's view of the LLM (``SimLLM.for_host``)."""
         q, r, s = self._with(queue, repo, holder)
-        with q, r, s:
+        with q, r, s, self.container.reviewer.override(reviewer or self.llm):
             return self.container.processor()
 
     def reaper(self, queue: Any, repo: Any, holder: str) -> Reaper:

@@ -220,7 +220,8 @@ SCENARIOS: dict[str, Scenario] = {
             slots=2,
             arrival_s=20.0,
             llm=LlmProfile(median_s=1.0, provider_rpm=30),
-            faults={"crash_worker": 1, "kill_llm": 1},
+            # and answers whose headers and usage carry numbers beyond belief (issue 22 item 4)
+            faults={"crash_worker": 1, "kill_llm": 1, "garbage_hints": (1.5, 0.0, 0.5)},
             settings_changes={"llm_rpm": 30},
             expect_original=("RATE",),
         ),
@@ -260,8 +261,39 @@ SCENARIOS: dict[str, Scenario] = {
                 "worker:after_commit": 3,
                 "reaper:after_reclaim": 3,
                 "lost_reply": 4,
+                # issue 22: whose fault it is
+                "llm_partition": 1.5,
+                "poison_batch": 1,
+                "provider_hold": 0.7,
+                "garbage_hints": 1,
+                "clock_step_flap": 0.7,
             },
+            settings_changes={"llm_rpm": 600},  # the fleet's limiter: not binding, but it holds
             expect_original=("I1", "I2"),
+        ),
+        Scenario(
+            "blame",
+            "whose fault it is (issue 22): hosts cut off from the LLM while others are served, poison "
+            "batches that fail together, provider holds longer than PROCESSING_TIMEOUT_SECONDS, numbers "
+            "beyond belief in headers and usage, a host whose clock-step reports flap, crashes",
+            tasks=16,
+            seeds=10,
+            workers=4,
+            slots=2,
+            reapers=1,
+            arrival_s=120.0,
+            faults_s=240.0,
+            llm=LlmProfile(p_500=0.03, p_timeout=0.02, p_429=0.02),
+            faults={
+                "llm_partition": (3, 0.02, 0.7),
+                "poison_batch": (1.5, 0.05, 0.6),
+                "provider_hold": (1.2, 0.05, 0.6),
+                "garbage_hints": 1.5,
+                "clock_step_flap": 1,
+                "crash_worker": 1,
+                "llm_down": (0.3, 0.1, 0.5),
+            },
+            settings_changes={"llm_rpm": 600},
         ),
     )
 }
@@ -294,8 +326,11 @@ def random_variant(base: Scenario, seed: int) -> Scenario:
         db_tz=(r.choice((0.0, 8.0, -5.0)),),
         skew_redis=r.random() < 0.3,
     )
+    # A provider's hold and its numbers go through the fleet's limiter: give it one.
+    changes = {"llm_rpm": 600} if {"provider_hold", "garbage_hints"} & set(faults) else {}
     return replace(
         base,
+        settings_changes=changes,
         faults=faults,
         llm=llm,
         clocks=clocks,

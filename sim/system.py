@@ -7,6 +7,7 @@ ledger and checks, the fault plan, and the idle workers' wake-ups.
 from __future__ import annotations
 
 import asyncio
+import functools
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -60,6 +61,8 @@ class System:
         self.llm = SimLLM(scenario.llm, world.rng_for("llm"), self.llm_call_ended, lambda: self.world.now)
         self.down = {"redis": False, "db": False}
         self.llm_outages: list[list[int | None]] = []  # [start, end] of each provider outage
+        self.flaps: dict[str, tuple[int, int]] = {}  # host -> (end, offset ms) of its flapping TIME reads
+        self.flap_shift: dict[str, int] = {}  # host -> the offset of its latest TIME read
         self.faults_active = True
         self.faults_end_ms = int(scenario.faults_s * 1000)
         self.idle: dict[tuple[str, int, int], tuple[Any, Callable[[], None]]] = {}
@@ -161,6 +164,9 @@ class System:
             if self.down[service]:
                 self._up(service)
         self.llm_up()
+        self.llm.cut.clear()
+        self.llm.garbage_until = 0
+        self.flaps.clear()
         for actor in self.actors:
             actor.budget.disarm()
             getattr(actor, "armed", set()).clear()
@@ -202,6 +208,43 @@ class System:
             self.world.windows.close("llm", self.world.now, extra=int(self.settings.breaker_open_seconds * 1000))
             self.llm_outages[-1][1] = self.world.now
             self.world.log("fault", "the LLM provider is back", who="faults")
+
+    def llm_partition(self, host: str, ms: int) -> None:
+        """``host``'s link to the LLM is cut for ``ms`` (or until the faults stop)."""
+        self.llm.cut[host] = max(self.llm.cut.get(host, 0), self.world.now + ms)
+        self.world.after(ms, lambda: self.world.log("fault", f"{host} reaches the LLM again", who="faults"))
+
+    def poison_batch(self, kind: str, n: int) -> None:
+        """``n`` poison documents of one kind, submitted now by the producers (row, then push)."""
+        if not hasattr(self, "_arrivals"):
+            return
+        first = len(self.ledger.books) + len(self._arrivals) + 1
+        producers = self.actors_of("producer")
+        for i in range(n):
+            name = f"poison-{kind}-b{self.world.now}-{first + i}.md"
+            index = 1_000_000 + self.world.fault_counts["poison_batch"] * 100 + i
+            doc = f"# Poison {first + i}\n\nA document of a batch that fails every call.\n"
+            self._arrivals[name] = (index, self.world.now, doc)
+            producer = producers[index % len(producers)]
+            if producer.alive:  # else its restart submits it (pending_arrivals)
+                self.world.at(self.world.now + 1 + i, functools.partial(producer._submit, name, doc), producer)
+
+    def flap_offset(self, host: str) -> int:
+        """The offset of ``host``'s next read of the Redis server's TIME: while its flap lasts, every
+        other read is off (so its RedisServerClock sees, and reports, a step at each resync). A
+        change of offset is a step the fleet hears of: its quiet windows fall on both clocks."""
+        end, off = self.flaps.get(host, (0, 0))
+        if end <= self.world.now:
+            self.flaps.pop(host, None)
+            shift = 0
+        else:
+            shift = 0 if self.flap_shift.get(host, 0) else off
+        before = self.flap_shift.get(host, 0)
+        if shift != before:
+            self.clock_steps.append(self.world.now)
+            self.clock_steps.append(self.world.now + abs(shift - before))  # the other clock's windows
+        self.flap_shift[host] = shift
+        return shift
 
     def data_loss(self, snap: list | None, why: str) -> None:
         if snap is None:
@@ -332,12 +375,17 @@ class System:
             + s.reaper_interval_seconds
             + s.retry_max_seconds
         )
-        per_task = s.max_attempts * attempt
+        # Every charged attempt and every counted hand-back (I12: at most max_handbacks) runs once.
+        per_task = (s.max_attempts + s.max_handbacks) * attempt
         slots = max(1, self.n_workers * sc.slots)
         queueing = self.ledger.nonterminal * per_task / slots
         reconcile = s.reconcile_grace_seconds + 2 * s.reconcile_interval_seconds
         breaker = 2 * s.breaker_open_seconds + 10  # an interval open, a probe, the gate's verdict wait
-        return int((per_task + queueing + reconcile + breaker + sc.restart_s[1] + 30) * 1000)
+        # A host cut off from the LLM re-checks its link after its backoff (LlmGate: at most 60 s);
+        # a provider's hold stored in the fleet's limiter lasts past the faults.
+        host = 60 if self.world.fault_counts["llm_partition"] else 0
+        hold = max(0, self.llm.hold_until - self.faults_end_ms) / 1000
+        return int((per_task + queueing + reconcile + breaker + host + hold + sc.restart_s[1] + 30) * 1000)
 
     def quiescent(self) -> bool:
         raise NotImplementedError

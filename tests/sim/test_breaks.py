@@ -18,6 +18,10 @@ EXPECTED = {
     "no-cancel-read": {"C1"},
     "no-rate-limit": {"RATE"},
     "no-hand-back": {"I9"},
+    "no-handback-bound": {"I12", "I2"},
+    "no-host-check": {"I9"},
+    "waits-count": {"I12"},
+    "believe-hints": {"RATE"},
 }
 
 

@@ -16,8 +16,8 @@ import heapq
 import itertools
 import math
 import selectors
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from docllm.adapters.fault_injection import Crash
 
@@ -200,3 +200,85 @@ class SimPortCalls:
             await asyncio.sleep((self.actor.paused_until - world.now) / 1000.0)
         if not self.actor.alive or self.actor.incarnation != self.incarnation:
             raise Killed()
+
+
+class VirtualTime:
+    """Virtual time for code that runs to an end (the runtime's unit tests): a ``VirtualLoop`` that
+    runs one coroutine until it returns, and ``now_ms`` (a ``Clock``) that follows the loop's time,
+    for the adapters that stand for the authorities (Redis's clock). Nothing waits on a wall clock:
+    the loop jumps to its next timer, so a test that "waits" 30 s takes milliseconds and a loaded
+    machine cannot make it late. It is the loop's world (the loop reads only ``now``) and steps it
+    as ``World.step`` does; ``after_turn`` hooks run after every turn, as ``World.after_event``."""
+
+    def __init__(self, limit_s: float = 3600.0, turns_per_instant: int = 20_000):
+        self.now = 0  # ms of virtual time
+        self.loop = VirtualLoop(cast("World", self))
+        self.limit_ms = int(limit_s * 1000)
+        # More turns of the loop than this without its time moving is a livelock (code that goes
+        # round without ever waiting): on virtual time it would never reach ``limit_s``.
+        self.turns_per_instant = turns_per_instant
+        self.after_turn: list[Callable[[], None]] = []
+        self.errors: list[BaseException] = []  # what the loop reported (a callback's error...)
+        self.loop.set_exception_handler(self._loop_error)
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def time(self) -> float:
+        """The loop's time (seconds), also once it is closed."""
+        return self.now / 1000.0
+
+    def run(self, main: Coroutine[Any, Any, T]) -> T:
+        """Run ``main`` on the loop until it ends and return its result (or raise its error). An
+        AssertionError when it is still running ``limit_s`` of virtual time later, waits for
+        something that nothing scheduled can bring, or is in a livelock (``turns_per_instant``); an
+        error the loop reported meanwhile is raised too."""
+        task = self.loop.create_task(main)
+        instant, turns = self.now, 0
+
+        def stop() -> bool:
+            nonlocal instant, turns
+            if task.done():
+                return True
+            if self.now != instant:
+                instant, turns = self.now, 0
+            turns += 1
+            return turns > self.turns_per_instant
+
+        self._run(stop, self.now + self.limit_ms)
+        if not task.done():
+            if turns > self.turns_per_instant:
+                why = f"a livelock: {turns} turns of the loop at t={self.now} ms without its time moving"
+            elif self.loop.next_ms() is None:
+                why = "waits for something nothing scheduled brings (no timer left)"
+            else:
+                why = f"still running after {self.limit_ms / 1000:g} s of virtual time"
+            task.cancel()  # its ``finally`` blocks run on the loop
+            unwinding = itertools.count()
+            self._run(lambda: task.done() or next(unwinding) >= self.turns_per_instant, self.now + self.limit_ms)
+            raise AssertionError(why)
+        if self.errors and task.exception() is None:
+            raise self.errors[0]
+        return task.result()
+
+    def _run(self, stop: Callable[[], bool], until_ms: int) -> None:
+        while not stop():
+            t = self.loop.next_ms()
+            if t is None or t > until_ms:
+                return
+            self.now = max(self.now, t)
+            self.loop.turn()
+            for hook in self.after_turn:
+                hook()
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        self.errors.append(context.get("exception") or RuntimeError(context.get("message", "asyncio error")))
+
+    def close(self) -> None:
+        """Cancel what still runs, let it unwind, and close the loop."""
+        tasks = asyncio.all_tasks(self.loop)
+        for task in tasks:
+            task.cancel()
+        unwinding = itertools.count()
+        self._run(lambda: all(t.done() for t in tasks) or next(unwinding) >= self.turns_per_instant, self.now)
+        self.loop.close()

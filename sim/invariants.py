@@ -12,7 +12,9 @@
   needs) and I7 (a bad payload gone without a dead letter).
 - After every event: I9 (an attempt charged, retried or failed, whose latest LLM call failed
   because the provider was down, or because its own host was cut off from the LLM while the
-  provider served others: the fault ``llm_partition``); I12 (DESIGN section 14, issue 22):
+  provider served others, the cut still in force when the charge was written (the fault
+  ``llm_partition``; a cut that ended before the gate's check looks like a poison document's
+  failure to the product, as the end of an outage does: domain/verdict.py); I12 (DESIGN section 14, issue 22):
   (a) no task has more counted hand-backs than DOCLLM_MAX_HANDBACKS, and no task is handed back
   uncharged for an LLM failure more than that many times while the provider served its host (the
   latest call failed neither for an outage nor for its host's partition: the provider answered
@@ -193,7 +195,8 @@ class Checker:
                     key=attempt,
                     t=t,
                 )
-            if token in llm.partition_failed and "simulated partition of host" in error:
+            host = llm.partition_failed.get(token)
+            if host is not None and llm.cut.get(host, -1) > t and "simulated partition of host" in error:
                 led.violate(
                     "I9",
                     tid,

@@ -128,7 +128,7 @@ class SimLLM:
         self.accepted: collections.deque[int] = collections.deque()  # start times within the last minute
         self.limit_429s = 0
         self.cut: dict[str, int] = {}  # host -> end of its partition (virtual ms)
-        self.partition_failed: set[str] = set()  # lease tokens whose latest call failed for their host's cut
+        self.partition_failed: dict[str, str] = {}  # lease token -> its host, its latest call failed for a cut
         self.hold_next_s: float | None = None  # the next call is refused with this Retry-After (seconds)
         self.hold_until = 0  # calls starting before this are refused (virtual ms)
         self.hold_429s = 0
@@ -213,14 +213,14 @@ class SimLLM:
             self.on_end(token, started)
         if token is not None:
             self.outage_failed.discard(token)
-            self.partition_failed.discard(token)
+            self.partition_failed.pop(token, None)
         if self.down_since is not None:  # down now (a call in flight when it began fails too)
             if token is not None:
                 self.outage_failed.add(token)
             raise self.outage_error()
         if host is not None and (cut or self.cut_off(host)):  # this host is cut off (or was when it sent)
             if token is not None:
-                self.partition_failed.add(token)
+                self.partition_failed[token] = host
             raise self.partition_error(host)
         if error is not None:
             if isinstance(error, TransientError) and error.retry_after is not None and self.garbage():

@@ -130,3 +130,73 @@ def test_a_snapshot_restores_every_key():
     assert client.hgetall("h") == {b"k": b"v"}
     assert client.zrange("z", 0, -1, withscores=True) == [(b"m", 1.5)]
     assert client.get("new") is None
+
+
+# -- the faults of issue 22 ----------------------------------------------------------------------
+def _run(world: World, coro):
+    task = world.loop.create_task(coro)
+    world.run(task.done, until=world.now + 600_000)
+    return task
+
+
+def test_a_partition_cuts_its_host_alone_and_its_failed_calls_are_kept():
+    from docllm.domain.errors import ProviderUnavailable
+    from sim.llm import LlmProfile, SimLLM
+
+    world = World(1)
+    llm = SimLLM(LlmProfile(), random.Random(1), now=lambda: world.now)
+    llm.cut["w1"] = 60_000
+    cut, other = llm.for_host("w1"), llm.for_host("w2")
+    assert isinstance(_run(world, cut.check()).exception(), ProviderUnavailable)
+    assert _run(world, other.check()).exception() is None
+
+    async def review(reviewer):
+        return await reviewer.review("doc-1.md", "# text")
+
+    failed = world.loop.create_task(review(cut), name="review-tok-1")
+    world.run(failed.done, until=world.now + 600_000)
+    assert "partition of host w1" in str(failed.exception()) and llm.partition_failed == {"tok-1": "w1"}
+    assert _run(world, review(other)).exception() is None
+    world.close()
+
+
+def test_a_provider_hold_refuses_every_call_until_it_ends():
+    from sim.llm import LlmProfile, SimLLM
+
+    now = [0]
+    llm = SimLLM(LlmProfile(), random.Random(1), now=lambda: now[0])
+    llm.hold_next_s = 300.0
+    _, first = llm.draw("doc-1.md")
+    assert first is not None and first.retry_after == 300.0
+    now[0] = 299_000
+    _, held = llm.draw("doc-2.md")
+    assert held is not None and held.retry_after == 1 and llm.hold_429s == 1
+    now[0] = 300_000
+    assert llm.draw("doc-3.md")[1] is None
+
+
+def test_garbage_headers_are_bounded_by_the_products_parser_and_believed_by_the_break():
+    from docllm.adapters.provider_hints import hints_from_headers
+    from sim.breaks import BREAKS, unbounded_hints
+
+    headers = {"retry-after": "1e20", "x-ratelimit-remaining-requests": "inf", "x-ratelimit-reset-requests": "1s"}
+    assert hints_from_headers(headers).retry_after_s is None
+    assert hints_from_headers(headers).remaining_requests is None
+    believed = unbounded_hints(headers)
+    assert believed.retry_after_s == 1e20 and believed.remaining_requests == float("inf")
+    assert BREAKS["believe-hints"].hints_parser is unbounded_hints
+
+
+def test_a_flapping_host_reads_time_off_every_other_read_and_each_flip_is_a_step():
+    from sim.runner import Options, build
+
+    system = build("blame", "product", 0, Options())
+    try:
+        system.flaps["w1"] = (60_000, 15_000)
+        assert [system.flap_offset("w1") for _ in range(4)] == [15_000, 0, 15_000, 0]
+        assert system.flap_offset("w2") == 0
+        assert len(system.clock_steps) == 8  # each flip: now, and the other clock's windows met again
+        system.world.now = 60_000
+        assert system.flap_offset("w1") == 0 and "w1" not in system.flaps
+    finally:
+        system.world.close()

@@ -1,5 +1,5 @@
 """``docllm cancel``: the Canceller over in-memory ports, an attempt that starts on a cancelled
-task, and a running attempt stopped at its worker's next heartbeat (the real Worker, real time)."""
+task, and a running attempt stopped at its worker's next heartbeat (the real Worker, on virtual time)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.cancel import Canceller, CancelResult
 from docllm.domain.services.outcome import CANCELLED_ERROR, Outcome
 from docllm.domain.services.producer import retry_dead, submit
-from tests.unit.test_worker import FakeReviewer, Rig, run
+from tests.support.runtime_rig import FakeReviewer, Rig, run
 
 FAILED, PENDING, PROCESSING = TaskStatus.failed, TaskStatus.pending, TaskStatus.processing
 

@@ -1,7 +1,10 @@
 """A stop ends in bounded time even when every write hangs (Redis or the database stopped answering
 mid-shutdown): the grace, then at most ``release_seconds`` of releases, then the loops' current
 cycles and leaving the registry, each with a deadline. A SIGTERMed worker once took 7 s with a 2 s
-grace in CI; without the deadlines this test's service takes 30 s (the hang) or more."""
+grace in CI; without the deadlines this test's service takes 30 s (the hang) or more.
+
+On real threads and real time, unlike the other runtime tests: what it checks is that a port call
+blocked in a thread (which nothing can cancel) does not hold the stop up."""
 
 from __future__ import annotations
 
@@ -13,14 +16,13 @@ from docllm.domain.model import TaskStatus
 from docllm.domain.services.reaper import Reaper
 from docllm.runtime.service import LEAVE_SECONDS, Parts, Service
 from docllm.settings import Settings
-from tests.unit.test_presence import until
-from tests.unit.test_worker import FakeReviewer, Rig
+from tests.support.runtime_rig import FakeReviewer, Rig, wait_until
 
 HANG_SECONDS = 30.0
 
 
 def test_a_stop_ends_by_its_deadline_when_every_write_hangs():
-    rig = Rig(FakeReviewer(60.0), lease=1.0, concurrency=2)
+    rig = Rig(FakeReviewer(60.0), lease=1.0, concurrency=2, threads=True)
     registry = InMemoryWorkerRegistry(rig.clock)
     reaper = Reaper(rig.queue, rig.repo, rig.retry)
     settings = Settings(lease_seconds=1.0, concurrency=2, worker_id="w", shutdown_grace_seconds=0.2)
@@ -34,7 +36,7 @@ def test_a_stop_ends_by_its_deadline_when_every_write_hangs():
     )
     service = Service(settings, parts).start()
     ids = rig.submit(2)
-    until(lambda: rig.statuses(ids) == [TaskStatus.processing] * 2)
+    wait_until(lambda: rig.statuses(ids) == [TaskStatus.processing] * 2)
 
     released = threading.Event()  # lets the hung threads go at the end of the test
 

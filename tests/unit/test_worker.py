@@ -1,145 +1,18 @@
 """The event-loop runtime: one dispatcher, batched heartbeats, lost leases, maximum runtime, shutdown,
-bad LLM configuration, and cancellation of abandoned reviews (I11). In-memory adapters, real threads
-for the port calls, real (short) time."""
+bad LLM configuration, and cancellation of abandoned reviews (I11). In-memory adapters whose clock is
+the loop's, port calls inline, on virtual time (``tests.support.runtime_rig``): no wall-clock wait,
+so a loaded machine changes nothing, and timing bounds are exact."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 
-from docllm.adapters.memory_breaker import InMemoryLlmBreaker
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
+import pytest
+
 from docllm.domain import events as ev
-from docllm.domain.breaker import BreakerPolicy
-from docllm.domain.errors import ConfigurationError
-from docllm.domain.events import RecordingEvents
 from docllm.domain.model import TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
-from docllm.runtime.llm_gate import LlmGate
-from docllm.runtime.port_calls import ThreadedPortCalls
-from docllm.runtime.worker import Worker
-
-
-class RealClock:
-    def now_ms(self) -> int:
-        return int(time.monotonic() * 1000)
-
-
-class FakeReviewer:
-    """Takes ``seconds`` per review; counts reviews running at once, calls and cancellations."""
-
-    name = "fake"
-
-    def __init__(self, seconds: float = 0.0):
-        self.seconds = seconds
-        self.running = self.peak = self.calls = self.cancelled = self.completed = 0
-        self.broken = False  # ConfigurationError while True
-        self.refused: set[str] = set()  # documents a filtering gateway refuses (403) while the key works
-
-    async def review(self, task_name, document):
-        if self.broken or task_name in self.refused:
-            raise ConfigurationError("401 Unauthorized: check DOCLLM_LLM_API_KEY")
-        self.calls += 1
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        try:
-            await asyncio.sleep(self.seconds)
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
-        finally:
-            self.running -= 1
-        self.completed += 1
-        return {"findings": [], "summary": "ok"}
-
-    async def check(self):
-        if self.broken:
-            raise ConfigurationError("still 401")
-
-
-class CountingQueue(InMemoryTaskQueue):
-    """Records the claim batches and heartbeat batches the worker sends."""
-
-    def __init__(self, clock):
-        super().__init__(clock)
-        self.claims: list[int] = []
-        self.stages = 0
-        self.extends: list[int] = []
-
-    def claim_batch(self, holder, lease_ms, limit):
-        self.claims.append(limit)
-        return super().claim_batch(holder, lease_ms, limit)
-
-    def stage(self, timeout_s):
-        self.stages += 1
-        return super().stage(timeout_s)
-
-    def extend_many(self, tokens, lease_ms):
-        self.extends.append(len(tokens))
-        return super().extend_many(tokens, lease_ms)
-
-
-class Rig:
-    def __init__(self, reviewer, lease=0.3, max_runtime=30.0, concurrency=2, idle_wait=0.05, breaker=None):
-        self.clock = RealClock()
-        self.queue = CountingQueue(self.clock)
-        self.repo = InMemoryTaskRepository()
-        self.events = RecordingEvents()
-        self.reviewer = reviewer
-        self.lease = LeasePolicy(lease_seconds=lease, max_runtime_seconds=max_runtime, reaper_interval_seconds=0.05)
-        self.retry = RetryPolicy(max_attempts=3, base_seconds=0.05, cap_seconds=0.1)
-        self.proc = TaskProcessor(
-            self.queue, self.repo, reviewer, self.clock, self.retry, self.lease, "w", events=self.events
-        )
-        self.calls = ThreadedPortCalls(4)
-        policy = breaker or BreakerPolicy(window_seconds=10, failure_ratio=0.5, min_calls=5, open_seconds=0.3)
-        self.breaker = InMemoryLlmBreaker(self.clock, policy)
-        self.gate = LlmGate(
-            reviewer,
-            self.breaker,
-            self.calls,
-            "w",
-            logging.getLogger("test"),
-            self.events,
-            poll_seconds=0.05,
-            base=0.05,
-            cap=0.1,
-        )
-        self.worker = Worker(self.proc, self.calls, self.gate, concurrency, idle_wait_seconds=idle_wait)
-
-    def submit(self, n=1, prefix="d"):
-        return [submit(self.repo, self.queue, f"{prefix}{i}.md", "# T\n\nx\n").task_id for i in range(n)]
-
-    def statuses(self, ids):
-        return [self.repo.get(i).status for i in ids]
-
-    async def until(self, predicate, timeout=10.0):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if predicate():
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError("condition not reached in time")
-
-
-def run(rig: Rig, scenario, stop_grace: float = 0.0):
-    """Run the worker and ``scenario(rig)`` on one event loop; stop the worker at the end."""
-
-    async def main():
-        worker = asyncio.create_task(rig.worker.run())
-        try:
-            return await scenario(rig)
-        finally:
-            rig.worker.stop(stop_grace)
-            await asyncio.wait_for(worker, 10)
-            rig.calls.close()
-
-    return asyncio.run(main())
+from tests.support.runtime_rig import FakeReviewer, Rig, run
 
 
 def test_runs_concurrency_attempts_at_once_and_finishes_them_all():
@@ -165,9 +38,8 @@ def test_idle_worker_waits_in_one_blocking_call_whatever_its_concurrency():
 
         run(rig, idle)
         counts[concurrency] = (len(rig.queue.claims), rig.queue.stages)
-    # About 1 s / 0.1 s waits each, the same with 64 slots as with one.
-    assert all(5 <= n <= 15 for pair in counts.values() for n in pair), counts
-    assert abs(counts[64][1] - counts[1][1]) <= 3, counts
+    # 1 s / 0.1 s waits each (one claim and one blocking wait per wait), the same with 64 slots as with one.
+    assert counts == {1: (10, 10), 64: (10, 10)}, counts
 
 
 def test_heartbeats_renew_every_lease_of_the_process_in_one_call():
@@ -176,15 +48,16 @@ def test_heartbeats_renew_every_lease_of_the_process_in_one_call():
     reaper = Reaper(rig.queue, rig.repo, rig.retry, events=rig.events)
 
     async def scenario(rig):
-        while not all(s is TaskStatus.success for s in rig.statuses(ids)):
-            reaper.reap_once()  # a busy reaper beside it must never reclaim a heartbeating attempt
-            await asyncio.sleep(0.02)
+        # A busy reaper beside it (a cycle every 20 ms) must never reclaim a heartbeating attempt.
+        await rig.until(
+            lambda: all(s is TaskStatus.success for s in rig.statuses(ids)), each=reaper.reap_once, every=0.02
+        )
 
     run(rig, scenario)
     assert [rig.repo.get(i).attempt for i in ids] == [1, 1, 1, 1]
     assert ev.RECLAIMED not in rig.events.names()
-    assert 4 in rig.queue.extends  # all four leases in one round trip
-    assert len(rig.queue.extends) < 4 * 1.0 / 0.1  # one call per beat (lease/3 = 0.1 s), not one per attempt
+    # All four leases in each round trip, one call per beat (lease/3 = 0.1 s over the 1 s reviews), not one per attempt.
+    assert set(rig.queue.extends) == {4} and len(rig.queue.extends) <= 1.0 / 0.1, rig.queue.extends
 
 
 def test_a_lost_lease_stops_the_review_commits_nothing_and_hands_the_row_back():
@@ -209,14 +82,7 @@ def test_a_heartbeat_that_crosses_the_attempts_own_commit_is_not_a_lost_lease():
     # The commit acks the lease; a heartbeat sent before the ack and answered after it finds the
     # lease gone. That is the attempt's own doing, not a loss (seen once in the failover e2e).
     rig = Rig(FakeReviewer(0.2), lease=0.3)
-    finish = rig.proc.finish
-
-    def slow_finish(attempt, outcome):
-        done = finish(attempt, outcome)
-        time.sleep(0.3)  # heartbeats (every 0.1 s) now find the lease acked
-        return done
-
-    rig.proc.finish = slow_finish
+    rig.calls.slow[rig.proc.finish] = 0.3  # its reply comes late: heartbeats (every 0.1 s) find the lease acked
     [tid] = rig.submit()
 
     async def scenario(rig):
@@ -246,10 +112,10 @@ def test_shutdown_releases_unfinished_attempts_to_ready_at_the_grace_deadline():
 
     async def scenario(rig):
         await rig.until(lambda: rig.repo.get(tid).status is TaskStatus.processing)
-        return time.monotonic()
+        return rig.now()
 
     started = run(rig, scenario, stop_grace=0.3)
-    assert time.monotonic() - started < 2.0
+    assert rig.now() - started == pytest.approx(0.3 + rig.calls.latency)  # the grace, then the release's round trip
     row = rig.repo.get(tid)
     assert row.status is TaskStatus.pending and row.retry_count == 0
     assert rig.queue.stats().ready == 1 and rig.queue.stats().processing == 0
@@ -292,8 +158,8 @@ def test_a_configuration_error_of_one_document_is_charged_to_it_not_looped():  #
     reaper = Reaper(rig.queue, rig.repo, rig.retry)
 
     async def scenario(rig):
-        end = time.monotonic() + 10
-        while not all(s.terminal for s in rig.statuses([refused, *others])) and time.monotonic() < end:
+        end = rig.now() + 10
+        while not all(s.terminal for s in rig.statuses([refused, *others])) and rig.now() < end:
             reaper.reap_once()  # moves the delayed retries back to ready
             await asyncio.sleep(0.02)
 

@@ -40,10 +40,10 @@ TABLE = [
     (H.provider_failed, True, False, False, 0, BACK, Reason.llm_outage, False),
     (H.provider_failed, False, False, False, 99, BACK, Reason.llm_outage, False),
     (H.refused, True, False, False, 99, BACK, Reason.llm_configuration, False),
-    # this host is cut off: others are served; counted, so bounded
-    (H.provider_failed, False, True, False, 0, BACK, Reason.host_unreachable, True),
-    (H.provider_failed, False, True, False, 3, CHARGE, Reason.llm_unavailable, False),
-    (H.refused, False, True, False, 0, BACK, Reason.llm_configuration, True),
+    # this host is cut off (or its key is bad) while others are served: the host's, never charged
+    (H.provider_failed, False, True, False, 0, BACK, Reason.host_unreachable, False),
+    (H.provider_failed, False, True, False, 99, BACK, Reason.host_unreachable, False),
+    (H.refused, False, True, False, 99, BACK, Reason.llm_configuration, False),
     # the provider answers this host's check: a poison batch that opened the breaker, or one failed call
     (H.provider_failed, True, False, True, 0, BACK, Reason.llm_outage, True),
     (H.provider_failed, True, False, True, 2, BACK, Reason.llm_outage, True),
@@ -72,7 +72,7 @@ def test_messages_people_read():
     assert decide(Facts(H.shutdown)).error == "worker shut down before the attempt finished"
     charged = decide(Facts(H.provider_failed, "LLM 500", handbacks=3).judged(True, False, True))
     assert "handed back 3 times already, so charged: LLM 500" in (charged.error or "")
-    back = decide(Facts(H.provider_failed, "LLM 500", handbacks=1).judged(False, True, False))
+    back = decide(Facts(H.provider_failed, "LLM 500", handbacks=1).judged(False, True, True))
     assert "handed back uncharged (2/3): LLM 500" in (back.error or "")
     assert Outcome.crashed(RuntimeError("boom")).error == "RuntimeError: boom"
 
@@ -120,14 +120,17 @@ FAILURE = st.tuples(
 @given(st.lists(FAILURE, max_size=40), st.integers(min_value=0, max_value=5))
 def test_hand_backs_while_the_provider_serves_are_bounded(failures, max_handbacks):
     """Replays what ``TaskProcessor`` does with each verdict (a counted hand-back adds one to the
-    row) and counts the hand-backs that happened while the provider served (its check passed, or
-    others were served): never more than ``max_handbacks`` without a charge in between."""
+    row) and counts the hand-backs that happened while the provider served this host (its own
+    check passed): never more than ``max_handbacks`` without a charge in between. A host whose
+    own check fails is never charged (I9): the host stops claiming instead."""
     handbacks = serving_run = 0
     for happened, open_, served, host_ok in failures:
         outcome = decide(
             Facts(happened, "x", handbacks=handbacks, max_handbacks=max_handbacks).judged(open_, served, host_ok)
         )
-        serving = host_ok is True or served
+        serving = host_ok is True
+        if host_ok is False:
+            assert outcome.kind is BACK and not outcome.counted  # the host's or the provider's
         if outcome.kind is BACK:
             handbacks += outcome.counted
             serving_run += serving

@@ -10,10 +10,10 @@ writes. Its verdicts, and who pays:
   cannot reach a provider that serves others), our own (shutdown, lease loss, Redis or the
   database down, an attempt held by the fleet's limits or a provider's hold longer than its
   runtime bound: a wait is never the document's, I12). The row goes back to pending without
-  using the budget. The hand-backs that are the LLM boundary's while the provider demonstrably
-  serves (``counted``) are bounded per task by ``max_handbacks``: past it the next such failure
-  is charged (I12), so a poison document that fails every call together with others (opening the
-  breaker) still ends ``failed``.
+  using the budget. The hand-backs made while the provider demonstrably serves this host (it
+  answers this host's own check: ``counted``) are bounded per task by ``max_handbacks``: past it
+  the next such failure is charged (I12), so a poison document that fails every call together
+  with others (opening the breaker) still ends ``failed``.
 - fail now (``permanent``, ``cancelled``): nothing can help (an empty document, a permanent
   error), or the operator cancelled the task.
 
@@ -131,8 +131,9 @@ def _llm_failure(f: Facts) -> Outcome:
     """A provider failure or refusal, after the gate judged it (ARCHITECTURE.md, Whose fault it is).
 
     - This host's own check fails: the provider is down for everyone (nobody served since) or this
-      host is cut off (others are served). Handed back either way; the host stops claiming. Only
-      the second counts towards the bound: the provider serves others meanwhile.
+      host is cut off or misconfigured (others are served). Either way the document was never
+      served: handed back, never counted nor charged (I9), and the host stops claiming, so it
+      cannot hand the same task back again until its own check passes.
     - The check passes: the provider answers, so the failure is this document's or a passing one
       (the end of an outage looks the same). Handed back, counted, while under the bound; charged
       past it. A refusal while the check passes is the document's at once (a filtering 403).
@@ -144,12 +145,11 @@ def _llm_failure(f: Facts) -> Outcome:
             return Outcome.refused(f.error)
         return Outcome.retryable(f.error, f.retry_after, Reason.llm_unavailable)
     if f.host_ok is False:
-        if refused and f.served_since:  # a key that works elsewhere: this host's configuration
-            return _bounded(f, Reason.llm_configuration, "LLM configuration error on this host")
         if refused:
             return _release(f, f"LLM configuration error: {f.error}", Reason.llm_configuration)
         if f.served_since:
-            return _bounded(f, Reason.host_unreachable, "this host cannot reach the LLM while it serves others")
+            why = "this host cannot reach the LLM while it serves others, handed back uncharged"
+            return _release(f, f"{why}: {f.error}", Reason.host_unreachable)
         return _release(f, f"the LLM provider is failing, handed back uncharged: {f.error}", Reason.llm_outage)
     if refused:
         return Outcome.refused(f.error)

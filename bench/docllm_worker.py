@@ -20,7 +20,7 @@ from typing import Any
 
 from dependency_injector import providers
 
-from docllm.adapters.redis_queue import RedisTaskQueue
+from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.entrypoints.bootstrap import build_container, build_service, load_settings, prepare_schema
 
 

@@ -137,10 +137,10 @@ def idle_runs(
 
 
 def script_names() -> dict[str, str]:
-    """SHA1 -> script name for docllm's Lua files (alone, and after lib.lua as redis_queue loads them)."""
-    import docllm.adapters
+    """SHA1 -> script name for docllm's Lua files (alone, and after lib.lua as the queue loads them)."""
+    import docllm.adapters.redis
 
-    lua = Path(docllm.adapters.__file__).parent / "lua"
+    lua = Path(docllm.adapters.redis.__file__).parent / "lua"
     if not lua.is_dir():
         return {}
     lib = (lua / "lib.lua").read_text("utf-8") if (lua / "lib.lua").exists() else ""
@@ -223,7 +223,7 @@ def is_claim(kind: str) -> bool:
 
 def wake_run(env: Env, workers: int, concurrency: int, baseline: float) -> dict[str, Any]:
     from bench.worker import prepare_rows, row_summary
-    from docllm.adapters.redis_keys import RedisKeys
+    from docllm.adapters.redis.keys import RedisKeys
 
     env.flush()
     url = database(env)

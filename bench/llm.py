@@ -39,7 +39,7 @@ PREFIX = "benchllm"
 
 def docllm_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str, Any]:
     from bench.worker import prepare_rows, row_summary, worker_env
-    from docllm.adapters.redis_keys import RedisKeys
+    from docllm.adapters.redis.keys import RedisKeys
 
     backend = "mariadb" if env.mariadb is not None else "sqlite"
     url = env.new_database(backend)

@@ -27,8 +27,8 @@ COMPONENTS = (  # first match wins, from the leaf up
     ),  # do_execute/do_commit with no Python driver frame below
     ("SQLAlchemy", "sqlalchemy/"),
     ("redis-py", "redis/"),
-    ("docllm events/logging", "docllm/adapters/log_events.py"),
-    ("docllm metrics", "docllm/adapters/metrics.py"),
+    ("docllm events/logging", "docllm/adapters/telemetry/log_events.py"),
+    ("docllm metrics", "docllm/adapters/telemetry/metrics.py"),
     ("threading", "threading.py"),
     ("uuid", "uuid.py"),
     ("json", "json/"),

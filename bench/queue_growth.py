@@ -23,13 +23,13 @@ import tempfile
 import time
 
 from bench.common import Table
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_repository import InMemoryTaskRepository
-from docllm.adapters.redis_queue import RedisTaskQueue
+from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.payload import make_payload
 from docllm.domain.services.producer import retry_dead
 from docllm.domain.services.reconciler import Reconciler
+from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
+from tests.support.memory.repository import InMemoryTaskRepository
 
 
 def _fill_ready(client, queue: RedisTaskQueue, n: int) -> None:

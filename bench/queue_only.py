@@ -17,8 +17,8 @@ PREFIX = "qonly"
 
 def claim_ack_rate(env: Env, concurrency: int, n: int) -> tuple[float, float | None]:
     """claim+ack per second, and the redis-server's CPU microseconds per claim+ack."""
-    from docllm.adapters.redis_client import make_redis_client
-    from docllm.adapters.redis_queue import RedisTaskQueue
+    from docllm.adapters.redis.client import make_redis_client
+    from docllm.adapters.redis.queue import RedisTaskQueue
 
     client = make_redis_client(env.redis_url(6), "")
     queue = RedisTaskQueue(client, PREFIX)

@@ -88,11 +88,11 @@ def original_cycle(client, keys, now_s: int) -> int:
 
 
 def measure_size(env: Env, size: int) -> list[dict]:
-    from docllm.adapters.memory_repository import InMemoryTaskRepository
-    from docllm.adapters.redis_clock import RedisServerClock
-    from docllm.adapters.redis_queue import RedisTaskQueue, queue_scripts
+    from docllm.adapters.redis.clock import RedisServerClock
+    from docllm.adapters.redis.queue import RedisTaskQueue, queue_scripts
     from docllm.domain.policies import RetryPolicy
     from docllm.domain.services.reaper import Reaper
+    from tests.support.memory.repository import InMemoryTaskRepository
 
     client = env.client(DB)
     client.flushdb()

@@ -37,10 +37,10 @@ def blmove_waiting(client, db: int) -> bool:
 def docllm_scenario(
     env: Env, db: int, lease: float, reaper: float, kill_a: bool, task_seconds: float
 ) -> dict[str, Any]:
-    from docllm.adapters.migrations import upgrade_schema
-    from docllm.adapters.redis_keys import RedisKeys
-    from docllm.adapters.sql_engine import make_engine
-    from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+    from docllm.adapters.redis.keys import RedisKeys
+    from docllm.adapters.sql.engine import make_engine
+    from docllm.adapters.sql.migrations import upgrade_schema
+    from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 
     url = env.new_database("sqlite")
     engine = make_engine(url)

@@ -40,9 +40,9 @@ CONCURRENCIES = (1, 8, 32)
 def prepare_rows(url: str, n: int, document: str = "bench") -> list[int]:
     from sqlalchemy import insert, select
 
-    from docllm.adapters.migrations import upgrade_schema
-    from docllm.adapters.sql_engine import make_engine
-    from docllm.adapters.sql_schema import task_doc_llm as t
+    from docllm.adapters.sql.engine import make_engine
+    from docllm.adapters.sql.migrations import upgrade_schema
+    from docllm.adapters.sql.schema import task_doc_llm as t
 
     engine = make_engine(url)
     try:
@@ -62,8 +62,8 @@ def prepare_rows(url: str, n: int, document: str = "bench") -> list[int]:
 def row_summary(url: str) -> dict[str, Any]:
     from sqlalchemy import func, select
 
-    from docllm.adapters.sql_engine import make_engine
-    from docllm.adapters.sql_schema import task_doc_llm as t
+    from docllm.adapters.sql.engine import make_engine
+    from docllm.adapters.sql.schema import task_doc_llm as t
 
     engine = make_engine(url)
     try:
@@ -96,7 +96,7 @@ def run_docllm(
 ) -> dict[str, Any]:
     """One measured run; ``during(pid)`` is started once the worker is idle and its return value
     called when the window ends (the profiler uses it)."""
-    from docllm.adapters.redis_keys import RedisKeys
+    from docllm.adapters.redis.keys import RedisKeys
 
     url = env.new_database(backend)
     ids = prepare_rows(url, n)

@@ -12,13 +12,13 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
-from docllm.adapters.fault_injection import Crash, Faulty
 from docllm.domain.errors import Unavailable
 from docllm.domain.services.producer import retry_dead, submit
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
+from sim.fault_injection import Crash, Faulty
 from sim.observers import LostReplies
 from sim.world import Actor
 

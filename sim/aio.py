@@ -19,7 +19,7 @@ import selectors
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from docllm.adapters.fault_injection import Crash
+from sim.fault_injection import Crash
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.world import Actor, World

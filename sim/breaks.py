@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import update
 
-from docllm.adapters.redis_queue import RedisTaskQueue
-from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
-from docllm.adapters.sql_schema import task_doc_llm as t
-from docllm.adapters.sql_time import utcnow
+from docllm.adapters.redis.queue import RedisTaskQueue
+from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
+from docllm.adapters.sql.schema import task_doc_llm as t
+from docllm.adapters.sql.timestamps import utcnow
 from docllm.domain.model import TaskStatus
 from docllm.domain.rate_limits import MAX_COUNT, MAX_RETRY_AFTER_S, ProviderHints
 from docllm.domain.services.outcome import Outcome

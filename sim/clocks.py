@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from docllm.adapters.manual_clock import ManualClock
+from sim.manual_clock import ManualClock
 from sim.world import EPOCH_MS, World
 
 

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from docllm.adapters.openai_reviewer import _reported_tokens
-from docllm.adapters.provider_hints import hints_from_headers
+from docllm.adapters.llm.openai_reviewer import _reported_tokens
+from docllm.adapters.llm.provider_hints import hints_from_headers
 from docllm.domain.errors import ProviderUnavailable, TransientError
 from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.report import make_report
@@ -61,7 +61,7 @@ GARBAGE_NUMBERS = ("1e20", "inf", "nan", "-inf", "99999999999999999", "1e30", "-
 GARBAGE_USAGE = (1e30, float("inf"), float("nan"), -3, 10**40, "lots")
 # The parsers warn once per process and header name about such a number: the trace has the fault,
 # and a run's output stays readable (the product's logging configuration is not the simulation's).
-logging.getLogger("docllm.adapters.provider_hints").addHandler(logging.NullHandler())
+logging.getLogger("docllm.adapters.llm.provider_hints").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 
-from docllm.adapters.fault_injection import Crash, Faulty
-from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis.keys import RedisKeys
 from sim.clocks import datetime_text
+from sim.fault_injection import Crash, Faulty
 from sim.observers import task_of
 from sim.world import Actor
 

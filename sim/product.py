@@ -14,10 +14,10 @@ import json
 import logging
 from typing import Any
 
-from docllm.adapters.redis_breaker import RedisLlmBreaker
-from docllm.adapters.redis_clock import RedisServerClock
-from docllm.adapters.redis_queue import RedisTaskQueue
-from docllm.adapters.redis_rate_limiter import RedisRateLimiter
+from docllm.adapters.redis.breaker import RedisLlmBreaker
+from docllm.adapters.redis.clock import RedisServerClock
+from docllm.adapters.redis.queue import RedisTaskQueue
+from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.container import Container, breaker_policy
 from docllm.domain.errors import Unavailable
 from docllm.domain.policies import RetryPolicy

@@ -15,9 +15,9 @@ from typing import Any
 
 import fakeredis
 
-from docllm.adapters.migrations import upgrade_schema
-from docllm.adapters.redis_keys import RedisKeys
-from docllm.adapters.sql_engine import make_engine
+from docllm.adapters.redis.keys import RedisKeys
+from docllm.adapters.sql.engine import make_engine
+from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.settings import Settings
 from sim.clocks import DbClock, WallClock, authority_clock, install_db_clock
 from sim.faults import FaultPlan, restore

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from docllm.adapters.fault_injection import Crash, CrashBudget
 from sim.aio import Killed, VirtualLoop, current_actor
+from sim.fault_injection import Crash, CrashBudget
 
 EPOCH_MS = 1_700_000_000_000  # true time of the start of every run (2023-11-14 22:13:20 UTC)
 

@@ -21,7 +21,7 @@ from docllm.settings import Settings
 
 
 def _redis(settings: Settings) -> Iterator:
-    from docllm.adapters.redis_client import make_redis_client
+    from docllm.adapters.redis.client import make_redis_client
 
     client = make_redis_client(
         settings.redis_url, settings.embedded_redis_path, max_connections=threads_for(settings.concurrency) + 8
@@ -31,7 +31,7 @@ def _redis(settings: Settings) -> Iterator:
 
 
 def _engine(settings: Settings) -> Iterator:
-    from docllm.adapters.sql_engine import make_engine
+    from docllm.adapters.sql.engine import make_engine
 
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
         os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///") :])), exist_ok=True)
@@ -47,8 +47,8 @@ def _engine(settings: Settings) -> Iterator:
 
 
 def _clock(client, settings: Settings):
-    from docllm.adapters.redis_clock import RedisServerClock
-    from docllm.adapters.redis_keys import RedisKeys
+    from docllm.adapters.redis.clock import RedisServerClock
+    from docllm.adapters.redis.keys import RedisKeys
 
     # Re-read well within a lease: after a step of the server's clock, every process must report
     # it and renew on the new time before the fleet's quiet period (one lease) ends. On a
@@ -63,20 +63,20 @@ def _clock(client, settings: Settings):
 
 
 def _queue(client, settings: Settings, clock, metrics):
-    from docllm.adapters.redis_queue import RedisTaskQueue
+    from docllm.adapters.redis.queue import RedisTaskQueue
 
     queue = RedisTaskQueue(client, settings.queue_prefix, clock=clock, wait_replicas=settings.redis_wait_replicas)
     return metrics.counting(queue, "redis") if metrics else queue
 
 
 def _worker_registry(client, settings: Settings, clock):
-    from docllm.adapters.redis_registry import RedisWorkerRegistry
+    from docllm.adapters.redis.registry import RedisWorkerRegistry
 
     return RedisWorkerRegistry(client, settings.queue_prefix, clock=clock)
 
 
 def _repository(engine, settings: Settings, metrics):
-    from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+    from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 
     repo = SqlAlchemyTaskRepository(engine, default_max_attempts=settings.max_attempts)
     return metrics.counting(repo, "database") if metrics else repo
@@ -86,13 +86,13 @@ def _metrics(settings: Settings):
     """Off (None) unless DOCLLM_METRICS_PORT is set: then the ports below are counted and timed."""
     if settings.metrics_port is None:
         return None
-    from docllm.adapters.metrics import Metrics
+    from docllm.adapters.telemetry.metrics import Metrics
 
     return Metrics()
 
 
 def _breaker(client, settings: Settings, clock):
-    from docllm.adapters.redis_breaker import RedisLlmBreaker
+    from docllm.adapters.redis.breaker import RedisLlmBreaker
 
     return RedisLlmBreaker(client, settings.queue_prefix, clock, breaker_policy(settings))
 
@@ -109,7 +109,7 @@ def breaker_policy(settings: Settings):
 
 
 def _timed_reviewer(settings: Settings, metrics, rate_gate=None):
-    from docllm.adapters.metrics import TimedReviewer
+    from docllm.adapters.telemetry.metrics import TimedReviewer
 
     reviewer = _reviewer(settings, metrics, rate_gate)
     return TimedReviewer(reviewer, metrics) if metrics else reviewer
@@ -120,7 +120,7 @@ def _rate_limiter(client, settings: Settings, clock):
     ``client`` and ``clock`` are providers: Redis is not touched when the limits are off."""
     if settings.llm_provider != "openai" or not (settings.llm_rpm or settings.llm_tpm):
         return None
-    from docllm.adapters.redis_rate_limiter import RedisRateLimiter
+    from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 
     return RedisRateLimiter(
         client(),
@@ -143,7 +143,7 @@ def _rate_gate(limiter, metrics):
 
 def _reviewer(settings: Settings, metrics=None, rate_gate=None):
     if settings.llm_provider == "openai":
-        from docllm.adapters.openai_reviewer import OpenAIReviewer
+        from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 
         return OpenAIReviewer(
             base_url=settings.llm_base_url,
@@ -158,18 +158,18 @@ def _reviewer(settings: Settings, metrics=None, rate_gate=None):
             on_call=metrics.llm_call if metrics else None,
             gate=rate_gate,
         )
-    from docllm.adapters.offline_reviewer import OfflineReviewer
+    from docllm.adapters.offline.reviewer import OfflineReviewer
 
     if settings.offline_latency_seconds > 0:  # demos and benchmarks stand in for an LLM's latency
-        from docllm.adapters.slow_reviewer import SlowReviewer
+        from docllm.adapters.offline.slow_reviewer import SlowReviewer
 
         return SlowReviewer(OfflineReviewer(), settings.offline_latency_seconds)
     return OfflineReviewer()
 
 
 def _events(settings: Settings, metrics):
-    from docllm.adapters.log_events import LoggingEvents
-    from docllm.adapters.metrics import AttemptTimer, PrometheusEvents
+    from docllm.adapters.telemetry.log_events import LoggingEvents
+    from docllm.adapters.telemetry.metrics import AttemptTimer, PrometheusEvents
     from docllm.domain.events import FanoutEvents
 
     logs = LoggingEvents(settings.worker_id)

@@ -191,7 +191,7 @@ class Settings:
             )
 
     def _validate_redis(self, need: Callable[[bool, str, str], None]) -> None:
-        from docllm.adapters.redis_urls import hash_tag, is_cluster_url, parse_redis_url  # stdlib only
+        from docllm.adapters.redis.urls import hash_tag, is_cluster_url, parse_redis_url  # stdlib only
 
         if self.redis_url != EMBEDDED_REDIS:
             try:

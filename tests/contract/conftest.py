@@ -15,11 +15,11 @@ import fakeredis
 import pytest
 import redis
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.redis_client import make_redis_client
-from docllm.adapters.redis_queue import RedisTaskQueue
+from docllm.adapters.redis.client import make_redis_client
+from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.ports import TaskQueue
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
 
 
 @dataclass

@@ -9,11 +9,11 @@ import fakeredis
 import pytest
 import redis
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_breaker import InMemoryLlmBreaker
-from docllm.adapters.redis_breaker import RedisLlmBreaker
+from docllm.adapters.redis.breaker import RedisLlmBreaker
 from docllm.domain.breaker import BreakerPolicy, BreakerState
 from docllm.domain.ports import LlmBreaker
+from sim.manual_clock import ManualClock
+from tests.support.memory.breaker import InMemoryLlmBreaker
 
 POLICY = BreakerPolicy(window_seconds=60, failure_ratio=0.5, min_calls=4, open_seconds=30)
 

@@ -11,12 +11,12 @@ import fakeredis
 import pytest
 import redis
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_rate_limiter import InMemoryRateLimiter
-from docllm.adapters.redis_keys import RedisKeys
-from docllm.adapters.redis_rate_limiter import RedisRateLimiter, limit_key
+from docllm.adapters.redis.keys import RedisKeys
+from docllm.adapters.redis.rate_limiter import RedisRateLimiter, limit_key
 from docllm.domain.ports import RateLimiter
 from docllm.domain.rate_limits import MAX_COUNT, MAX_RESET_S, MAX_RETRY_AFTER_S, PACE, ProviderHints
+from sim.manual_clock import ManualClock
+from tests.support.memory.rate_limiter import InMemoryRateLimiter
 
 Make = Callable[..., RateLimiter]
 

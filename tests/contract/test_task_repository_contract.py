@@ -12,10 +12,10 @@ from datetime import UTC
 
 import pytest
 
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain.model import StartResult, Task, TaskStatus
 from docllm.domain.ports import TaskRepository
 from docllm.domain.usage import Usage
+from tests.support.memory.repository import InMemoryTaskRepository
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 MB = 1024 * 1024
@@ -27,9 +27,9 @@ def make_repo(request, tmp_path) -> Iterator[Callable[..., TaskRepository]]:
     if request.param == "memory":
         yield lambda **kw: InMemoryTaskRepository(**kw)
         return
-    from docllm.adapters.migrations import upgrade_schema
-    from docllm.adapters.sql_engine import make_engine
-    from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+    from docllm.adapters.sql.engine import make_engine
+    from docllm.adapters.sql.migrations import upgrade_schema
+    from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 
     url = f"sqlite:///{tmp_path / 'tasks.db'}" if request.param == "sqlite" else request.getfixturevalue("mysql_url")
     engine = make_engine(url)

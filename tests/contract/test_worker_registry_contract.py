@@ -14,12 +14,12 @@ import fakeredis
 import pytest
 import redis
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_registry import InMemoryWorkerRegistry
-from docllm.adapters.redis_keys import RedisKeys
-from docllm.adapters.redis_registry import RedisWorkerRegistry
+from docllm.adapters.redis.keys import RedisKeys
+from docllm.adapters.redis.registry import RedisWorkerRegistry
 from docllm.domain.ports import WorkerRegistry
 from docllm.domain.workers import InFlight, WorkerRecord
+from sim.manual_clock import ManualClock
+from tests.support.memory.registry import InMemoryWorkerRegistry
 
 TTL = 60_000
 

@@ -97,7 +97,7 @@ def test_non_utf8_payload_is_dead_lettered_and_does_not_block_the_reaper(
 
 
 def test_dead_list_json_is_valid_utf8_whatever_the_payload(harness: Harness, probe: Probe) -> None:
-    from docllm.adapters.redis_queue import RedisTaskQueue
+    from docllm.adapters.redis.queue import RedisTaskQueue
 
     queue = RedisTaskQueue(probe.redis, probe.keys.prefix)  # the product's own dead-letter write
     queue.dead_letter(None, b"\xff\xfe{not utf8".decode("utf-8", "surrogateescape"), "malformed payload: test")

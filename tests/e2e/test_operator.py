@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from docllm.adapters.redis_registry import RedisWorkerRegistry
+from docllm.adapters.redis.registry import RedisWorkerRegistry
 from tests.e2e.harness import Harness, Probe, commits, install_commit_audit, wait_until, write_documents
 from tests.support.llm_server import FakeLLM, Reply
 

@@ -41,7 +41,7 @@ class World:
 
 @pytest.fixture
 def world(redis_url: str, mysql_url: str) -> Iterator[World]:
-    from docllm.adapters.migrations import upgrade_schema
+    from docllm.adapters.sql.migrations import upgrade_schema
 
     settings = replace(
         Settings.from_env({}), redis_url=redis_url, database_url=mysql_url, queue_prefix=f"d{uuid.uuid4().hex[:6]}"

@@ -19,18 +19,18 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.migrations import upgrade_schema
-from docllm.adapters.redis_queue import RedisTaskQueue
-from docllm.adapters.sql_engine import TransientRetry, make_engine
-from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+from docllm.adapters.redis.queue import RedisTaskQueue
+from docllm.adapters.sql.engine import TransientRetry, make_engine
+from docllm.adapters.sql.migrations import upgrade_schema
+from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.policies import RetryPolicy
 from docllm.domain.services.reaper import Reaper
+from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
+from tests.support.memory.queue import InMemoryTaskQueue
 
 FEW_TRIES = TransientRetry(tries=2, base_delay=0.01)
 

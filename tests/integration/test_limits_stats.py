@@ -7,8 +7,8 @@ import uuid
 
 import redis
 
-from docllm.adapters.redis_clock import RedisServerClock
-from docllm.adapters.redis_rate_limiter import RedisRateLimiter
+from docllm.adapters.redis.clock import RedisServerClock
+from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.entrypoints.cli import main
 
 BASE_URL = "http://127.0.0.1:9/v1"

@@ -12,13 +12,11 @@ from collections.abc import Callable
 
 import pytest
 
-from docllm.adapters.memory_breaker import InMemoryLlmBreaker
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.metrics import Metrics
-from docllm.adapters.migrations import upgrade_schema
-from docllm.adapters.openai_reviewer import OpenAIReviewer
-from docllm.adapters.sql_engine import make_engine
-from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
+from docllm.adapters.sql.engine import make_engine
+from docllm.adapters.sql.migrations import upgrade_schema
+from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
+from docllm.adapters.telemetry.metrics import Metrics
 from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import PermanentError
@@ -34,6 +32,8 @@ from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker
 from tests.support.llm_server import FakeLLM, Reply, error, smart_answer
+from tests.support.memory.breaker import InMemoryLlmBreaker
+from tests.support.memory.queue import InMemoryTaskQueue
 
 CHUNK = 400
 PRICES = PriceTable.parse("test-model=2/8")  # USD per 1M prompt / completion tokens

@@ -22,11 +22,7 @@ import pytest
 from dependency_injector import providers
 from prometheus_client.parser import text_string_to_metric_families
 
-from docllm.adapters.fault_injection import Crash
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
-from docllm.adapters.metrics import Metrics, PrometheusEvents, reason_label
+from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents, reason_label
 from docllm.container import Container
 from docllm.domain import events as ev
 from docllm.domain.model import TaskStatus
@@ -35,6 +31,10 @@ from docllm.domain.services.producer import submit
 from docllm.entrypoints.bootstrap import build_service
 from docllm.runtime.service import Service
 from docllm.settings import Settings
+from sim.fault_injection import Crash
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-must-never-be-logged-1234"

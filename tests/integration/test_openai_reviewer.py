@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from docllm.adapters.openai_reviewer import OpenAIReviewer
+from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import ConfigurationError, PermanentError, TransientError
 from docllm.domain.report import validate_report

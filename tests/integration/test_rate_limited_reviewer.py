@@ -9,9 +9,9 @@ import asyncio
 import fakeredis
 import pytest
 
-from docllm.adapters.openai_reviewer import OpenAIReviewer
-from docllm.adapters.redis_clock import RedisServerClock
-from docllm.adapters.redis_rate_limiter import RedisRateLimiter
+from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
+from docllm.adapters.redis.clock import RedisServerClock
+from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.domain.errors import TransientError
 from docllm.domain.rate_limits import PACE
 from docllm.domain.services.rate_gate import RateGate

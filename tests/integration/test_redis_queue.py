@@ -11,12 +11,12 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.redis_clock import RedisServerClock
-from docllm.adapters.redis_keys import RedisKeys
-from docllm.adapters.redis_queue import RedisTaskQueue, queue_scripts
+from docllm.adapters.redis.clock import RedisServerClock
+from docllm.adapters.redis.keys import RedisKeys
+from docllm.adapters.redis.queue import RedisTaskQueue, queue_scripts
 from docllm.domain.errors import Unavailable
 from docllm.domain.payload import make_payload
+from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
 
 LEASE = 30_000

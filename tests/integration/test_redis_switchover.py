@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from docllm.adapters.redis_client import make_redis_client
-from docllm.adapters.redis_queue import RedisTaskQueue
+from docllm.adapters.redis.client import make_redis_client
+from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.errors import Unavailable
 from docllm.domain.payload import make_payload
 from tests.servers import RedisClusterSet, SentinelSet

@@ -9,7 +9,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from docllm.adapters.sql_engine import make_engine
+from docllm.adapters.sql.engine import make_engine
 from tests.servers import MariaDBServer
 from tests.servers.fault_proxy import FaultProxy
 from tests.servers.wire import mysql_commit

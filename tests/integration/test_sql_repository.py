@@ -20,10 +20,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import make_url
 
-from docllm.adapters.migrations import upgrade_schema
-from docllm.adapters.sql_engine import TransientRetry, make_engine
-from docllm.adapters.sql_repository import SqlAlchemyTaskRepository, non_terminal_page
-from docllm.adapters.sql_schema import USAGE_COLUMNS, metadata
+from docllm.adapters.sql.engine import TransientRetry, make_engine
+from docllm.adapters.sql.migrations import upgrade_schema
+from docllm.adapters.sql.repository import SqlAlchemyTaskRepository, non_terminal_page
+from docllm.adapters.sql.schema import USAGE_COLUMNS, metadata
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import StartResult, TaskStatus
 from docllm.domain.usage import Usage

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from docllm.adapters import openai_reviewer, provider_hints
-from docllm.adapters.openai_reviewer import OpenAIReviewer
+from docllm.adapters.llm import openai_reviewer, provider_hints
+from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.domain.usage import UsageMeter, metering
 from tests.support.llm_server import FakeLLM, Reply, completion
 

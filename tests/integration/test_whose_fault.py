@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-from docllm.adapters.migrations import upgrade_schema
+from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.container import Container
 from docllm.domain.model import TaskStatus
 from docllm.domain.services.cancel import Canceller

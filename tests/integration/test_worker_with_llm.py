@@ -7,10 +7,7 @@ import asyncio
 import logging
 import time
 
-from docllm.adapters.memory_breaker import InMemoryLlmBreaker
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
-from docllm.adapters.openai_reviewer import OpenAIReviewer
+from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.model import TaskStatus
 from docllm.domain.policies import LeasePolicy, RetryPolicy
@@ -21,6 +18,9 @@ from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker
 from tests.support.llm_server import FakeLLM, Reply, error
+from tests.support.memory.breaker import InMemoryLlmBreaker
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 DOC = "# Release checklist\n\nShip it.\n"
 

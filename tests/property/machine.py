@@ -17,10 +17,6 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from docllm.adapters.fault_injection import Crash, CrashBudget, Faulty
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload
 from docllm.domain.events import RecordingEvents
@@ -33,6 +29,10 @@ from docllm.domain.services.outcome import Outcome
 from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
+from sim.fault_injection import Crash, CrashBudget, Faulty
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 LEASE = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_seconds=5)
 GRACE_MS = 60_000

@@ -23,10 +23,10 @@ import redis
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.redis_queue import RedisTaskQueue, with_lib
+from docllm.adapters.redis.queue import RedisTaskQueue, with_lib
 from docllm.domain.errors import BadPayload
 from docllm.domain.payload import parse_payload, task_id_of
+from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
 
 LUA_TASK_ID = with_lib("return task_id_of(ARGV[1]) or false")

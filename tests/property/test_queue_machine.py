@@ -9,10 +9,10 @@ import fakeredis
 import pytest
 from sqlalchemy import text
 
-from docllm.adapters.migrations import upgrade_schema
-from docllm.adapters.redis_queue import RedisTaskQueue
-from docllm.adapters.sql_engine import make_engine
-from docllm.adapters.sql_repository import SqlAlchemyTaskRepository
+from docllm.adapters.redis.queue import RedisTaskQueue
+from docllm.adapters.sql.engine import make_engine
+from docllm.adapters.sql.migrations import upgrade_schema
+from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from tests.property.machine import QueueMachine
 
 

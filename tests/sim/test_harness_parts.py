@@ -7,9 +7,9 @@ import random
 import pytest
 from sqlalchemy import text
 
-from docllm.adapters.fault_injection import Crash
-from docllm.adapters.sql_engine import make_engine
+from docllm.adapters.sql.engine import make_engine
 from sim.clocks import DbClock, WallClock, authority_clock, install_db_clock
+from sim.fault_injection import Crash
 from sim.faults import poisson, restore, snapshot
 from sim.world import EPOCH_MS, Actor, SimBudget, Windows, World
 
@@ -176,7 +176,7 @@ def test_a_provider_hold_refuses_every_call_until_it_ends():
 
 
 def test_garbage_headers_are_bounded_by_the_products_parser_and_believed_by_the_break():
-    from docllm.adapters.provider_hints import hints_from_headers
+    from docllm.adapters.llm.provider_hints import hints_from_headers
     from sim.breaks import BREAKS, unbounded_hints
 
     headers = {"retry-after": "1e20", "x-ratelimit-remaining-requests": "inf", "x-ratelimit-reset-requests": "1s"}

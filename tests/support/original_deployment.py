@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis.keys import RedisKeys
 
 ORIGINAL_TABLE = """
 CREATE TABLE task_doc_llm (

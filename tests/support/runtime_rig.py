@@ -17,9 +17,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from docllm.adapters.memory_breaker import InMemoryLlmBreaker
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.errors import ConfigurationError, ProviderUnavailable
 from docllm.domain.events import RecordingEvents
@@ -32,6 +29,9 @@ from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker
 from sim.aio import VirtualTime
+from tests.support.memory.breaker import InMemoryLlmBreaker
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 T = TypeVar("T")
 

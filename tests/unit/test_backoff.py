@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from docllm.adapters.sql_engine import TransientRetry
+from docllm.adapters.sql.engine import TransientRetry
 from docllm.domain.backoff import Backoff, capped_delay, jittered
 from docllm.domain.policies import RetryPolicy
 

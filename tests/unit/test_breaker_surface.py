@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docllm.adapters.metrics import Metrics, PrometheusEvents
+from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents
 from docllm.domain import events as ev
 from docllm.domain.breaker import BreakerState, BreakerView
 from docllm.entrypoints import views

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
 from docllm.domain.model import TaskStatus
 from docllm.domain.policies import LeasePolicy, RetryPolicy
@@ -15,6 +12,9 @@ from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.cancel import Canceller, CancelResult
 from docllm.domain.services.outcome import CANCELLED_ERROR, Outcome
 from docllm.domain.services.producer import retry_dead, submit
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 from tests.support.runtime_rig import FakeReviewer, Rig, run
 
 FAILED, PENDING, PROCESSING = TaskStatus.failed, TaskStatus.pending, TaskStatus.processing

@@ -3,11 +3,11 @@
 import fakeredis
 from dependency_injector import providers
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.container import Container
 from docllm.settings import Settings
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 
 def test_services_are_wired_from_settings_with_overridden_ports():

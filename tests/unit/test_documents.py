@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docllm.adapters.documents import DocumentError, html_to_text, read_document
+from docllm.adapters.files.documents import DocumentError, html_to_text, read_document
 
 
 def write(tmp_path, name: str, data: bytes):

@@ -12,8 +12,8 @@ import pytest
 import redis
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from docllm.adapters.redis_errors import means_unavailable, redis_errors
-from docllm.adapters.sql_engine import TransientRetry, error_kind
+from docllm.adapters.redis.errors import means_unavailable, redis_errors
+from docllm.adapters.sql.engine import TransientRetry, error_kind
 from docllm.domain.errors import Unavailable
 
 

@@ -9,9 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
 from docllm.domain.events import RecordingEvents
 from docllm.domain.model import Attempt, Delivery, Leftovers, Task, TaskStatus
@@ -21,6 +18,9 @@ from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.leftovers import LeftoverSweep
 from docllm.domain.services.outcome import Outcome
 from docllm.domain.services.reconciler import Reconciler
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 GRACE = 60_000
 LEASE = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_seconds=5)

@@ -13,16 +13,16 @@ from collections.abc import Iterator
 import pytest
 from dependency_injector import providers
 
-from docllm.adapters.log_events import LoggingEvents
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
-from docllm.adapters.metrics import AttemptTimer
+from docllm.adapters.telemetry.log_events import LoggingEvents
+from docllm.adapters.telemetry.metrics import AttemptTimer
 from docllm.domain import events as ev
 from docllm.domain.events import RecordingEvents
 from docllm.entrypoints.bootstrap import build_container, build_service
 from docllm.logs import setup_logging
 from docllm.settings import Settings
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 SECRET = "sk-live-0123456789abcdef-secret"
 

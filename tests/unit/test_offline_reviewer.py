@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from docllm.adapters.offline_reviewer import OfflineReviewer
+from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.domain.errors import PermanentError
 from docllm.domain.report import validate_report
 

@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
-from docllm.adapters.memory_registry import InMemoryWorkerRegistry
 from docllm.domain.model import TaskStatus
 from docllm.runtime.presence import TTL_PERIODS, beat_seconds
 from docllm.runtime.service import Parts, Service
 from docllm.settings import Settings
+from tests.support.memory.registry import InMemoryWorkerRegistry
 from tests.support.runtime_rig import FakeReviewer, Rig
 
 

@@ -10,15 +10,15 @@ import fakeredis
 import pytest
 from dependency_injector import providers
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_rate_limiter import InMemoryRateLimiter
-from docllm.adapters.provider_hints import duration_seconds, hints_from_headers, retry_after_seconds
-from docllm.adapters.redis_rate_limiter import RedisRateLimiter
+from docllm.adapters.llm.provider_hints import duration_seconds, hints_from_headers, retry_after_seconds
+from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.container import Container
 from docllm.domain.errors import Unavailable
 from docllm.domain.rate_limits import COMPLETION_ESTIMATE_TOKENS, PACE, ProviderHints, estimate_tokens
 from docllm.domain.services.rate_gate import RateGate
 from docllm.settings import Settings, SettingsError
+from sim.manual_clock import ManualClock
+from tests.support.memory.rate_limiter import InMemoryRateLimiter
 
 try:  # what the openai client's responses carry (openai 3 moved to httpx2)
     import httpx2 as httpx

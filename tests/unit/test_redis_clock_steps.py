@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from docllm.adapters.redis_clock import RedisServerClock
+from docllm.adapters.redis.clock import RedisServerClock
 from docllm.domain.errors import Unavailable
 
 

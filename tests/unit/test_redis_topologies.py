@@ -9,11 +9,11 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from docllm.adapters.redis_client import make_redis_client
-from docllm.adapters.redis_clock import RedisServerClock
-from docllm.adapters.redis_errors import means_unavailable, redis_errors
-from docllm.adapters.redis_topology import recover
-from docllm.adapters.redis_urls import hash_tag, parse_redis_url
+from docllm.adapters.redis.client import make_redis_client
+from docllm.adapters.redis.clock import RedisServerClock
+from docllm.adapters.redis.errors import means_unavailable, redis_errors
+from docllm.adapters.redis.topology import recover
+from docllm.adapters.redis.urls import hash_tag, parse_redis_url
 from docllm.domain.errors import Unavailable
 from docllm.settings import Settings, SettingsError, lease_for_failover, redact_url
 

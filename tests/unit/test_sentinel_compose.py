@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from docllm.adapters.redis_urls import parse_redis_url
+from docllm.adapters.redis.urls import parse_redis_url
 from docllm.settings import SETTINGS_TABLE, Settings
 
 ROOT = Path(__file__).resolve().parents[2]

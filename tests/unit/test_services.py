@@ -9,9 +9,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain import events as ev
 from docllm.domain.errors import PermanentError, TransientError
 from docllm.domain.events import RecordingEvents
@@ -24,6 +21,9 @@ from docllm.domain.services.producer import retry_dead, submit
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.domain.verdict import Happened
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 LEASE = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_seconds=5)
 

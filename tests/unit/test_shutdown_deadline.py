@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 import time
 
-from docllm.adapters.memory_registry import InMemoryWorkerRegistry
 from docllm.domain.model import TaskStatus
 from docllm.domain.services.reaper import Reaper
 from docllm.runtime.service import LEAVE_SECONDS, Parts, Service
 from docllm.settings import Settings
+from tests.support.memory.registry import InMemoryWorkerRegistry
 from tests.support.runtime_rig import FakeReviewer, Rig, wait_until
 
 HANG_SECONDS = 30.0

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from docllm.adapters import provider_hints
-from docllm.adapters.provider_hints import hints_from_headers, retry_after_seconds
+from docllm.adapters.llm import provider_hints
+from docllm.adapters.llm.provider_hints import hints_from_headers, retry_after_seconds
 from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.services.rate_gate import MAX_SLEEP_S, RateGate
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import fakeredis
 
-from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis.keys import RedisKeys
 from docllm.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "UPGRADING.md"

@@ -7,9 +7,6 @@ import asyncio
 
 import pytest
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.domain.errors import PermanentError, TransientError
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.prices import PriceTable
@@ -18,6 +15,9 @@ from docllm.domain.services.producer import submit
 from docllm.domain.usage import LlmCall, Usage, UsageMeter, metering, record
 from docllm.domain.verdict import Happened
 from docllm.settings import Settings, SettingsError
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 # -- the price table ----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import docllm
 
 ROOT = Path(__file__).resolve().parents[2]
-VERSIONS = ROOT / "src" / "docllm" / "adapters" / "migrations" / "versions"
+VERSIONS = ROOT / "src" / "docllm" / "adapters" / "sql" / "migrations" / "versions"
 
 
 def _assigned(name: str, text: str) -> str | None:

@@ -8,13 +8,13 @@ import pytest
 from dependency_injector import providers
 from rich.console import Console
 
-from docllm.adapters.manual_clock import ManualClock
-from docllm.adapters.memory_queue import InMemoryTaskQueue
-from docllm.adapters.memory_repository import InMemoryTaskRepository
 from docllm.container import Container
 from docllm.domain.services.producer import submit
 from docllm.entrypoints import cli, commands
 from docllm.entrypoints.watch import _view
+from sim.manual_clock import ManualClock
+from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.memory.repository import InMemoryTaskRepository
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Parsing queue payloads. Kept strict: anything odd goes to the dead-letter list with a reason.
 
 The rule, one for every reader of a payload (this module, and ``task_id_of`` in the queue's
-``adapters/lua/lib.lua``, which the scripts use for processing_ts stamps, lease data and cancel
+``adapters/redis/lua/lib.lua``, which the scripts use for processing_ts stamps, lease data and cancel
 marks; ``tests/property/test_payload_agreement.py`` proves the two agree on generated payloads,
 on fakeredis and on a real redis-server):
 

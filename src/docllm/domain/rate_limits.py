@@ -14,7 +14,7 @@ Every number from outside (a header, a reported usage, a caller's settle) is bel
 the bounds below, else ignored, and a stored time further ahead than ``HORIZON_MS`` is forgotten:
 past them PEXPIRE fails and a wait overflows Redis's integers into one read as "go now".
 
-``decide`` and ``correct`` are the reference: ``adapters/lua/rate_limit.lua`` does the same in
+``decide`` and ``correct`` are the reference: ``adapters/redis/lua/rate_limit.lua`` does the same in
 Redis, and the contract tests hold the two to each other.
 """
 

@@ -35,7 +35,7 @@ def build_container(settings: Settings, log: bool = True) -> Container:
 def prepare_schema(container: Container) -> None:
     """The embedded SQLite database creates itself; MySQL is upgraded by ``docllm init-db``, and
     until then every program stops with a message saying so."""
-    from docllm.adapters.migrations import require_schema, upgrade_schema
+    from docllm.adapters.sql.migrations import require_schema, upgrade_schema
 
     if container.settings().database_url.startswith("sqlite"):
         upgrade_schema(container.engine())

@@ -33,7 +33,7 @@ def _container(schema: bool = True) -> Iterator[Container]:
 
 
 def init_db(args: argparse.Namespace) -> int:
-    from docllm.adapters.migrations import upgrade_schema
+    from docllm.adapters.sql.migrations import upgrade_schema
 
     with _container(schema=False) as c:
         upgrade_schema(c.engine())
@@ -42,7 +42,7 @@ def init_db(args: argparse.Namespace) -> int:
 
 
 def submit(args: argparse.Namespace) -> int:
-    from docllm.adapters.documents import DocumentError, read_document
+    from docllm.adapters.files.documents import DocumentError, read_document
 
     with _container() as c:
         limit = c.settings().max_document_bytes

@@ -64,7 +64,7 @@ def run_demo(workers: int = 3, dashboard: bool = False) -> int:
     repo, queue = container.repository(), container.queue()
 
     docs = sorted(find_examples().glob("*.md"))
-    from docllm.adapters.documents import read_document
+    from docllm.adapters.files.documents import read_document
 
     tasks = [submit(repo, queue, p.name, read_document(str(p), settings.max_document_bytes)) for p in docs]
     ids = [t.task_id for t in tasks]

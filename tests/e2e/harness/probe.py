@@ -8,8 +8,8 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
-from docllm.adapters.redis_client import make_redis_client
-from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis.client import make_redis_client
+from docllm.adapters.redis.keys import RedisKeys
 
 
 def _text(value: bytes | str) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from docllm.adapters.sql_schema import JsonText, LongText, TaskId
-from docllm.adapters.sql_time import UtcDateTime, utcnow
+from docllm.adapters.sql.schema import JsonText, LongText, TaskId
+from docllm.adapters.sql.timestamps import UtcDateTime, utcnow
 
 revision = "0001"
 down_revision = None

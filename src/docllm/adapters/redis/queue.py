@@ -1,6 +1,6 @@
 """The TaskQueue port over Redis (ARCHITECTURE.md, Redis layout, Operations, Clocks).
 
-Every change that touches more than one key is one Lua script from ``adapters/lua/`` (atomic:
+Every change that touches more than one key is one Lua script from ``adapters/redis/lua/`` (atomic:
 a crash leaves it done or not done), run with the authority's ``now_ms`` from the clock. The
 client should not decode responses: payloads are kept byte for byte, and bytes that are not
 UTF-8 travel through ``str`` as surrogate escapes.
@@ -19,11 +19,11 @@ from typing import Any, cast
 
 from redis.commands.core import Script
 
-from docllm.adapters.redis_client import RedisClient
-from docllm.adapters.redis_clock import RedisServerClock
-from docllm.adapters.redis_errors import redis_errors
-from docllm.adapters.redis_keys import RedisKeys
-from docllm.adapters.redis_topology import node_for, recover
+from docllm.adapters.redis.client import RedisClient
+from docllm.adapters.redis.clock import RedisServerClock
+from docllm.adapters.redis.errors import redis_errors
+from docllm.adapters.redis.keys import RedisKeys
+from docllm.adapters.redis.topology import node_for, recover
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
@@ -62,12 +62,12 @@ BLOCK_READ_MARGIN_S = 5.0
 
 def with_lib(body: str) -> str:
     """A queue script's source: lib.lua's helpers, then ``body`` (a script cannot include another)."""
-    return (resources.files("docllm.adapters") / "lua" / "lib.lua").read_text("utf-8") + "\n" + body
+    return (resources.files("docllm.adapters.redis") / "lua" / "lib.lua").read_text("utf-8") + "\n" + body
 
 
 @functools.cache
 def _script_text(name: str) -> str:
-    return with_lib((resources.files("docllm.adapters") / "lua" / f"{name}.lua").read_text("utf-8"))
+    return with_lib((resources.files("docllm.adapters.redis") / "lua" / f"{name}.lua").read_text("utf-8"))
 
 
 def queue_scripts(client: RedisClient) -> dict[str, Script]:

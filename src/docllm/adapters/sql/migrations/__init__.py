@@ -15,7 +15,7 @@ from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection, Engine
 
-from docllm.adapters.sql_engine import make_engine
+from docllm.adapters.sql.engine import make_engine
 from docllm.domain.errors import Unavailable
 
 HERE = Path(__file__).parent
@@ -28,7 +28,7 @@ def require_schema(engine: Engine) -> None:
     """Raise ConfigurationError naming the fix when the task table is missing."""
     from sqlalchemy import inspect
 
-    from docllm.adapters.sql_schema import USAGE_COLUMNS
+    from docllm.adapters.sql.schema import USAGE_COLUMNS
     from docllm.domain.errors import ConfigurationError
 
     try:

@@ -7,10 +7,10 @@ from typing import Any
 
 import redis
 
-from docllm.adapters.breaker_ops import BreakerOps
-from docllm.adapters.redis_errors import redis_errors
-from docllm.adapters.redis_keys import RedisKeys
-from docllm.adapters.redis_queue import _script_text
+from docllm.adapters.redis.breaker_ops import BreakerOps
+from docllm.adapters.redis.errors import redis_errors
+from docllm.adapters.redis.keys import RedisKeys
+from docllm.adapters.redis.queue import _script_text
 from docllm.domain.breaker import BreakerPolicy, BreakerState, BreakerView
 from docllm.domain.ports import Clock
 

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from docllm.adapters.redis_errors import reply_code
+from docllm.adapters.redis.errors import reply_code
 
 log = logging.getLogger(__name__)
 

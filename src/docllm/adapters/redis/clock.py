@@ -13,8 +13,8 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from docllm.adapters.redis_errors import redis_errors
-from docllm.adapters.redis_topology import recover, server_time
+from docllm.adapters.redis.errors import redis_errors
+from docllm.adapters.redis.topology import recover, server_time
 from docllm.domain.policies import LeasePolicy
 
 log = logging.getLogger("docllm.clock")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from docllm.adapters.clock_steps import ClockSteps
+from docllm.adapters.redis.clock_steps import ClockSteps
 from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats
 from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from docllm.adapters.offline_checks.document import Doc
+from docllm.adapters.offline.checks.document import Doc
 
 
 def _json(body: str) -> tuple[str, int] | None:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import openai
 
-from docllm.adapters.provider_hints import bounded, hints_from_headers
-from docllm.adapters.provider_hints import retry_after_seconds as _retry_after
+from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
+from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
 from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, ProviderUnavailable, TransientError
 from docllm.domain.prices import PriceTable

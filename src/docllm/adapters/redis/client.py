@@ -15,7 +15,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
-from docllm.adapters.redis_urls import RedisTarget, parse_redis_url
+from docllm.adapters.redis.urls import RedisTarget, parse_redis_url
 
 # What make_redis_client returns; the queue and the clock take either (redis_topology.py).
 RedisClient = redis.Redis | RedisCluster

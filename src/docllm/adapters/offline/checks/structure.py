@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from docllm.adapters.offline_checks.document import Doc
+from docllm.adapters.offline.checks.document import Doc
 
 
 def empty_sections(doc: Doc) -> Iterator[dict[str, Any]]:

@@ -13,7 +13,7 @@ from sqlalchemy import BigInteger, Column, Double, Index, Integer, MetaData, Str
 from sqlalchemy.dialects.mysql import LONGTEXT
 from sqlalchemy.types import TypeDecorator
 
-from docllm.adapters.sql_time import UtcDateTime, utcnow
+from docllm.adapters.sql.timestamps import UtcDateTime, utcnow
 
 # MySQL's TEXT holds 64 KB; documents of 10 MB and more need LONGTEXT (4 GB).
 LongText = Text().with_variant(LONGTEXT(), "mysql", "mariadb")

@@ -9,8 +9,8 @@ from typing import Any
 
 import redis
 
-from docllm.adapters.redis_errors import redis_errors
-from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis.errors import redis_errors
+from docllm.adapters.redis.keys import RedisKeys
 from docllm.domain.ports import Clock
 from docllm.domain.rate_limits import Budget, LimitState, ProviderHints, headroom
 
@@ -54,7 +54,7 @@ class RedisRateLimiter:
     ):
         self.key = limit_key(RedisKeys.of(keys_or_prefix), base_url, model)
         self._clock, self._rpm, self._tpm = clock, rpm or 0, tpm or 0
-        text = (resources.files("docllm.adapters") / "lua" / "rate_limit.lua").read_text("utf-8")
+        text = (resources.files("docllm.adapters.redis") / "lua" / "rate_limit.lua").read_text("utf-8")
         self._script = client.register_script(text)
 
     def _run(self, op: str, now: int, *args: Any) -> Any:

@@ -13,16 +13,16 @@ from typing import Any, cast
 
 import redis
 
-from docllm.adapters.redis_clock import RedisServerClock
-from docllm.adapters.redis_errors import redis_errors
-from docllm.adapters.redis_keys import RedisKeys
+from docllm.adapters.redis.clock import RedisServerClock
+from docllm.adapters.redis.errors import redis_errors
+from docllm.adapters.redis.keys import RedisKeys
 from docllm.domain.ports import Clock
 from docllm.domain.workers import InFlight, WorkerRecord
 
 
 @functools.cache
 def _beat_script() -> str:
-    return (resources.files("docllm.adapters") / "lua" / "worker_beat.lua").read_text("utf-8")
+    return (resources.files("docllm.adapters.redis") / "lua" / "worker_beat.lua").read_text("utf-8")
 
 
 class RedisWorkerRegistry:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from docllm.adapters.offline_checks.document import Doc
+from docllm.adapters.offline.checks.document import Doc
 
 MAX_SENTENCE_WORDS = 40
 _MARKER = re.compile(r"\b(TODO|FIXME|TBD)\b")

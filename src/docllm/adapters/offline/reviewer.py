@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from docllm.adapters.offline_checks import CHECKS, Doc
+from docllm.adapters.offline.checks import CHECKS, Doc
 from docllm.domain.report import SEVERITIES, make_report, require_reviewable
 
 

@@ -9,8 +9,8 @@ import os
 
 from alembic import context
 
-from docllm.adapters.sql_engine import make_engine
-from docllm.adapters.sql_schema import metadata
+from docllm.adapters.sql.engine import make_engine
+from docllm.adapters.sql.schema import metadata
 
 
 def _run(connection) -> None:

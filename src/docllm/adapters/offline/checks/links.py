@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from docllm.adapters.offline_checks.document import Doc
+from docllm.adapters.offline.checks.document import Doc
 
 _INLINE = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)]*)\)")
 _REFERENCE = re.compile(r"!?\[([^\]]+)\]\[([^\]]*)\]")

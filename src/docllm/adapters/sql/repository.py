@@ -30,10 +30,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 
-from docllm.adapters.sql_engine import TransientRetry
-from docllm.adapters.sql_schema import USAGE_COLUMNS
-from docllm.adapters.sql_schema import task_doc_llm as t
-from docllm.adapters.sql_time import minute_of, utc_ago, utcnow
+from docllm.adapters.sql.engine import TransientRetry
+from docllm.adapters.sql.schema import USAGE_COLUMNS
+from docllm.adapters.sql.schema import task_doc_llm as t
+from docllm.adapters.sql.timestamps import minute_of, utc_ago, utcnow
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
 from docllm.domain.usage import Usage

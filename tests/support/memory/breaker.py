@@ -7,7 +7,7 @@ import math
 import threading
 from collections import Counter
 
-from docllm.adapters.breaker_ops import BreakerOps
+from docllm.adapters.redis.breaker_ops import BreakerOps
 from docllm.domain.breaker import BreakerPolicy, BreakerState, BreakerView
 from docllm.domain.ports import Clock
 

@@ -1,0 +1,1 @@
+"""Documents read from files at submit."""

@@ -1,0 +1,1 @@
+"""Adapters to an OpenAI-compatible LLM: the reviewer and what the provider's headers say."""

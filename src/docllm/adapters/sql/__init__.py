@@ -1,0 +1,2 @@
+"""Adapters over SQL (SQLAlchemy: MySQL/MariaDB through PyMySQL, SQLite): the task repository, its
+schema and migrations."""

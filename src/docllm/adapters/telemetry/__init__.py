@@ -1,0 +1,1 @@
+"""Where events go: logs and Prometheus metrics."""

@@ -189,30 +189,32 @@ class RepoObserver:
             self._l.committed(book, attempt)
         return ok
 
-    def retry(
-        self,
-        task_id: int,
-        attempt: int,
-        error: str,
-        count_failure: bool = True,
-        usage: Usage | None = None,
-        handback: bool = False,
-    ) -> bool:
-        ok = self._r.retry(task_id, attempt, error, count_failure, usage=usage, handback=handback)
+    def retry(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
+        ok = self._r.retry(task_id, attempt, error, usage=usage)
         self._log("call", f"repo.retry attempt {attempt} ({error[:50]}) -> {ok}", task_id)
         book = self._l.book(task_id)
         if ok and book is not None:
             self._l.fenced_write(book, attempt, "retry")
-            if count_failure:
-                self._charged(book, attempt, error)
-            if not count_failure:
-                book.counted -= 1
-                token = book.token if book.attempt == attempt else None
-                self._l.handed.append((self._l.world.now, task_id, attempt, token, error, handback))
-            if handback:
+            self._charged(book, attempt, error)
+            self._l.set_status(book, PENDING)
+            self._l.mark(task_id, "retry")
+        return ok
+
+    def hand_back(
+        self, task_id: int, attempt: int, why: str, usage: Usage | None = None, counted: bool = False
+    ) -> bool:
+        ok = self._r.hand_back(task_id, attempt, why, usage=usage, counted=counted)
+        self._log("call", f"repo.hand_back attempt {attempt} ({why[:50]}) -> {ok}", task_id)
+        book = self._l.book(task_id)
+        if ok and book is not None:
+            self._l.fenced_write(book, attempt, "retry")
+            book.counted -= 1
+            token = book.token if book.attempt == attempt else None
+            self._l.handed.append((self._l.world.now, task_id, attempt, token, why, counted))
+            if counted:
                 book.handbacks += 1
             self._l.set_status(book, PENDING)
-            self._l.mark(task_id, "retry" if count_failure else "release")
+            self._l.mark(task_id, "release")
         return ok
 
     def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:

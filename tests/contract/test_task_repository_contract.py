@@ -180,7 +180,7 @@ def test_retry_puts_the_task_back_to_pending(repo):
 
 def test_retry_that_does_not_count_keeps_the_budget(repo):
     task = started(repo)
-    assert repo.retry(task.task_id, task.attempt, "worker shutting down", count_failure=False)
+    assert repo.hand_back(task.task_id, task.attempt, "worker shutting down")
     assert repo.get(task.task_id).retry_count == 0
 
 
@@ -196,7 +196,7 @@ def test_fail_ends_the_task(repo):
 def test_a_stale_attempt_can_change_nothing(repo):
     """D5: attempt 1 was reclaimed and attempt 2 runs; attempt 1's late writes all miss."""
     first = started(repo, token="tok-1")
-    assert repo.retry(first.task_id, first.attempt, "lease expired", count_failure=False)
+    assert repo.hand_back(first.task_id, first.attempt, "lease expired")
     second = repo.start_attempt(first.task_id, "tok-2").task
     assert second.attempt == 2
     before = repo.get(first.task_id)
@@ -335,7 +335,7 @@ def test_usage_sums_over_the_attempts_that_write_an_outcome(repo):
     assert repo.retry(task.task_id, 1, "500", usage=Usage(2, 100, 0, 1.25, "gpt-4o-mini", None))
     assert repo.get(task.task_id).usage == Usage(2, 100, 0, 1.25, "gpt-4o-mini", None)
     repo.start_attempt(task.task_id, "tok-2")
-    assert repo.retry(task.task_id, 2, "shutdown", count_failure=False, usage=Usage(1, 50, 0, 0.5, "gpt-4o", 0.25))
+    assert repo.hand_back(task.task_id, 2, "shutdown", usage=Usage(1, 50, 0, 0.5, "gpt-4o", 0.25))
     repo.start_attempt(task.task_id, "tok-3")
     assert repo.fail(task.task_id, 3, "400", usage=Usage(1, 7, 3, 0.25, "gpt-4o", 0.125))
     usage = repo.get(task.task_id).usage
@@ -346,7 +346,7 @@ def test_usage_sums_over_the_attempts_that_write_an_outcome(repo):
 
 def test_a_stale_attempt_adds_no_usage(repo):
     first = started(repo, token="tok-1")
-    assert repo.retry(first.task_id, 1, "lease expired", count_failure=False)
+    assert repo.hand_back(first.task_id, 1, "lease expired")
     second = repo.start_attempt(first.task_id, "tok-2").task
     spent = Usage(3, 30, 3, 3.0, "m", 0.3)
     assert not repo.commit(first.task_id, 1, {"stale": True}, usage=spent)

@@ -58,7 +58,7 @@ def test_init_db_adopts_the_original_table_and_leaves_finished_rows_alone(old, m
         assert started.result is StartResult.started and started.task.attempt == 1
         assert repo.commit(pending, 1, {"findings": [{"quote": "x" * 70_000}]})
         assert repo.get(pending).status is TaskStatus.success
-        assert repo.retry(processing, 0, "recovered", count_failure=False)  # the old worker's row, attempt 0
+        assert repo.hand_back(processing, 0, "recovered")  # the old worker's row, attempt 0
         assert repo.get(processing).status is TaskStatus.pending
         assert {k: v for k, v in old.original_rows().items() if k in before} == before
     finally:

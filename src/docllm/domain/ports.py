@@ -169,18 +169,16 @@ class TaskRepository(Protocol):
     def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
         """processing -> success for this attempt only."""
 
-    def retry(
-        self,
-        task_id: int,
-        attempt: int,
-        error: str,
-        count_failure: bool = True,
-        usage: Usage | None = None,
-        handback: bool = False,
+    def retry(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
+        """processing -> pending for this attempt only, charged: retry_count + 1."""
+
+    def hand_back(
+        self, task_id: int, attempt: int, why: str, usage: Usage | None = None, counted: bool = False
     ) -> bool:
-        """processing -> pending for this attempt only: retry_count + 1 when it counts as a failure,
-        handbacks + 1 for a counted hand-back (``Outcome.counted``, I12). The one write that
-        returns a row to pending; ``count_failure=False`` is the uncharged hand-back."""
+        """processing -> pending for this attempt only, uncharged (the budget is kept): the one way
+        a row goes back to pending for someone else's fault (a verdict's hand-back, a lost lease,
+        an orphan, the reconciler's recovery, the original workers' leftovers). ``counted``: one
+        more of the task's bounded hand-backs (``handbacks``, I12)."""
 
     def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         """processing -> failed for this attempt only."""

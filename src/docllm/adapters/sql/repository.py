@@ -289,25 +289,17 @@ class SqlAlchemyTaskRepository:
         params = {"b_task_id": task_id, "b_attempt": attempt, "b_result": result, **usage_params(usage)}
         return self._write(COMMIT_ATTEMPT, task_id, landed, params)
 
-    def retry(
-        self,
-        task_id: int,
-        attempt: int,
-        error: str,
-        count_failure: bool = True,
-        usage: Usage | None = None,
-        handback: bool = False,
+    def retry(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
+        return self._to_pending(task_id, attempt, error, usage, retry_count=t.c.retry_count + 1)
+
+    def hand_back(
+        self, task_id: int, attempt: int, why: str, usage: Usage | None = None, counted: bool = False
     ) -> bool:
+        return self._to_pending(task_id, attempt, why, usage, handbacks=t.c.handbacks + (1 if counted else 0))
+
+    def _to_pending(self, task_id: int, attempt: int, error: str, usage: Usage | None, **count: Any) -> bool:
         return self._fenced(
-            task_id,
-            attempt,
-            PENDING,
-            usage,
-            retry_count=t.c.retry_count + (1 if count_failure else 0),
-            handbacks=t.c.handbacks + (1 if handback else 0),
-            error=error,
-            lease_token=None,
-            processing_started_at=None,
+            task_id, attempt, PENDING, usage, error=error, lease_token=None, processing_started_at=None, **count
         )
 
     def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:

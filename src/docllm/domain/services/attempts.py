@@ -112,7 +112,7 @@ class TaskProcessor:
     ) -> bool:
         """processing -> pending for ``attempt`` only, charging no attempt: the one way this
         service hands a row back (a verdict's hand-back, a lost lease, an orphan). True when it landed."""
-        return self.repo.retry(task_id, attempt, why, count_failure=False, usage=usage, handback=counted)
+        return self.repo.hand_back(task_id, attempt, why, usage=usage, counted=counted)
 
     # -- while it runs -----------------------------------------------------------------------
     def heartbeat(self, attempt: Attempt) -> bool:

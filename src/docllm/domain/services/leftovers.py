@@ -76,7 +76,7 @@ class LeftoverSweep:
                 pass  # released all the same: the worker that claims it dead-letters it (I7)
         for row in self.repo.get_many(ids):
             legacy = row.status is TaskStatus.processing and row.lease_token is None
-            if legacy and self.repo.retry(row.task_id, row.attempt, HANDED_BACK, count_failure=False):
+            if legacy and self.repo.hand_back(row.task_id, row.attempt, HANDED_BACK):
                 self.events.emit(ev.RECONCILED, task_id=row.task_id, status=row.status.value)
 
 

@@ -103,7 +103,7 @@ class Reaper:
             # The row's attempt has no lease: its start landed but its answer was lost, and its
             # payload went back to the queue. This payload is the only one left, so hand the row
             # back uncharged, fenced on that attempt, and requeue rather than ack.
-            if not self.repo.retry(row.task_id, row.attempt, ORPHANED_REASON, count_failure=False):
+            if not self.repo.hand_back(row.task_id, row.attempt, ORPHANED_REASON):
                 return False
             self.queue.requeue(delivery.token, front=True)
             self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.orphaned, worker=self.name)

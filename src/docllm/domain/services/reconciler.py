@@ -109,9 +109,7 @@ class Reconciler:
 
     def _recover(self, row: Task) -> bool:
         self._suspects.pop(row.task_id, None)
-        if row.status is TaskStatus.processing and not self.repo.retry(
-            row.task_id, row.attempt, RECOVERED, count_failure=False
-        ):
+        if row.status is TaskStatus.processing and not self.repo.hand_back(row.task_id, row.attempt, RECOVERED):
             return False  # the row moved on meanwhile: it is alive
         self.queue.push(make_payload(row.task_id, row.task_name))
         self.events.emit(ev.RECONCILED, task_id=row.task_id, status=row.status.value)

@@ -101,6 +101,11 @@ async def _inline(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
+# The clock's step warnings (a flapping host makes hundreds) would reach stderr through logging's
+# last resort; the run's trace and checker know every step already.
+logging.getLogger("docllm.clock").addHandler(logging.NullHandler())
+
+
 def sim_logger(system: ProductSystem) -> logging.Logger:
     """A logger of this run alone (not registered with ``logging``: runs never share one)."""
     logger = logging.Logger("docllm.sim")

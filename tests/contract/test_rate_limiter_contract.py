@@ -13,7 +13,7 @@ import redis
 
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter, limit_key
-from docllm.domain.ports import RateLimiter
+from docllm.domain.ports import Clock, RateLimiter
 from docllm.domain.rate_limits import MAX_COUNT, MAX_RESET_S, MAX_RETRY_AFTER_S, PACE, ProviderHints
 from sim.manual_clock import ManualClock
 from tests.support.memory.rate_limiter import InMemoryRateLimiter
@@ -26,10 +26,14 @@ def make(request: pytest.FixtureRequest) -> Iterator[tuple[ManualClock, Make]]:
     clock = ManualClock()
     if request.param == "memory":
         shared: dict[str, InMemoryRateLimiter] = {}  # one process: its workers share one limiter per model
-        yield (
-            clock,
-            lambda rpm=None, tpm=None, model="m": shared.setdefault(model, InMemoryRateLimiter(clock, rpm, tpm)),
-        )
+
+        def build_in_memory(
+            rpm: int | None = None, tpm: int | None = None, model: str = "m", on: Clock | None = None
+        ) -> RateLimiter:
+            limiter = shared.setdefault(model, InMemoryRateLimiter(clock, rpm, tpm))
+            return limiter if on is None else limiter.read_on(on)
+
+        yield clock, build_in_memory
         return
     if request.param == "fakeredis":
         client: redis.Redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
@@ -37,8 +41,9 @@ def make(request: pytest.FixtureRequest) -> Iterator[tuple[ManualClock, Make]]:
         client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
     prefix = f"{{t{random.randrange(10**9)}}}"
 
-    def build(rpm: int | None = None, tpm: int | None = None, model: str = "m") -> RateLimiter:
-        return RedisRateLimiter(client, prefix, clock, "http://llm/v1", model, rpm, tpm)
+    def build(rpm: int | None = None, tpm: int | None = None, model: str = "m", on: Clock | None = None) -> RateLimiter:
+        """A limiter of one process; ``on``: that process reads the authority's time there."""
+        return RedisRateLimiter(client, prefix, on or clock, "http://llm/v1", model, rpm, tpm)
 
     yield clock, build
     client.close()
@@ -162,8 +167,10 @@ def test_models_do_not_share_a_limit(make):
     assert b.acquire(1) == 0
 
 
-def test_the_script_does_what_the_domain_arithmetic_says(make):
-    """The same random run through the in-memory reference and the subject, step by step."""
+@pytest.mark.parametrize("steps_back", [False, True], ids=["clock-forward", "clock-steps-back-too"])
+def test_the_script_does_what_the_domain_arithmetic_says(make, steps_back):
+    """The same random run through the in-memory reference and the subject, step by step; with
+    ``steps_back`` the authority's clock also steps back, by a jitter's few ms up to an hour."""
     clock, build = make
     reference_clock = ManualClock(clock.now_ms())
     subject, reference = build(rpm=90, tpm=20_000), InMemoryRateLimiter(reference_clock, 90, 20_000)
@@ -195,9 +202,86 @@ def test_the_script_does_what_the_domain_arithmetic_says(make):
             reference.settle(delta, hints)
         else:
             ms = rng.randint(0, 2000)
+            if steps_back and rng.random() < 0.3:
+                ms = -rng.choice((5, 999, 1000, 1001, 1500, 60_000, 3_600_000))
             clock.advance(ms)
             reference_clock.advance(ms)
         assert subject.headroom() == reference.headroom(), step
+
+
+# The authority's clock steps back (a failover to a host whose clock is behind, an NTP step).
+STEPS_BACK = [pytest.param(3_600_000, id="back-1h"), pytest.param(60_000, id="back-1min")]
+
+
+@pytest.mark.parametrize("step_ms", STEPS_BACK)
+@pytest.mark.parametrize("sent", [1, 2], ids=["room-left", "bucket-full"])
+def test_after_a_backward_clock_step_requests_are_paced_as_before_it(make, step_ms, sent):
+    """The buckets keep their meaning on the new clock: each acquire after the step is told what the
+    same acquire is told by a limiter whose clock never stepped."""
+    clock, build = make
+    limiter = build(rpm=120, tpm=6000)
+    steady = ManualClock(clock.now_ms())
+    unstepped = InMemoryRateLimiter(steady, rpm=120, tpm=6000)
+    for _ in range(sent):
+        assert limiter.acquire(40) == unstepped.acquire(40) == 0
+    clock.set(clock.now_ms() - step_ms)
+    waits, expected = [], []
+    for _ in range(12):
+        waits.append(limiter.acquire(40))
+        expected.append(unstepped.acquire(40))
+        ms = math.ceil(waits[-1] * 1000) if waits[-1] else 50
+        clock.advance(ms)
+        steady.advance(ms)
+    if sent == 1:
+        assert waits[0] == 0, waits  # the bucket had room: granted at once
+    else:
+        assert 0 < waits[0] <= 60 / (120 * PACE) + 0.001, waits  # at most one request interval
+    assert waits == expected
+
+
+@pytest.mark.parametrize("step_ms", STEPS_BACK)
+def test_a_providers_hold_lasts_no_longer_after_a_backward_clock_step(make, step_ms):
+    """A Retry-After and a spent budget the provider named before the step end when they were meant
+    to, counted on the new clock."""
+    clock, build = make
+    one, other = build(rpm=10_000), build(rpm=10_000)
+    assert one.acquire(1) == 0
+    one.settle(0, ProviderHints(retry_after_s=30.0, remaining_requests=0, reset_requests_s=20.0))
+    clock.advance(10_000)
+    assert other.acquire(1) == pytest.approx(20.0)  # the fleet's workers ask while it holds
+    clock.set(clock.now_ms() - step_ms)
+    assert other.acquire(1) == pytest.approx(20.0)
+    view = other.headroom()
+    assert (view["hold_s"], view["provider_reset_s"], view["provider_remaining_requests"]) == (20.0, 10.0, 0)
+    clock.advance(20_000 - 1)
+    assert other.acquire(1) == pytest.approx(0.001)
+    clock.advance(1)
+    assert other.acquire(1) == 0
+
+
+class _Behind:
+    """A process's reading of the authority's time, ``ms`` behind another's."""
+
+    def __init__(self, clock: Clock, ms: int):
+        self._clock, self._ms = clock, ms
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms() - self._ms
+
+
+def test_readings_a_few_ms_apart_let_no_more_than_the_limit_through(make):
+    """Processes read the authority's time a few ms apart, so its time goes back a little between
+    callers all the time: that is no clock step, and gives nobody a second turn."""
+    clock, build = make
+    ahead, behind = build(rpm=120), build(rpm=120, on=_Behind(clock, 5))
+    start, granted = clock.now_ms(), []
+    while clock.now_ms() - start < 70_000:
+        for caller in (ahead, behind):  # at the same moment: the second reads a time 5 ms earlier
+            if caller.acquire(1) == 0:
+                granted.append(clock.now_ms())
+        clock.advance(20)  # a busy fleet asks every 20 ms
+    worst = max(sum(1 for t in granted if s <= t < s + 60_000) for s in granted)
+    assert 116 <= worst <= 119, worst  # as from one caller (test_rpm_never_grants_more_than_...)
 
 
 def test_the_key_is_per_base_url_and_model_in_the_queues_hash_tag():
@@ -269,8 +353,11 @@ def test_an_unbelievable_settle_is_refused_and_the_limit_still_holds(redis_clien
         {"hold": "1e+23"},
         {"ttat": "1e+35"},
         {"preq": "0", "preq_seen": "0", "preq_rate": "0", "preq_at": "inf"},
+        {"seen": "inf", "hold": "1e+23"},
+        {"seen": "1e+300", "rtat": "1e+299"},
+        {"seen": "nan"},
     ],
-    ids=["hold-inf", "hold-1e23", "ttat-1e35", "reset-inf"],
+    ids=["hold-inf", "hold-1e23", "ttat-1e35", "reset-inf", "seen-inf", "seen-1e300", "seen-nan"],
 )
 def test_a_key_left_broken_is_healed_not_read_as_go_now(redis_client, broken):
     """What the script once stored from an unbelievable settle, with no TTL: a time past anything

@@ -14,6 +14,10 @@ Every number from outside (a header, a reported usage, a caller's settle) is bel
 the bounds below, else ignored, and a stored time further ahead than ``HORIZON_MS`` is forgotten:
 past them PEXPIRE fails and a wait overflows Redis's integers into one read as "go now".
 
+The authority's clock can step back (ARCHITECTURE.md, Clocks): the state remembers the latest time
+a call brought (``seen``) and a call further behind it than ``STEP_BACK_MS`` moves every stored time
+by the step (``_on_this_clock``).
+
 ``decide`` and ``correct`` are the reference: ``adapters/redis/lua/rate_limit.lua`` does the same in
 Redis, and the contract tests hold the two to each other.
 """
@@ -40,6 +44,14 @@ MAX_RETRY_AFTER_S = 3600.0  # a provider that wants more than an hour's pause is
 MAX_RESET_S = 86_400.0  # rate-limit windows run from a second to a day
 MAX_COUNT = 10**9  # no limit, remaining budget, request or answer is a billion requests or tokens
 HORIZON_MS = MAX_RESET_S * 1000  # the longest wait acquire names, and the furthest stored time believed
+# A call whose time is more than this behind the latest one seen comes after a backward step of the
+# authority's clock: every stored time moves back by the step, so each keeps its meaning (a wait is as
+# long as it was at the last call before the step; clamping to a furthest legitimate time would lose
+# that: it lengthens a hold and fills an empty bucket). Not on any smaller difference: the fleet's
+# processes read the authority a few ms apart, and moving the state back for each of those would give
+# the laggard that much more room at every call, so the fleet would drift past its limit; a caller
+# that little behind the latest only waits that much longer. As clamp.lua's slack.
+STEP_BACK_MS = 1000.0
 
 N = TypeVar("N", int, float)
 
@@ -80,6 +92,7 @@ class LimitState:
     hold_until: float = 0.0  # Retry-After: nobody sends before this
     provider_requests: Budget | None = None
     provider_tokens: Budget | None = None
+    seen: float = 0.0  # the latest authority time a call brought (0: none yet)
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,28 @@ def _intervals(rpm: int, tpm: int) -> tuple[float, float, float, float]:
     return request_ms, request_ms * max(1.0, rpm / 60.0), token_ms, 1000.0 if tpm > 0 else 0.0
 
 
+def _on_this_clock(state: LimitState, now: float) -> LimitState:
+    """The state on ``now``'s clock: moved back by a backward step (``STEP_BACK_MS``), ``seen`` brought
+    up to ``now``. A ``seen`` beyond belief (NaN, negative, past ``HORIZON_MS`` ahead) is not a step."""
+    seen = believed(state.seen, now + HORIZON_MS)
+    if seen is not None and now < seen - STEP_BACK_MS:
+        shift = now - seen
+
+        def moved(budget: Budget | None) -> Budget | None:
+            return None if budget is None else replace(budget, seen=budget.seen + shift, reset=budget.reset + shift)
+
+        state = replace(
+            state,
+            requests_tat=state.requests_tat + shift,
+            tokens_tat=state.tokens_tat + shift,
+            hold_until=state.hold_until + shift,
+            provider_requests=moved(state.provider_requests),
+            provider_tokens=moved(state.provider_tokens),
+        )
+        seen = now
+    return replace(state, seen=max(seen or 0.0, now))
+
+
 def _believable(state: LimitState, now: float) -> LimitState:
     """The state without the times no settle stores now (an older script stored them unchecked)."""
 
@@ -133,9 +168,9 @@ def _believable(state: LimitState, now: float) -> LimitState:
 
 
 def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tuple[LimitState, int]:
-    """Charge one request of ``tokens`` and return (new state, 0), or (state unchanged, ms to wait,
-    at most ``HORIZON_MS``)."""
-    state = _believable(state, now)
+    """Charge one request of ``tokens`` and return (new state, 0), or (the state, nothing charged, and
+    the ms to wait, at most ``HORIZON_MS``). Either state is to be stored: it has seen ``now``."""
+    state = _believable(_on_this_clock(state, now), now)
     tokens = min(tokens, MAX_COUNT) if tokens >= 0 else 0
     request_ms, request_tolerance, token_ms, token_tolerance = _intervals(rpm, tpm)
     wait = 0.0
@@ -167,7 +202,7 @@ def decide(state: LimitState, now: float, rpm: int, tpm: int, tokens: int) -> tu
 def correct(state: LimitState, now: float, tpm: int, delta_tokens: int, hints: ProviderHints) -> LimitState:
     """Charge ``delta_tokens`` more (fewer, when negative) than was charged, and take the hints;
     any number beyond the bounds is ignored."""
-    state = _believable(state, now)
+    state = _believable(_on_this_clock(state, now), now)
     token_ms = _intervals(0, tpm)[2]
     changes: dict[str, Any] = {}
     if token_ms and delta_tokens and believed(abs(delta_tokens), MAX_COUNT) is not None:
@@ -191,7 +226,7 @@ def _spend(budget: Budget | None, amount: float) -> Budget | None:
 
 def headroom(state: LimitState, now: float, rpm: int, tpm: int) -> dict[str, float | int | None]:
     """What a caller could send at ``now``: a flat view for ``docllm stats``."""
-    state = _believable(state, now)
+    state = _believable(_on_this_clock(state, now), now)
     request_ms, request_tolerance, token_ms, token_tolerance = _intervals(rpm, tpm)
     requests = tokens = None
     if request_ms:

@@ -9,21 +9,35 @@ from docllm.domain.ports import Clock
 from docllm.domain.rate_limits import LimitState, ProviderHints, correct, decide, headroom
 
 
+class _Shared:
+    def __init__(self) -> None:
+        self.state = LimitState()
+        self.lock = threading.Lock()
+
+
 class InMemoryRateLimiter:
     def __init__(self, clock: Clock, rpm: int | None = None, tpm: int | None = None):
         self._clock, self._rpm, self._tpm = clock, rpm or 0, tpm or 0
-        self._state = LimitState()
-        self._lock = threading.Lock()
+        self._shared = _Shared()
+
+    def read_on(self, clock: Clock) -> InMemoryRateLimiter:
+        """The same limits asked by a process whose reading of the authority's time is ``clock``'s."""
+        other = InMemoryRateLimiter(clock, self._rpm, self._tpm)
+        other._shared = self._shared
+        return other
 
     def acquire(self, tokens: int) -> float:
-        with self._lock:
-            self._state, wait_ms = decide(self._state, self._clock.now_ms(), self._rpm, self._tpm, tokens)
+        s = self._shared
+        with s.lock:
+            s.state, wait_ms = decide(s.state, self._clock.now_ms(), self._rpm, self._tpm, tokens)
         return wait_ms / 1000
 
     def settle(self, delta_tokens: int, hints: ProviderHints) -> None:
-        with self._lock:
-            self._state = correct(self._state, self._clock.now_ms(), self._tpm, delta_tokens, hints)
+        s = self._shared
+        with s.lock:
+            s.state = correct(s.state, self._clock.now_ms(), self._tpm, delta_tokens, hints)
 
     def headroom(self) -> dict[str, Any]:
-        with self._lock:
-            return headroom(self._state, self._clock.now_ms(), self._rpm, self._tpm)
+        s = self._shared
+        with s.lock:
+            return headroom(s.state, self._clock.now_ms(), self._rpm, self._tpm)

@@ -34,6 +34,7 @@ FIELDS = (
     "ptok_seen",
     "ptok_rate",
     "ptok_at",
+    "seen",
 )
 
 
@@ -89,5 +90,7 @@ class RedisRateLimiter:
                 return None
             return Budget(f[b] or 0.0, f[f"{b}_seen"] or 0.0, f[f"{b}_rate"] or 0.0, f[f"{b}_at"] or 0.0)
 
-        state = LimitState(f["rtat"] or 0.0, f["ttat"] or 0.0, f["hold"] or 0.0, budget("preq"), budget("ptok"))
+        state = LimitState(
+            f["rtat"] or 0.0, f["ttat"] or 0.0, f["hold"] or 0.0, budget("preq"), budget("ptok"), f["seen"] or 0.0
+        )
         return headroom(state, now, self._rpm, self._tpm)

@@ -5,7 +5,7 @@
 -- KEYS[1] the limit hash: rtat, ttat (GCRA arrival times of the request and token buckets),
 --         hold (Retry-After: nobody sends before it), and the provider's budgets (Budget):
 --         preq/ptok what remains as of preq_seen/ptok_seen, refilling at preq_rate/ptok_rate per
---         ms until preq_at/ptok_at
+--         ms until preq_at/ptok_at; seen, the latest now a call brought
 -- ARGV[1] op: 'acquire' | 'settle' | 'peek'
 -- ARGV[2] now_ms
 -- ARGV[3] rpm (0: off)   ARGV[4] tpm (0: off)
@@ -14,17 +14,17 @@
 --         ms, remaining tokens, their reset in ms, retry-after in ms, request limit, token limit
 -- Numbers beyond the bounds below (NaN, inf, negative, too big) are ignored, and a stored time past
 -- HORIZON_MS ahead is forgotten: past them PEXPIRE fails and a wait overflows Redis's integers into
--- one read as "go now".
+-- one read as "go now". A call further than STEP_BACK_MS behind seen moves every stored time back.
 -- Returns: acquire: 0 when the request is charged, else the ms to wait, at most HORIZON_MS (nothing
---          charged);
---          settle: 1; peek: the hash's eleven fields in the order below, as strings ('' unset).
+--          charged; seen is stored all the same);
+--          settle: 1; peek: the hash's twelve fields in the order below, as strings ('' unset).
 local unpack = unpack or table.unpack -- Lua 5.1 (Redis) or 5.4 (some test servers)
 local key, op = KEYS[1], ARGV[1]
 local now, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tokens = tonumber(ARGV[5]) or 0
 
 local FIELDS = {'rtat', 'ttat', 'hold', 'preq', 'preq_seen', 'preq_rate', 'preq_at',
-  'ptok', 'ptok_seen', 'ptok_rate', 'ptok_at'}
+  'ptok', 'ptok_seen', 'ptok_rate', 'ptok_at', 'seen'}
 local raw = redis.call('HMGET', key, unpack(FIELDS))
 if op == 'peek' then
   for i = 1, #FIELDS do raw[i] = raw[i] or '' end
@@ -32,6 +32,15 @@ if op == 'peek' then
 end
 -- The bounds of domain.rate_limits: MAX_RETRY_AFTER_S, MAX_RESET_S and MAX_COUNT, HORIZON_MS.
 local MAX_RETRY_AFTER_MS, MAX_RESET_MS, MAX_COUNT, HORIZON_MS = 3600000, 86400000, 1e9, 86400000
+-- A call whose now is more than STEP_BACK_MS behind seen comes after a backward step of the
+-- authority's clock (ARCHITECTURE.md, Clocks): every stored time moves back by the step, so each
+-- keeps its meaning (a wait is as long as it was at the last call before the step; clamping to a
+-- furthest legitimate time would lose that: it lengthens a hold and fills an empty bucket). Not on
+-- any smaller difference: the fleet's processes read the authority a few ms apart, and moving the
+-- state back for each of those would give the laggard that much more room at every call, so the
+-- fleet would drift past its limit; a caller that little behind only waits that much longer.
+-- domain.rate_limits.STEP_BACK_MS (and clamp.lua's slack).
+local STEP_BACK_MS = 1000
 
 -- x when from 0 to hi, else nil (NaN fails both comparisons): domain.rate_limits.believed.
 local function believed(x, hi)
@@ -40,6 +49,17 @@ end
 
 local s = {}
 for i, name in ipairs(FIELDS) do s[name] = tonumber(raw[i]) end
+s.rtat, s.ttat, s.hold = s.rtat or 0, s.ttat or 0, s.hold or 0
+-- On now's clock (domain.rate_limits._on_this_clock); a seen beyond belief is not a step.
+local seen = believed(s.seen, now + HORIZON_MS)
+if seen and now < seen - STEP_BACK_MS then
+  local shift = now - seen
+  for _, name in ipairs({'rtat', 'ttat', 'hold', 'preq_seen', 'preq_at', 'ptok_seen', 'ptok_at'}) do
+    if s[name] then s[name] = s[name] + shift end
+  end
+  seen = now
+end
+s.seen = math.max(seen or 0, now)
 -- A time no settle can have stored is forgotten (domain.rate_limits._believable); NaN fails too.
 for _, name in ipairs({'rtat', 'ttat', 'hold', 'preq_at', 'ptok_at'}) do
   if s[name] and not (s[name] <= now + HORIZON_MS) then s[name] = nil end
@@ -96,7 +116,10 @@ if op == 'acquire' then
   if token_ms > 0 then -- a request bigger than the bucket goes when it is empty, and owes the rest
     wait = math.max(wait, math.max(s.ttat, now) + math.min(cost, token_tol) - token_tol - now)
   end
-  if wait > 0 then return math.ceil(math.min(wait, HORIZON_MS)) end
+  if wait > 0 then
+    save()
+    return math.ceil(math.min(wait, HORIZON_MS))
+  end
   if request_ms > 0 then s.rtat = math.max(s.rtat, now) + request_ms end
   if token_ms > 0 then s.ttat = math.max(s.ttat, now) + cost end
   if s.preq then s.preq = s.preq - 1 end

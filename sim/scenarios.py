@@ -326,12 +326,8 @@ def random_variant(base: Scenario, seed: int) -> Scenario:
         db_tz=(r.choice((0.0, 8.0, -5.0)),),
         skew_redis=r.random() < 0.3,
     )
-    # A provider's hold and its numbers go through the fleet's limiter: give it one. Not beside a
-    # backward step of the Redis server's clock: the limiter then holds every request for as long
-    # as the step (a product finding of issue 22's faults, reproduced by the strict xfail in
-    # tests/sim/test_product_runs.py; random seeds 26 and 189 showed it as I2).
-    backward = {"clock_back", "redis_failover"} & set(faults)
-    changes = {"llm_rpm": 600} if {"provider_hold", "garbage_hints"} & set(faults) and not backward else {}
+    # A provider's hold and its numbers go through the fleet's limiter: give it one.
+    changes = {"llm_rpm": 600} if {"provider_hold", "garbage_hints"} & set(faults) else {}
     return replace(
         base,
         settings_changes=changes,

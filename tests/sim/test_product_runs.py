@@ -29,16 +29,12 @@ def test_the_default_run_has_no_violation(capsys):
     assert "no violations" in out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product finding: the fleet's rate limiter keeps a TAT stored on the clock before a backward step",
-)
 def test_a_backward_step_of_the_redis_clock_does_not_hold_the_fleets_rate_limit():
-    """Random seed 189 with the fleet's limiter (DOCLLM_LLM_RPM=600), as the random scenario drew it
-    before it stopped giving a limiter beside backward clock steps: the Redis server's clock steps
-    back 1 h three times; rate_limit.lua keeps the request bucket's TAT written on the old clock (up
-    to HORIZON_MS ahead is believed), so every acquire waits about 3 h, every attempt is handed back
-    after waiting PROCESSING_TIMEOUT_SECONDS (``rate_limited``), and the task never finishes (I2)."""
+    """Random seed 189 with the fleet's limiter (DOCLLM_LLM_RPM=600): the Redis server's clock steps
+    back 1 h three times. rate_limit.lua once kept the request bucket's TAT written on the old clock (up
+    to HORIZON_MS ahead is believed), so every acquire waited about 3 h, every attempt was handed back
+    after waiting PROCESSING_TIMEOUT_SECONDS (``rate_limited``), and the task never finished (I2); it
+    now moves its stored times back by a step it sees (domain.rate_limits.STEP_BACK_MS)."""
     from dataclasses import replace
 
     from sim.product import ProductSystem

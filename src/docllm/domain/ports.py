@@ -22,12 +22,14 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
-class TaskQueue(Protocol):
-    """The Redis side: ready list, leases, delayed retries, dead letters.
+# -- the queue (Redis), one Protocol per role ------------------------------------------------------------
+# Every method that names a token acts only while that token still holds its lease, so a late or
+# repeated call is a harmless no-op (it returns False). ``TaskQueue`` combines the roles: the
+# adapters implement it and the container hands it out; each consumer takes the roles it uses.
 
-    Every method that names a token acts only while that token still holds its lease, so a late
-    or repeated call is a harmless no-op (it returns False).
-    """
+
+class Claims(Protocol):
+    """Taking work: the ready list, the staging list and new leases."""
 
     def push(self, raw: str, front: bool = False) -> None:
         """Add a payload to ready (``front`` makes it the next one claimed)."""
@@ -47,28 +49,17 @@ class TaskQueue(Protocol):
     def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
         """Move a staged payload into processing under a new lease; None when it is no longer staged."""
 
-    def unstage(self, grace_ms: int, limit: int) -> int:
-        """Put payloads staged for longer than ``grace_ms`` (their claimer died) back at the front
-        of ready; returns how many."""
+
+class Leases(Protocol):
+    """What a lease holder does with its lease: renew it, check it, end it."""
 
     def extend(self, token: str, lease_ms: int) -> bool:
         """Renew the lease; False when the token no longer holds it."""
-
-    def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
-        """Bring lease deadlines past now + ``lease_ms`` and retry due times past now +
-        ``max_delay_ms`` (a backward step of the authority clock) to those horizons; how many."""
 
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """``extend`` every token in one round trip; a lease already past its deadline is not
         renewed (the reaper may be acting on it), unless it expired only because the authority's
         clock stepped (``note_clock_step``)."""
-
-    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
-        """Record, for the fleet, that the authority's clock stepped: it reads ``new_ms`` where
-        ``old_ms`` was expected, some time in the ``since_ms`` since the reporter's previous read
-        (ARCHITECTURE.md, Clocks). From then until ``lease_ms`` after the report, on either clock,
-        ``expired`` finds nothing and a lease live before the step may be renewed. Called by the
-        clock before it hands out the new time; never reads the clock."""
 
     def lease_exists(self, token: str) -> bool:
         """Whether ``token`` still holds a lease."""
@@ -90,16 +81,44 @@ class TaskQueue(Protocol):
         ``unless_lettered`` (without a token, with a task id): not when the list already holds a
         dead letter of that task. O(dead letters): for the rare fallback of a lost lease only."""
 
+
+class Recovery(Protocol):
+    """The reaper's moves: expired leases, stale staging, due retries, a clock that stepped back."""
+
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         """Leases whose deadline has passed, in deadline order, at most ``limit``: the oldest, or
         when more have expired, those from ``start`` (0 <= start < 1) of the way into the rest.
         None within the quiet period after a forward step of the clock."""
 
-    def in_flight(self, limit: int) -> list[Delivery]:
-        """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""
+    def unstage(self, grace_ms: int, limit: int) -> int:
+        """Put payloads staged for longer than ``grace_ms`` (their claimer died) back at the front
+        of ready; returns how many."""
 
     def promote_due(self, limit: int) -> int:
         """Move delayed payloads that are due into ready; returns how many."""
+
+    def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
+        """Bring lease deadlines past now + ``lease_ms`` and retry due times past now +
+        ``max_delay_ms`` (a backward step of the authority clock) to those horizons; how many."""
+
+
+class QueueInspection(Protocol):
+    """Reading the queue for operators and displays, and the operator's dead-letter removal."""
+
+    def in_flight(self, limit: int) -> list[Delivery]:
+        """Current leases, oldest claim first, at most ``limit`` (for display and operators)."""
+
+    def stats(self) -> QueueStats: ...
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
+
+    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
+        """Remove and return the dead letters of these tasks (or all, with None), newest first:
+        one pass over the list, however many tasks."""
+
+
+class QueueScan(Protocol):
+    """The task ids the payloads name: the reconciler's paged lap, or all at once."""
 
     def referenced_task_ids(self) -> set[int]:
         """Task ids named by any payload in ready, delayed or processing: O(queue), for tests and
@@ -111,9 +130,17 @@ class TaskQueue(Protocol):
         has ended. A payload that stays put during a lap is named in it; one moving along that
         flow (delayed -> ready -> processing) is named at least once."""
 
+
+class Leadership(Protocol):
+    """One holder at a time of a fleet-wide role (the reaper's, the reconciler's)."""
+
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
         """Hold (take, or renew) the fleet's lease on ``role`` for ``ttl_ms`` of authority time;
         False while another holder has it."""
+
+
+class OriginalLeftovers(Protocol):
+    """What the original note's workers leave in processing (ARCHITECTURE.md, Switching over)."""
 
     def leftovers(self, limit: int) -> Leftovers:
         """Processing entries no lease holds and processing_ts entries no lease names (what the
@@ -127,18 +154,21 @@ class TaskQueue(Protocol):
         taken, even when another sweeper released the payload and a worker claimed it since.
         Returns how many payloads moved."""
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
 
-    def remove_dead_letters(self, task_ids: Collection[int] | None) -> list[DeadLetter]:
-        """Remove and return the dead letters of these tasks (or all, with None), newest first:
-        one pass over the list, however many tasks."""
+class ClockStepLog(Protocol):
+    """The fleet's record of the authority clock's steps (ARCHITECTURE.md, Clocks)."""
 
-    def stats(self) -> QueueStats: ...
+    def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
+        """Record, for the fleet, that the authority's clock stepped: it reads ``new_ms`` where
+        ``old_ms`` was expected, some time in the ``since_ms`` since the reporter's previous read
+        (ARCHITECTURE.md, Clocks). From then until ``lease_ms`` after the report, on either clock,
+        ``expired`` finds nothing and a lease live before the step may be renewed. Called by the
+        clock before it hands out the new time; never reads the clock."""
 
-    def now_ms(self) -> int:
-        """The authority clock as this queue sees it."""
 
-    # -- the operator's cancel (ARCHITECTURE.md, Operator surface) ---------------------------------------------
+class CancelMarks(Protocol):
+    """The operator's cancel (ARCHITECTURE.md, Operator surface): marks a worker checks at its heartbeats."""
+
     def mark_cancelled(self, task_ids: Collection[int]) -> None:
         """Mark these tasks cancelled: a worker running one stops it at its next heartbeat, and
         an attempt that starts on one ends at once (failed, "cancelled by operator")."""
@@ -150,16 +180,36 @@ class TaskQueue(Protocol):
         """Remove the marks: the cancel is settled, or an operator's retry reopened the task."""
 
 
-class TaskRepository(Protocol):
-    """The MySQL side: the source of truth. Every write of an attempt is fenced on ``attempt``."""
+class TaskQueue(
+    Clock,
+    Claims,
+    Leases,
+    Recovery,
+    QueueInspection,
+    QueueScan,
+    Leadership,
+    OriginalLeftovers,
+    ClockStepLog,
+    CancelMarks,
+    Protocol,
+):
+    """The Redis side, every role: ready list, leases, delayed retries, dead letters. ``now_ms``
+    is the authority clock as this queue sees it."""
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task: ...
+
+# -- the source of truth (MySQL), a write store and a read-only view store -------------------------------
+
+
+class TaskLookup(Protocol):
+    """One row, whole (with its document): what a fenced write is checked against, and what a view shows."""
 
     def get(self, task_id: int) -> Task | None: ...
 
-    def get_many(self, task_ids: Iterable[int]) -> list[Task]: ...
 
-    def recent(self, limit: int = 50) -> list[Task]: ...
+class TaskStore(TaskLookup, Protocol):
+    """The writes: every write of an attempt is fenced on ``attempt``."""
+
+    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task: ...
 
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:
         """pending -> processing, attempt + 1, lease_token = token; reports what it found otherwise."""
@@ -192,6 +242,14 @@ class TaskRepository(Protocol):
 
     def delete(self, task_id: int) -> bool: ...
 
+
+class TaskViews(TaskLookup, Protocol):
+    """Read-only listings and figures; listings leave ``document`` out (None)."""
+
+    def get_many(self, task_ids: Iterable[int]) -> list[Task]: ...
+
+    def recent(self, limit: int = 50) -> list[Task]: ...
+
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
         """Pending/processing rows ordered by (updated_at, task_id) after ``cursor`` (index range)."""
 
@@ -209,6 +267,10 @@ class TaskRepository(Protocol):
     def finished_per_minute(self, minutes: int) -> dict[str, list[int]]:
         """Tasks that ended ``success`` and ``failed`` in each of the last ``minutes`` minutes of the
         database's clock, oldest first, the current minute last (the dashboard's throughput chart)."""
+
+
+class TaskRepository(TaskStore, TaskViews, Protocol):
+    """The MySQL side, both roles: the source of truth."""
 
 
 class DocumentReviewer(Protocol):

@@ -10,7 +10,7 @@ import redis
 from docllm.adapters.redis.breaker_ops import BreakerOps
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
-from docllm.adapters.redis.queue import _script_text
+from docllm.adapters.redis.queue.base import script_text
 from docllm.domain.breaker import BreakerPolicy, BreakerState, BreakerView
 from docllm.domain.ports import Clock
 
@@ -41,7 +41,7 @@ class RedisLlmBreaker(BreakerOps):
     def __init__(self, client: redis.Redis, keys_or_prefix: RedisKeys | str, clock: Clock, policy: BreakerPolicy):
         self._key = RedisKeys.of(keys_or_prefix).breaker
         self._clock, self.policy = clock, policy
-        self._script = client.register_script(_script_text("breaker"))
+        self._script = client.register_script(script_text("breaker"))
 
     def _run(self, op: str, ok: bool = False, holder: str = "", count: int = 1) -> BreakerView:
         p = self.policy

@@ -12,14 +12,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from docllm.domain import events as ev
 from docllm.domain.errors import Unavailable
-from docllm.domain.ports import DocumentReviewer, EventSink, TaskQueue
+from docllm.domain.ports import Clock, DocumentReviewer, EventSink, QueueInspection
 from docllm.domain.services.outcome import Reason
 from docllm.domain.usage import LlmCall
 
@@ -93,7 +93,7 @@ class Metrics:
         if call.cost_usd is not None:
             self.llm_cost.labels(call.model).inc(call.cost_usd)
 
-    def watch(self, queue: TaskQueue, in_flight: Callable[[], int] | None = None) -> None:
+    def watch(self, queue: WatchedQueue, in_flight: Callable[[], int] | None = None) -> None:
         """Publish the queue's depths (and this process's attempts in flight) at every scrape."""
         self.registry.register(QueueGauges(queue, in_flight))
 
@@ -218,10 +218,14 @@ class CountingUnavailable:
         return call
 
 
+class WatchedQueue(Clock, QueueInspection, Protocol):
+    """What the gauges read: the queue's figures and the authority clock."""
+
+
 class QueueGauges:
     """A custom collector: values read at scrape time, so they are never stale."""
 
-    def __init__(self, queue: TaskQueue, in_flight: Callable[[], int] | None):
+    def __init__(self, queue: WatchedQueue, in_flight: Callable[[], int] | None):
         self.queue, self.in_flight = queue, in_flight
 
     def collect(self):

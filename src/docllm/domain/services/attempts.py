@@ -7,23 +7,29 @@ safe to lose: whatever a crash leaves behind is a lease that expires and is sett
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.ports import Clock, DocumentReviewer, EventSink, TaskQueue, TaskRepository
+from docllm.domain.ports import CancelMarks, Claims, Clock, DocumentReviewer, EventSink, Leases, TaskStore
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
 from docllm.domain.usage import Usage, metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
 
 
+class AttemptQueue(Claims, Leases, CancelMarks, Protocol):
+    """The queue roles an attempt uses: claim a payload, hold and end its lease, read its cancel mark."""
+
+
 class TaskProcessor:
     def __init__(
         self,
-        queue: TaskQueue,
-        repo: TaskRepository,
+        queue: AttemptQueue,
+        repo: TaskStore,
         reviewer: DocumentReviewer,
         clock: Clock,
         retry: RetryPolicy,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from docllm.domain import events as ev
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Task, TaskStatus
-from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
+from docllm.domain.ports import CancelMarks, EventSink, TaskRepository
 from docllm.domain.services.outcome import CANCELLED_ERROR
 
 
@@ -54,7 +54,7 @@ class Cancel:
 
 
 class Canceller:
-    def __init__(self, repo: TaskRepository, queue: TaskQueue, events: EventSink | None = None, tries: int = 5):
+    def __init__(self, repo: TaskRepository, queue: CancelMarks, events: EventSink | None = None, tries: int = 5):
         self.repo, self.queue, self.events, self.tries = repo, queue, events or NullEvents(), tries
 
     def request(self, task_ids: Collection[int]) -> list[Cancel]:

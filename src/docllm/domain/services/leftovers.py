@@ -26,7 +26,7 @@ from docllm.domain.errors import BadPayload
 from docllm.domain.events import NullEvents
 from docllm.domain.model import TaskStatus
 from docllm.domain.payload import parse_payload
-from docllm.domain.ports import Clock, EventSink, TaskQueue, TaskRepository
+from docllm.domain.ports import Clock, EventSink, OriginalLeftovers, TaskRepository
 
 HANDED_BACK = "recovered from the original deployment: its worker stopped mid-task"
 K = TypeVar("K", bound=Hashable)
@@ -35,7 +35,7 @@ K = TypeVar("K", bound=Hashable)
 class LeftoverSweep:
     def __init__(
         self,
-        queue: TaskQueue,
+        queue: OriginalLeftovers,
         repo: TaskRepository,
         clock: Clock,
         grace_ms: int,

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from docllm.domain import events as ev
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Task, TaskStatus
 from docllm.domain.payload import make_payload
-from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
+from docllm.domain.ports import CancelMarks, Claims, EventSink, QueueInspection, TaskRepository, TaskStore
+
+
+class RetryQueue(Claims, QueueInspection, CancelMarks, Protocol):
+    """The queue roles an operator's retry uses: read and remove dead letters, clear marks, push."""
 
 
 def submit(
-    repo: TaskRepository,
-    queue: TaskQueue,
+    repo: TaskStore,
+    queue: Claims,
     task_name: str,
     document: str,
     max_attempts: int | None = None,
@@ -25,7 +31,7 @@ def submit(
 
 
 def retry_dead(
-    repo: TaskRepository, queue: TaskQueue, task_id: int | None, events: EventSink | None = None, page: int = 1000
+    repo: TaskRepository, queue: RetryQueue, task_id: int | None, events: EventSink | None = None, page: int = 1000
 ) -> list[int]:
     """Operator's retry: reopen failed tasks with a fresh budget and queue them again.
 
@@ -56,7 +62,7 @@ def retry_dead(
     return [row.task_id for row in reopened]
 
 
-def discard_dead(queue: TaskQueue, task_id: int | None, events: EventSink | None = None) -> list[int | None]:
+def discard_dead(queue: QueueInspection, task_id: int | None, events: EventSink | None = None) -> list[int | None]:
     """Operator's discard: drop the dead letters of one task (or all, with None) and return whose.
     The row keeps its status and error: the task stays on record, and a retry of its id still
     reopens it. Letters that name no task (malformed payloads) go only with ``None``."""

@@ -8,6 +8,7 @@ may run at once: the fenced row write and the token-checked queue move each happ
 from __future__ import annotations
 
 import random
+from typing import Protocol
 
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload, TransientError
@@ -15,17 +16,21 @@ from docllm.domain.events import NullEvents
 from docllm.domain.model import Delivery, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.ports import EventSink, TaskQueue, TaskRepository
+from docllm.domain.ports import EventSink, Leases, Recovery, TaskStore
 from docllm.domain.services.outcome import ORPHANED_REASON, Reason
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
 
 
+class ReaperQueue(Recovery, Leases, Protocol):
+    """The queue roles the reaper uses: find what needs recovery, and end an expired lease."""
+
+
 class Reaper:
     def __init__(
         self,
-        queue: TaskQueue,
-        repo: TaskRepository,
+        queue: ReaperQueue,
+        repo: TaskStore,
         retry: RetryPolicy,
         max_payload_bytes: int = Limits.max_payload_bytes,
         batch: int = 100,

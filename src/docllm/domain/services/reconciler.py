@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from docllm.domain import events as ev
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Task, TaskStatus
 from docllm.domain.payload import make_payload
-from docllm.domain.ports import Clock, EventSink, TaskQueue, TaskRepository
+from docllm.domain.ports import Claims, Clock, EventSink, Leadership, QueueScan, TaskRepository
 from docllm.domain.services.leftovers import LeftoverSweep
 
 RECOVERED = "recovered by the reconciler: no Redis structure referred to the task"
@@ -41,10 +41,14 @@ class _Suspect:
     table_lap: int  # the last lap of the rows that saw it, to forget rows that ended
 
 
+class ReconcilerQueue(Claims, QueueScan, Leadership, Protocol):
+    """The queue roles the reconciler uses: lead, scan every payload, push a lost task again."""
+
+
 class Reconciler:
     def __init__(
         self,
-        queue: TaskQueue,
+        queue: ReconcilerQueue,
         repo: TaskRepository,
         clock: Clock,
         grace_ms: int,

@@ -80,8 +80,7 @@ class WorkerActor(ProductActor):
         brk = self.sys.brk
         if brk is not None:
             proc, gate = brk.wrap_processor(proc), brk.wrap_gate(gate)
-        worker_class = self.sys.worker_class()
-        self.worker = worker_class(proc, calls, gate, self.slots, IDLE_WAIT_S, logger=logger)
+        self.worker = Worker(proc, calls, gate, self.slots, IDLE_WAIT_S, logger=logger)
         self.stopping = False
         self.spawn(self._main(), name=f"{self.label}-main")
 

@@ -1,32 +1,26 @@
 """Safety mechanisms of the product, broken on purpose (``--break NAME``).
 
 A harness that still reports zero violations with one of these in place proves nothing; each
-must make it report one (``tests/sim/test_breaks.py``). They replace or wrap a real adapter;
-the domain services and everything else stay as they are.
+must make it report one (``tests/sim/test_breaks.py``). They wrap a real dependency (an adapter,
+the TaskProcessor, the LLM gate) through its public interface, or override a public method of an
+adapter; the runtime itself runs as shipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import update
-
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
-from docllm.adapters.sql.schema import task_doc_llm as t
-from docllm.adapters.sql.timestamps import utcnow
+from docllm.domain.errors import BadPayload
 from docllm.domain.model import TaskStatus
+from docllm.domain.payload import parse_payload
 from docllm.domain.rate_limits import MAX_COUNT, MAX_RETRY_AFTER_S, ProviderHints
-from docllm.domain.services.outcome import Outcome
 from docllm.domain.usage import Usage, UsageMeter
 from docllm.domain.verdict import Facts
-from docllm.runtime.running import Running
-from docllm.runtime.worker import Worker
 
 
 class AckAnyTokenQueue(RedisTaskQueue):
@@ -34,15 +28,23 @@ class AckAnyTokenQueue(RedisTaskQueue):
     original note's ``LREM processing 1 raw`` removes whichever copy it finds."""
 
     def ack(self, token: str) -> bool:
-        data = self._client.hget(self.keys.leases, token)
-        if data is None:
+        leases = self.in_flight(100_000)
+        mine = [d for d in leases if d.token == token]
+        if not mine:
             return super().ack(token)
-        task_id = json.loads(data).get("task_id")
+        task_id = task_id_of(mine[0].raw)
         done = False
-        for other, lease in self._client.hgetall(self.keys.leases).items():
-            if json.loads(lease).get("task_id") == task_id:
-                done = super().ack(other.decode()) or done
+        for other in leases:
+            if task_id_of(other.raw) == task_id:
+                done = super().ack(other.token) or done
         return done
+
+
+def task_id_of(raw: str) -> int | None:
+    try:
+        return parse_payload(raw, max_bytes=1 << 30).task_id
+    except BadPayload:
+        return None
 
 
 class NoStepReportQueue(RedisTaskQueue):
@@ -60,43 +62,58 @@ class NoClampQueue(RedisTaskQueue):
         return 0
 
 
-class UnfencedCommitRepository(SqlAlchemyTaskRepository):
-    """``commit`` conditional on the status only, not on the attempt (no fencing token)."""
+class UnfencedCommits:
+    """``commit`` conditional on the status only, not on the attempt (no fencing token): it
+    commits under whatever attempt the row holds now."""
+
+    def __init__(self, repo: Any):
+        self._repo = repo
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._repo, attr)
 
     def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
-        stmt = (
-            update(t)
-            .where(t.c.task_id == task_id, t.c.status == TaskStatus.processing.value)
-            .values(
-                status=TaskStatus.success.value, result=result, error=None, finished_at=utcnow(), updated_at=utcnow()
-            )
-        )
-        return self._write(stmt, task_id, lambda row: row is not None and row.status == TaskStatus.success)
+        row = self._repo.get(task_id)
+        if row is None or row.status is not TaskStatus.processing:
+            return False
+        return bool(self._repo.commit(task_id, row.attempt, result, usage))
 
 
-class NoCancelWorker(Worker):
-    """An abandoned attempt's review is left running (threads cannot be cancelled): its LLM call
-    goes on after the attempt was given up (I11)."""
+class ProcessorWrapper:
+    """A TaskProcessor with one step changed; everything else is the real one's."""
 
-    def _abandon(self, run: Running, verdict: Outcome | None) -> None:
-        review, run.review = run.review, None
-        super()._abandon(run, verdict)
-        run.review = review
+    def __init__(self, proc: Any):
+        self._proc = proc
 
-
-class NoHeartbeatWorker(Worker):
-    """No lease is ever renewed: a review longer than the lease is reclaimed under its live worker."""
-
-    async def _heartbeats(self) -> None:
-        await asyncio.get_running_loop().create_future()
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._proc, attr)
 
 
-class NoCancelReadWorker(Worker):
-    """Heartbeats never read the operator's cancel marks: a cancelled running task runs on and
+class UncancelledReviews(ProcessorWrapper):
+    """An abandoned attempt's review is left running (threads cannot be cancelled): the worker
+    cancels a shield, and the LLM call behind it goes on after the attempt was given up (I11)."""
+
+    async def observe(self, attempt: Any) -> Any:
+        here = asyncio.current_task()
+        name = here.get_name() if here is not None else None  # the simulated LLM knows the attempt by it
+        inner = asyncio.get_running_loop().create_task(self._proc.observe(attempt), name=name)
+        return await asyncio.shield(inner)
+
+
+class NoRenewals(ProcessorWrapper):
+    """No lease is ever renewed, though the worker is told it was: a review longer than the lease
+    is reclaimed under its live worker (I8)."""
+
+    def heartbeat_many(self, attempts: list[Any]) -> list[bool]:
+        return [True] * len(attempts)
+
+
+class NoCancelReads(ProcessorWrapper):
+    """Heartbeats never see the operator's cancel marks: a cancelled running task runs on and
     commits (C1)."""
 
-    async def _cancels(self, runs: list[Running]) -> None:
-        return None
+    def cancelled(self, attempts: list[Any]) -> set[int]:
+        return set()
 
 
 class GrantAllLimiter:
@@ -115,30 +132,28 @@ class GrantAllLimiter:
         return {}
 
 
-class NoHandBackWorker(Worker):
+class ChargingGate:
     """A review that failed for a provider reason is always charged: the breaker still counts it
     and still stops claims, but the attempts in flight when the provider went down are charged
     (retry_count + 1), and fail once the outage outlasts their budget (I9)."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        judge = self.gate.judge
+    def __init__(self, gate: Any):
+        self._gate = gate
 
-        async def charged(facts: Facts) -> Facts:
-            await judge(facts)  # the breaker and this host's claims as usual
-            return facts.judged(breaker_open=False, served_since=False, host_ok=None)  # no evidence: charged
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._gate, attr)
 
-        self.gate.judge = charged  # type: ignore[method-assign]
+    async def judge(self, facts: Facts) -> Facts:
+        await self._gate.judge(facts)  # the breaker and this host's claims as usual
+        return facts.judged(breaker_open=False, served_since=False, host_ok=None)  # no evidence: charged
 
 
-class ProcessorWithMeter:
+class ProcessorWithMeter(ProcessorWrapper):
     """A TaskProcessor whose attempts carry ``meter(attempt.meter)`` instead of their own meter."""
 
     def __init__(self, proc: Any, meter: Callable[[UsageMeter], Any]):
-        self._proc, self._meter = proc, meter
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._proc, attr)
+        super().__init__(proc)
+        self._meter = meter
 
     def begin(self, delivery: Any) -> Any:
         attempt = self._proc.begin(delivery)
@@ -235,8 +250,7 @@ class Break:
     shows_in: str  # a scenario where it shows
     queue_class: type | None = None
     reaper_clock: Callable[[Any, Any], Any] | None = None
-    repo_class: type | None = None
-    worker_class: type[Worker] | None = None
+    repo_wrapper: Callable[[Any], Any] | None = None  # around the SQL repository
     limiter_class: type | None = None
     limiter_wrapper: Callable[[Any], Any] | None = None  # around the fleet's real limiter
     hints_parser: Callable[[Any], ProviderHints] | None = None  # the SimLLM reads headers with it
@@ -244,10 +258,8 @@ class Break:
     gate_wrapper: Callable[[Any], Any] | None = None  # around each worker's LlmGate
     retry_changes: dict[str, Any] | None = None  # the RetryPolicy's numbers changed
 
-    def wrap_repo(self, repo: SqlAlchemyTaskRepository) -> Any:
-        if self.repo_class is None:
-            return repo
-        return self.repo_class(repo._engine, default_max_attempts=repo._default_max_attempts)
+    def wrap_repo(self, repo: Any) -> Any:
+        return self.repo_wrapper(repo) if self.repo_wrapper else repo
 
     def retry_policy(self, policy: Any) -> Any:
         return replace(policy, **self.retry_changes) if self.retry_changes else policy
@@ -272,7 +284,7 @@ BREAKS = {
             "unfenced-commit",
             "commit checks the status but not the attempt (fencing token)",
             "d5",
-            repo_class=UnfencedCommitRepository,
+            repo_wrapper=UnfencedCommits,
         ),
         Break(
             "no-clamp", "deadlines a backward clock step pushed out are left there", "skew", queue_class=NoClampQueue
@@ -283,19 +295,21 @@ BREAKS = {
             "skew",
             queue_class=NoStepReportQueue,
         ),
-        Break("no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", worker_class=NoCancelWorker),
-        Break("no-heartbeat", "the worker never renews a lease", "d9", worker_class=NoHeartbeatWorker),
+        Break(
+            "no-cancel", "an abandoned attempt's LLM call is not cancelled", "d5", processor_wrapper=UncancelledReviews
+        ),
+        Break("no-heartbeat", "the worker never renews a lease", "d9", processor_wrapper=NoRenewals),
         Break(
             "no-cancel-read",
             "heartbeats do not read the operator's cancel marks",
             "cancel",
-            worker_class=NoCancelReadWorker,
+            processor_wrapper=NoCancelReads,
         ),
         Break(
             "no-hand-back",
             "an attempt failed by an LLM outage is charged instead of handed back",
             "outage",
-            worker_class=NoHandBackWorker,
+            gate_wrapper=ChargingGate,
         ),
         Break(
             "reaper-client-clock",

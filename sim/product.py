@@ -27,7 +27,6 @@ from docllm.domain.services.outcome import Reason
 from docllm.domain.services.rate_gate import RateGate
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
-from docllm.runtime.worker import Worker
 from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, WorkerActor
 from sim.breaks import get as get_break
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
@@ -303,9 +302,6 @@ class ProductSystem(System):
                 f"{abandoned / 1000:.1f}s",
                 key=("llm", token),
             )
-
-    def worker_class(self) -> type[Worker]:
-        return self.brk.worker_class if self.brk and self.brk.worker_class else Worker
 
     # -- what the checks read (raw, not through the faults) ---------------------------------
     def redis_stuck(self) -> list[tuple[Any, int | None, int, str]]:

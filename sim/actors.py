@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from docllm.domain.errors import Unavailable
 from docllm.domain.services.producer import retry_dead, submit
-from docllm.runtime.llm_gate import LlmGate
+from docllm.runtime.assembly import build_worker, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
@@ -75,12 +75,21 @@ class WorkerActor(ProductActor):
         queue, repo = self.ports()
         llm = self.sys.llm.for_host(self.name)  # this host's link: a partition cuts it alone
         proc = self.sys.processor(queue, repo, holder=self.label, reviewer=llm)
-        logger, calls = self.sys.logger, self.port_calls()
-        gate: Any = LlmGate(llm, self.breaker(), calls, self.label, logger, self.sys.events)
-        brk = self.sys.brk
-        if brk is not None:
-            proc, gate = brk.wrap_processor(proc), brk.wrap_gate(gate)
-        self.worker = Worker(proc, calls, gate, self.slots, IDLE_WAIT_S, logger=logger)
+        logger, brk, s = self.sys.logger, self.sys.brk, self.sys.settings
+        self.worker = build_worker(
+            proc,
+            llm,
+            self.breaker(),
+            self.port_calls(),
+            self.label,
+            self.slots,
+            s.breaker_open_seconds,
+            self.sys.events,
+            IDLE_WAIT_S,
+            gate_logger=logger,
+            worker_logger=logger,
+            adapt=(lambda p, g: (brk.wrap_processor(p), brk.wrap_gate(g))) if brk is not None else None,
+        )
         self.stopping = False
         self.spawn(self._main(), name=f"{self.label}-main")
 
@@ -147,13 +156,18 @@ class ReaperActor(LoopActor):
         service = self.sys.reaper(queue, repo, self.label)
         service.rng = self.world.rng_for(f"reaper-batches-{self.label}")  # seeded: the run stays a replay
 
-        def step() -> bool:
-            before = self.budget.calls
-            n = service.reap_once()
-            self.sys.checker.reaper_cycle(self.label, self.budget.calls - before, n, n)
-            return n >= service.batch
+        calls_before = [0]  # the port calls made before this cycle (D8: the cycle's round trips)
 
-        return step
+        def reaped(n: int) -> None:
+            self.sys.checker.reaper_cycle(self.label, self.budget.calls - calls_before[0], n, n)
+
+        step = reap_step(service, reaped)
+
+        def counted_step() -> bool:
+            calls_before[0] = self.budget.calls
+            return step()
+
+        return counted_step
 
 
 class ReconcilerActor(LoopActor):
@@ -164,11 +178,7 @@ class ReconcilerActor(LoopActor):
         queue, repo = self.ports()
         service = self.sys.reconciler(queue, repo)
 
-        def step() -> bool:
-            service.reconcile_once()
-            return False
-
-        return step
+        return reconcile_step(service)
 
     def crash(self, why: str, count: bool = True) -> None:
         if self.alive and ("queue.push" in why or "repo.retry" in why or "end of its step" in why):

@@ -20,7 +20,7 @@ from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime import exit_watchdog
-from docllm.runtime.llm_gate import LlmGate
+from docllm.runtime.assembly import build_worker, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.presence import Presence, beat_seconds
@@ -70,29 +70,24 @@ class Service:
     def _build(self) -> None:
         s, p, m = self.settings, self.parts, self.parts.metrics
         if p.processor is not None and p.reviewer is not None and p.breaker is not None:
-            gate = LlmGate(
+            self.worker = build_worker(
+                p.processor,
                 p.reviewer,
                 p.breaker,
                 self.calls,
                 s.worker_id,
-                logging.getLogger("docllm.llm"),
+                s.concurrency,
+                s.breaker_open_seconds,
                 p.processor.events,
-                cap=s.breaker_open_seconds,  # a process of its own waits no longer than the fleet would
             )
-            self.worker = Worker(p.processor, self.calls, gate, s.concurrency)
             if p.registry is not None:
                 period = beat_seconds(s.lease_seconds)
                 self.presence = Presence(p.registry, p.queue, self.calls, self.worker, s.worker_id, period)
         if p.reaper is not None:
-            reaper = p.reaper
-
-            def reap() -> bool:  # a full batch means more may be waiting: go again at once
-                return reaper.reap_once() >= reaper.batch
-
             self.loops.append(
                 PeriodicLoop(
                     "reaper",
-                    reap,
+                    reap_step(p.reaper),
                     s.reaper_interval_seconds,
                     self.calls,
                     logging.getLogger("docllm.reaper"),
@@ -100,16 +95,10 @@ class Service:
                 )
             )
         if p.reconciler is not None:
-            reconciler = p.reconciler
-
-            def reconcile() -> bool:
-                reconciler.reconcile_once()
-                return False
-
             self.loops.append(
                 PeriodicLoop(
                     "reconciler",
-                    reconcile,
+                    reconcile_step(p.reconciler),
                     s.reconcile_interval_seconds,
                     self.calls,
                     logging.getLogger("docllm.reconciler"),

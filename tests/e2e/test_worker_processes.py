@@ -107,6 +107,9 @@ def test_sigterm_releases_the_in_flight_task_to_ready_at_once(harness: Harness, 
     task_id, _ = _submit_one(harness, tmp_path)
     worker = harness.worker("w1", long_lease)
     wait_until(lambda: _lease_of(probe, task_id), 30, "the worker to claim the task", on_timeout=harness.dump)
+    # Started on the row: a SIGTERM between the claim and the start hands the claim back untouched
+    # (attempt 0), as in the grace test below.
+    wait_until(lambda: probe.rows(False)[task_id]["status"] == "processing", 10, "the attempt to start")
 
     worker.terminate()
     sent = time.monotonic()

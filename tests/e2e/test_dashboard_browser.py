@@ -101,9 +101,16 @@ def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: P
         f"task {first} to show success",
         on_timeout=harness.dump,
     )
-    quotes = [q.text for q in browser.find_elements(By.CSS_SELECTOR, "blockquote.quote")]
-    assert QUOTE in quotes
-    assert "medium" in browser.find_element(By.CSS_SELECTOR, ".severity h3").text.lower()
+    # Read through wait_until: the page's 2 s refresh may swap an element between finding and
+    # reading it (StaleElementReferenceException), and the next try reads the new one.
+    wait_until(
+        lambda: QUOTE in [q.text for q in browser.find_elements(By.CSS_SELECTOR, "blockquote.quote")],
+        10,
+        "the report's quote",
+    )
+    wait_until(
+        lambda: "medium" in browser.find_element(By.CSS_SELECTOR, ".severity h3").text.lower(), 10, "the severity"
+    )
     shot(browser, "task-report")
 
     wait_until(
@@ -113,8 +120,11 @@ def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: P
         on_timeout=harness.dump,
     )
     browser.get(f"{base}/")
-    assert browser.find_element(By.ID, "queue-dead").text == "1"
-    assert "7 succeeded, 1 failed" in browser.find_element(By.CSS_SELECTOR, "svg.chart").get_attribute("aria-label")
+    wait_until(lambda: browser.find_element(By.ID, "queue-dead").text == "1", 10, "one dead letter on the overview")
+    chart = (By.CSS_SELECTOR, "svg.chart")
+    wait_until(
+        lambda: "7 succeeded, 1 failed" in browser.find_element(*chart).get_attribute("aria-label"), 10, "the chart"
+    )
     shot(browser, "overview")
     browser.get(f"{base}/tasks?status=success")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr[data-task-id]")) == 7

@@ -17,7 +17,7 @@ from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import CancelMarks, Claims, Clock, DocumentReviewer, EventSink, Leases, TaskStore
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
-from docllm.domain.usage import Usage, metering
+from docllm.domain.usage import metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
 
 
@@ -102,7 +102,7 @@ class TaskProcessor:
         attempt. True when this delivery may start now."""
         if row is None or row.lease_token is None or self.queue.lease_exists(row.lease_token):
             return False
-        if self._release_row(row.task_id, row.attempt, ORPHANED_REASON):
+        if self.repo.hand_back(row.task_id, row.attempt, ORPHANED_REASON):
             self.events.emit(
                 ev.RELEASED,
                 task_id=row.task_id,
@@ -112,13 +112,6 @@ class TaskProcessor:
                 worker=self.holder,
             )
         return True
-
-    def _release_row(
-        self, task_id: int, attempt: int, why: str, usage: Usage | None = None, counted: bool = False
-    ) -> bool:
-        """processing -> pending for ``attempt`` only, charging no attempt: the one way this
-        service hands a row back (a verdict's hand-back, a lost lease, an orphan). True when it landed."""
-        return self.repo.hand_back(task_id, attempt, why, usage=usage, counted=counted)
 
     # -- while it runs -----------------------------------------------------------------------
     def heartbeat(self, attempt: Attempt) -> bool:
@@ -151,7 +144,7 @@ class TaskProcessor:
         fenced, and the payload back to ready when that lands. When it does not land, someone else
         already settled the row (the reaper reclaimed it, or a newer attempt holds it)."""
         ending = self.ending(attempt, Happened.lease_lost)
-        if not self._release_row(attempt.task_id, attempt.number, ending.error or "", attempt.usage):
+        if not self.repo.hand_back(attempt.task_id, attempt.number, ending.error or "", attempt.usage):
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
@@ -252,7 +245,7 @@ class TaskProcessor:
         the payload to ready at once, or after a backoff when the LLM boundary was to blame (a
         provider that just failed is not asked again in the same breath)."""
         error, reason = outcome.error or "released", outcome.reason or Reason.other
-        released = self._release_row(attempt.task_id, attempt.number, error, attempt.usage, outcome.counted)
+        released = self.repo.hand_back(attempt.task_id, attempt.number, error, attempt.usage, outcome.counted)
         if not self._wrote(attempt, TaskStatus.pending, released, error):
             return self._stale(attempt)
         delay = 0.0

@@ -59,16 +59,16 @@ class TimedQueue(RedisTaskQueue):
         self.claimed: dict[str, float] = {}
         self.latencies: list[float] = []
 
-    def claim_batch(self, holder: str, lease_ms: int, limit: int):
+    def claim_batch(self, worker_id: str, lease_ms: int, limit: int):
         t = time.perf_counter()
-        deliveries = super().claim_batch(holder, lease_ms, limit)
+        deliveries = super().claim_batch(worker_id, lease_ms, limit)
         for delivery in deliveries:
             self.claimed[delivery.token] = t
         return deliveries
 
-    def lease_staged(self, raw: str, holder: str, lease_ms: int):
+    def lease_staged(self, raw: str, worker_id: str, lease_ms: int):
         t = time.perf_counter()
-        delivery = super().lease_staged(raw, holder, lease_ms)
+        delivery = super().lease_staged(raw, worker_id, lease_ms)
         if delivery is not None:
             self.claimed[delivery.token] = t
         return delivery

@@ -74,7 +74,7 @@ class WorkerActor(ProductActor):
     def start(self) -> None:
         queue, repo = self.ports()
         llm = self.sys.llm.for_host(self.name)  # this host's link: a partition cuts it alone
-        proc = self.sys.processor(queue, repo, holder=self.label, reviewer=llm)
+        proc = self.sys.processor(queue, repo, worker_id=self.label, reviewer=llm)
         logger, brk, s = self.sys.logger, self.sys.brk, self.sys.settings
         self.worker = build_worker(
             proc,

@@ -136,9 +136,9 @@ class FaultPlan:
                 at = int(draw.uniform(start, stop) * end)
                 if kind == "redis_failover":
                     lag = int(draw.uniform(500, 5_000))
-                    holder: dict[str, Any] = {}
-                    world.at(at - lag, lambda h=holder: h.update(snap=snapshot(self.sys.client)))
-                    world.at(at, lambda h=holder, lag=lag: self.sys.failover(h["snap"], lag))
+                    worker_id: dict[str, Any] = {}
+                    world.at(at - lag, lambda h=worker_id: h.update(snap=snapshot(self.sys.client)))
+                    world.at(at, lambda h=worker_id, lag=lag: self.sys.failover(h["snap"], lag))
                 else:
                     world.at(at, lambda k=kind: self.fire(k))
 

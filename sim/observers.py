@@ -61,12 +61,12 @@ class QueueObserver:
         self._s.ready_dirty = True
         self._log("call", f"queue.push {raw[:60]!r}", task_of(raw))
 
-    def claim(self, holder: str, lease_ms: int) -> Delivery | None:
-        found = self.claim_batch(holder, lease_ms, 1)
+    def claim(self, worker_id: str, lease_ms: int) -> Delivery | None:
+        found = self.claim_batch(worker_id, lease_ms, 1)
         return found[0] if found else None
 
-    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
-        found = self._q.claim_batch(holder, lease_ms, limit)
+    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
+        found = self._q.claim_batch(worker_id, lease_ms, limit)
         self._s.ready_dirty = True  # the claim script promotes due retries first
         for delivery in found:
             self._claimed(delivery, "queue.claim")
@@ -79,8 +79,8 @@ class QueueObserver:
             self._l.moved(task_of(raw))
         return raw
 
-    def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
-        delivery = self._q.lease_staged(raw, holder, lease_ms)
+    def lease_staged(self, raw: str, worker_id: str, lease_ms: int) -> Delivery | None:
+        delivery = self._q.lease_staged(raw, worker_id, lease_ms)
         if delivery is not None:
             self._claimed(delivery, "queue.lease_staged")
         return delivery
@@ -97,7 +97,7 @@ class QueueObserver:
         self._log("call", f"{what} -> {delivery.token}", task_id)
         self._l.renew[delivery.token] = self._l.world.now
         self._l.token_task[delivery.token] = task_id
-        self._l.token_holder[delivery.token] = delivery.holder
+        self._l.token_holder[delivery.token] = delivery.worker_id
         self._l.mark(task_id, "claim")
         self._l.moved(task_id)
 

@@ -194,22 +194,22 @@ class ProductSystem(System):
         own = queue_class(self.client, self.settings.queue_prefix, clock=clock, token_factory=self.new_token)
         return Gate(QueueObserver(own, self.ledger, self), self.down, "redis", self.ledger)
 
-    def _with(self, queue: Any, repo: Any, holder: str):
+    def _with(self, queue: Any, repo: Any, worker_id: str):
         c = self.container
         return (
             c.queue.override(queue),
             c.repository.override(repo),
-            c.settings.override(self.settings_with(worker_id=holder)),
+            c.settings.override(self.settings_with(worker_id=worker_id)),
         )
 
-    def processor(self, queue: Any, repo: Any, holder: str, reviewer: Any = None) -> TaskProcessor:
+    def processor(self, queue: Any, repo: Any, worker_id: str, reviewer: Any = None) -> TaskProcessor:
         """A worker's TaskProcessor; ``reviewer``: its host's view of the LLM (``SimLLM.for_host``)."""
-        q, r, s = self._with(queue, repo, holder)
+        q, r, s = self._with(queue, repo, worker_id)
         with q, r, s, self.container.reviewer.override(reviewer or self.llm):
             return self.container.processor()
 
-    def reaper(self, queue: Any, repo: Any, holder: str) -> Reaper:
-        q, r, s = self._with(queue, repo, holder)
+    def reaper(self, queue: Any, repo: Any, worker_id: str) -> Reaper:
+        q, r, s = self._with(queue, repo, worker_id)
         with q, r, s:
             return self.container.reaper()
 
@@ -275,8 +275,8 @@ class ProductSystem(System):
         the whole last lease (not paused, heartbeats not held back, Redis and the database up)."""
         book = self.ledger.books.get(task_id)
         token = book.token if book is not None else None
-        holder = self.ledger.token_holder.get(token) if token else None
-        actor = next((a for a in self.actors_of("worker") if a.label == holder), None)
+        worker_id = self.ledger.token_holder.get(token) if token else None
+        actor = next((a for a in self.actors_of("worker") if a.label == worker_id), None)
         now, since = self.world.now, self.world.now - self.lease_ms - self.interval_ms
         if actor is None or not actor.alive or actor.last_pause_end > since or actor.last_no_beat_end > since:
             return
@@ -285,7 +285,7 @@ class ProductSystem(System):
         self.ledger.violate(
             "I8",
             task_id,
-            f"attempt {attempt} was reclaimed while its worker {holder} was alive and free to renew its lease",
+            f"attempt {attempt} was reclaimed while its worker {worker_id} was alive and free to renew its lease",
             key=("reclaimed", attempt),
         )
 

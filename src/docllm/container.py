@@ -227,7 +227,7 @@ class Container(containers.DeclarativeContainer):
         clock,
         retry_policy,
         lease_policy,
-        holder=settings.provided.worker_id,
+        worker_id=settings.provided.worker_id,
         limits=limits,
         events=events,
     )
@@ -239,7 +239,7 @@ class Container(containers.DeclarativeContainer):
         max_payload_bytes=settings.provided.max_payload_bytes,
         lease_ms=lease_policy.provided.lease_ms,
         events=events,
-        name=settings.provided.worker_id,
+        worker_id=settings.provided.worker_id,
     )
     reconcile_grace_ms = providers.Callable(
         lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds
@@ -260,5 +260,5 @@ class Container(containers.DeclarativeContainer):
         # One reconciler for the fleet: the lease outlives a few of its cycles, so the process
         # that holds it keeps it (and its lap of the structures) while it lives.
         lead_ms=providers.Callable(lambda seconds: int(seconds * 3000), settings.provided.reconcile_interval_seconds),
-        holder=settings.provided.worker_id,
+        worker_id=settings.provided.worker_id,
     )

@@ -1,4 +1,5 @@
-"""Queue adapters under the contract tests: in memory, Redis on fakeredis, Redis on a real server,
+"""Queue adapters under the contract tests: the unit tests' queue (the adapter on fakeredis with a
+blocking stage), Redis on fakeredis, Redis on a real server,
 under Sentinel (primary, replica, three sentinels) and as a Cluster (three primaries, three replicas).
 
 Every adapter runs on a ManualClock, so expiry and delays are decided by the test alone.

@@ -124,7 +124,7 @@ def test_a_probe_that_passes_closes_it_with_a_fresh_window(subject: BreakerUnder
     subject.fail(4)
     subject.clock.advance(30_000)
     assert subject.breaker.try_probe("w1")
-    assert subject.breaker.probe_result("w2", True).state is BreakerState.half_open  # not the holder
+    assert subject.breaker.probe_result("w2", True).state is BreakerState.half_open  # not the prober
     view = subject.breaker.probe_result("w1", True)
     assert (view.state, view.changed, view.calls, view.transitions) == (BreakerState.closed, "closed", 0, 2)
     assert view.open_ms_total == 30_000 and view.opened_at_ms is None

@@ -19,8 +19,8 @@ def payload(task_id: int) -> str:
     return make_payload(task_id, f"task {task_id}")
 
 
-def claim(subject: QueueUnderTest, lease_ms: int = LEASE, holder: str = "w1") -> Delivery:
-    delivery = subject.queue.claim(holder, lease_ms)
+def claim(subject: QueueUnderTest, lease_ms: int = LEASE, worker_id: str = "w1") -> Delivery:
+    delivery = subject.queue.claim(worker_id, lease_ms)
     assert delivery is not None
     return delivery
 
@@ -67,8 +67,8 @@ def test_plain_lpush_of_an_existing_producer_is_served(subject: QueueUnderTest) 
 def test_delivery_carries_the_lease(subject: QueueUnderTest) -> None:
     subject.queue.push(payload(1))
     now = subject.clock.now_ms()
-    delivery = claim(subject, lease_ms=5_000, holder="worker-a")
-    assert (delivery.raw, delivery.holder) == (payload(1), "worker-a")
+    delivery = claim(subject, lease_ms=5_000, worker_id="worker-a")
+    assert (delivery.raw, delivery.worker_id) == (payload(1), "worker-a")
     assert (delivery.claimed_at_ms, delivery.deadline_ms) == (now, now + 5_000)
     subject.queue.push(payload(2))
     other = claim(subject)
@@ -255,7 +255,7 @@ def test_in_flight_lists_current_leases_oldest_claim_first(subject: QueueUnderTe
     subject.queue.ack(deliveries[1].token)
     subject.queue.extend(deliveries[0].token, 50_000)
     first, third, fourth = deliveries[0], deliveries[2], deliveries[3]
-    extended = Delivery(first.raw, first.token, subject.clock.now_ms() + 50_000, first.holder, first.claimed_at_ms)
+    extended = Delivery(first.raw, first.token, subject.clock.now_ms() + 50_000, first.worker_id, first.claimed_at_ms)
     assert subject.queue.in_flight(10) == [extended, third, fourth]
     assert subject.queue.in_flight(2) == [extended, third]
 

@@ -134,13 +134,13 @@ def test_1792_read_only_transaction_is_unavailable(limited_url, started):
 
 @contextmanager
 def row_locked(mariadb_server, mysql_url, task_id):
-    with mariadb_server.connect(make_url(mysql_url).database, autocommit=False) as holder:
-        with holder.cursor() as cur:
+    with mariadb_server.connect(make_url(mysql_url).database, autocommit=False) as worker_id:
+        with worker_id.cursor() as cur:
             cur.execute("SELECT * FROM task_doc_llm WHERE task_id = %s FOR UPDATE", (task_id,))
         try:
             yield
         finally:
-            holder.rollback()
+            worker_id.rollback()
 
 
 def test_1969_statement_timeout_is_unavailable(mariadb_server, mysql_url, limited_url, started):

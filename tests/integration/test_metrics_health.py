@@ -174,9 +174,9 @@ class ClaimsCrash(InMemoryTaskQueue):
         if self.armed:
             raise Crash("claim")
 
-    def claim_batch(self, holder, lease_ms, limit):
+    def claim_batch(self, worker_id, lease_ms, limit):
         self._crash()
-        return super().claim_batch(holder, lease_ms, limit)
+        return super().claim_batch(worker_id, lease_ms, limit)
 
     def stage(self, timeout_s):
         self._crash()

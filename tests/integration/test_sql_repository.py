@@ -255,12 +255,12 @@ def test_sqlite_waits_for_a_briefly_held_write_lock(tmp_path):
     upgrade_schema(engine)
     repo = SqlAlchemyTaskRepository(engine)
     task = repo.create("t", "x")
-    holder = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN IMMEDIATE")
-    threading.Timer(0.3, holder.commit).start()
+    worker_id = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None, check_same_thread=False)
+    worker_id.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, worker_id.commit).start()
     attempt = repo.start_attempt(task.task_id, "tok").task
     assert attempt.attempt == 1
-    holder.close()
+    worker_id.close()
     engine.dispose()
 
 

@@ -159,9 +159,9 @@ class CountingQueue(InMemoryTaskQueue):
         self.stages = 0
         self.extends: list[int] = []
 
-    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
+    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
         self.claims.append(limit)
-        return super().claim_batch(holder, lease_ms, limit)
+        return super().claim_batch(worker_id, lease_ms, limit)
 
     def stage(self, timeout_s: float) -> str | None:
         self.stages += 1

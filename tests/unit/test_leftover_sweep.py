@@ -172,7 +172,7 @@ def test_a_leftover_that_went_away_and_came_back_starts_its_grace_over(w: World)
     w.old_worker_dies(mark_processing=False)
     w.sweep.sweep_once()
     found = w.queue.leftovers(100)
-    w.queue.release_leftovers(found.payloads, (), w.clock.now_ms())  # someone else released it
+    w.queue.release_leftovers(found.payloads, found.stamps, w.clock.now_ms())  # someone else released it
     w.clock.advance(GRACE)
     w.sweep.sweep_once()  # not there: forgotten
     w.queue.original_take("1700000001")  # an old worker took it again and died

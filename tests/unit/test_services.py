@@ -508,13 +508,13 @@ def test_a_reconciler_cycle_reads_one_page_of_the_structures_not_all_of_them(w):
 def test_one_reconciler_works_per_cycle_across_the_fleet(w):
     w.submit()
     paged = PagedQueue(w.queue)
-    fleet = [Reconciler(paged, w.repo, w.clock, grace_ms=1, lead_ms=3_000, holder=f"w{i}") for i in range(4)]
+    fleet = [Reconciler(paged, w.repo, w.clock, grace_ms=1, lead_ms=3_000, worker_id=f"w{i}") for i in range(4)]
     for _ in range(3):
         for rec in fleet:
             rec.reconcile_once()
         w.clock.advance(1_000)
-    assert len(paged.pages) == 3 and paged.full_reads == 0  # one page per cycle, by the holder
-    w.clock.advance(3_000)  # the holder stopped: another takes over after the lease
+    assert len(paged.pages) == 3 and paged.full_reads == 0  # one page per cycle, by the leader
+    w.clock.advance(3_000)  # the leader stopped: another takes over after the lease
     for rec in fleet[1:]:
         rec.reconcile_once()
     assert len(paged.pages) == 4

@@ -174,10 +174,10 @@ def test_an_unexpected_error_while_claiming_does_not_stop_the_dispatcher():
     [tid] = rig.submit()
     real, failures = rig.queue.claim_batch, [RuntimeError("a bug in a claim")]
 
-    def claim_batch(holder, lease_ms, limit):
+    def claim_batch(worker_id, lease_ms, limit):
         if failures:
             raise failures.pop()
-        return real(holder, lease_ms, limit)
+        return real(worker_id, lease_ms, limit)
 
     rig.queue.claim_batch = claim_batch
 

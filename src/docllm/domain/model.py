@@ -75,12 +75,12 @@ class TaskRef:
 
 @dataclass(frozen=True)
 class Delivery:
-    """A payload leased to one holder: the raw payload as it sat in the queue, and its lease."""
+    """A payload leased to one worker: the raw payload as it sat in the queue, and its lease."""
 
     raw: str
     token: str
     deadline_ms: int
-    holder: str = ""
+    worker_id: str = ""
     claimed_at_ms: int = 0
     cancelled: bool = False  # its task carried an operator's cancel mark when it was claimed
 

@@ -34,11 +34,11 @@ class Claims(Protocol):
     def push(self, raw: str, front: bool = False) -> None:
         """Add a payload to ready (``front`` makes it the next one claimed)."""
 
-    def claim(self, holder: str, lease_ms: int) -> Delivery | None:
+    def claim(self, worker_id: str, lease_ms: int) -> Delivery | None:
         """Atomically move the next ready payload into processing under a new lease, or None.
         ``Delivery.cancelled`` says whether its task carried a cancel mark (``mark_cancelled``)."""
 
-    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
+    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
         """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first."""
 
     def stage(self, timeout_s: float) -> str | None:
@@ -46,7 +46,7 @@ class Claims(Protocol):
         to the staging list, where only this caller's ``lease_staged`` takes it. A crash in between
         leaves it staged; ``unstage`` puts it back in ready. One waiter per payload wakes."""
 
-    def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
+    def lease_staged(self, raw: str, worker_id: str, lease_ms: int) -> Delivery | None:
         """Move a staged payload into processing under a new lease; None when it is no longer staged."""
 
 
@@ -132,11 +132,11 @@ class QueueScan(Protocol):
 
 
 class Leadership(Protocol):
-    """One holder at a time of a fleet-wide role (the reaper's, the reconciler's)."""
+    """One process at a time in a fleet-wide role (the reaper's, the reconciler's)."""
 
-    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+    def lead(self, role: str, worker_id: str, ttl_ms: int) -> bool:
         """Hold (take, or renew) the fleet's lease on ``role`` for ``ttl_ms`` of authority time;
-        False while another holder has it."""
+        False while another process has it."""
 
 
 class OriginalLeftovers(Protocol):
@@ -316,12 +316,12 @@ class LlmBreaker(Protocol):
     def view(self) -> BreakerView:
         """The state now; open becomes half-open once the open interval has passed."""
 
-    def try_probe(self, holder: str) -> bool:
+    def try_probe(self, worker_id: str) -> bool:
         """Take the one probe lease (half-open only, and only while nobody else holds it)."""
 
-    def probe_result(self, holder: str, ok: bool) -> BreakerView:
-        """The probe of ``holder`` answered: closed when it passed, open for another interval when
-        not. A holder without the lease changes nothing."""
+    def probe_result(self, worker_id: str, ok: bool) -> BreakerView:
+        """The probe of ``worker_id`` answered: closed when it passed, open for another interval when
+        not. A process without the lease changes nothing."""
 
 
 class EventSink(Protocol):

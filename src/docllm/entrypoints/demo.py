@@ -160,14 +160,14 @@ def _start_worker(worker_id: str, env: dict, logs: Path) -> subprocess.Popen:
 def _kill_one(queue, procs: dict[str, subprocess.Popen], story: list[str]) -> tuple[str, int] | None:
     """SIGKILL the worker holding the oldest lease, once it is in the middle of its attempt."""
     for delivery in queue.in_flight(10):
-        proc = procs.get(delivery.holder)
+        proc = procs.get(delivery.worker_id)
         if proc is None or queue.now_ms() - delivery.claimed_at_ms < 700:
             continue
         task_id = task_id_of(delivery.raw)
         assert task_id is not None  # the demo enqueues only its own well-formed payloads
         proc.kill()
-        story.append(f"[red]SIGKILL[/] {delivery.holder} (pid {proc.pid}) in the middle of task {task_id}")
-        return delivery.holder, task_id
+        story.append(f"[red]SIGKILL[/] {delivery.worker_id} (pid {proc.pid}) in the middle of task {task_id}")
+        return delivery.worker_id, task_id
     return None
 
 

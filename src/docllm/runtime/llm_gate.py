@@ -35,7 +35,7 @@ class LlmGate:
         reviewer: DocumentReviewer,
         breaker: LlmBreaker,
         calls: PortCalls,
-        holder: str,
+        worker_id: str,
         logger: logging.Logger,
         events: EventSink | None = None,
         poll_seconds: float = 1.0,
@@ -43,7 +43,7 @@ class LlmGate:
         base: float = 1.0,
         cap: float = 60.0,
     ):
-        self.reviewer, self.breaker, self.calls, self.holder = reviewer, breaker, calls, holder
+        self.reviewer, self.breaker, self.calls, self.worker_id = reviewer, breaker, calls, worker_id
         self.logger, self.events = logger, events or NullEvents()
         self.poll, self.open_poll = poll_seconds, open_poll_seconds
         self.backoff = Backoff(base, cap)
@@ -148,13 +148,13 @@ class LlmGate:
 
     async def _probe(self) -> BreakerView | None:
         try:
-            if not await self.calls.call(self.breaker.try_probe, self.holder):
+            if not await self.calls.call(self.breaker.try_probe, self.worker_id):
                 return self.view
             self._changed("probing", self.view)
             ok = await self._check()
             if not ok and self.local_error is not None:
                 self.local_until = asyncio.get_running_loop().time() + self.backoff.next()
-            return self._saw(await self.calls.call(self.breaker.probe_result, self.holder, ok))
+            return self._saw(await self.calls.call(self.breaker.probe_result, self.worker_id, ok))
         except Unavailable:
             return self.view
 
@@ -172,7 +172,7 @@ class LlmGate:
         if view.changed:
             self._changed(view.changed, view)
         if view.state is not before:
-            self.events.emit(ev.BREAKER_SEEN, state=view.state.value, worker=self.holder)
+            self.events.emit(ev.BREAKER_SEEN, state=view.state.value, worker=self.worker_id)
             if view.state is BreakerState.closed and self.local_error is not None:
                 # Another process's probe passed: check this one's own link at once, rather than
                 # claim on its word (a host cut off from the LLM would claim and fail again).
@@ -180,7 +180,7 @@ class LlmGate:
         return view
 
     def _changed(self, change: str, view: BreakerView | None) -> None:
-        fields: dict[str, object] = {"change": change, "worker": self.holder}
+        fields: dict[str, object] = {"change": change, "worker": self.worker_id}
         if view is not None:
             fields.update(calls=view.calls, failures=view.failures, open_s=round(view.open_seconds_now(), 1))
         self.events.emit(ev.BREAKER, **fields)

@@ -270,7 +270,7 @@ class Worker:
             token=a.token,
             reason=verdict.reason if verdict else Reason.lease_lost,
             error=verdict.error if verdict else "lease lost",
-            worker=self.proc.holder,
+            worker=self.proc.worker_id,
         )
         run.abandon(verdict)
 

@@ -35,7 +35,7 @@ class Probe:
         self.engine.dispose()
 
     def leases(self) -> list[dict[str, Any]]:
-        """Every lease: token, holder, task_id, claimed_at (ms, Redis clock)."""
+        """Every lease: token, holder (the worker_id), task_id, claimed_at (ms, Redis clock)."""
         out = []
         for token, data in self.redis.hgetall(self.keys.leases).items():
             lease = json.loads(_text(data))  # a payload may not be UTF-8

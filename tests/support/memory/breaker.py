@@ -28,7 +28,7 @@ class InMemoryLlmBreaker(BreakerOps):
         calls = sum(self._counts.values())
         return calls, sum(n for (kind, _), n in self._counts.items() if kind == "fail")
 
-    def _run(self, op: str, ok: bool = False, holder: str = "", count: int = 1) -> BreakerView:
+    def _run(self, op: str, ok: bool = False, worker_id: str = "", count: int = 1) -> BreakerView:
         p, now = self.policy, self._clock.now_ms()
         bucket = math.floor(now / max(1, p.window_ms // 10))
         changed = ""
@@ -50,8 +50,8 @@ class InMemoryLlmBreaker(BreakerOps):
             elif op == "probe":
                 probe_due = self._open and (self._probe_at if self._probe_at is not None else now) <= now
                 if probe_due and (self._probe is None or self._probe_until is None or self._probe_until < now):
-                    self._probe, self._probe_until, changed = holder, now + p.open_ms, "probing"
-            elif op == "result" and self._open and self._probe == holder:
+                    self._probe, self._probe_until, changed = worker_id, now + p.open_ms, "probing"
+            elif op == "result" and self._open and self._probe == worker_id:
                 self._probe = self._probe_until = None
                 self._transitions += 1
                 if ok:

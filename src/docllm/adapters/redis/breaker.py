@@ -43,7 +43,7 @@ class RedisLlmBreaker(BreakerOps):
         self._clock, self.policy = clock, policy
         self._script = client.register_script(script_text("breaker"))
 
-    def _run(self, op: str, ok: bool = False, holder: str = "", count: int = 1) -> BreakerView:
+    def _run(self, op: str, ok: bool = False, worker_id: str = "", count: int = 1) -> BreakerView:
         p = self.policy
         args: list[Any] = [
             op,
@@ -53,7 +53,7 @@ class RedisLlmBreaker(BreakerOps):
             p.min_calls,
             p.open_ms,
             int(ok),
-            holder,
+            worker_id,
             count,
         ]
         with redis_errors(f"breaker {op}"):

@@ -7,7 +7,7 @@ from docllm.domain.breaker import BreakerView
 
 
 class BreakerOps:
-    def _run(self, op: str, ok: bool = False, holder: str = "", count: int = 1) -> BreakerView:
+    def _run(self, op: str, ok: bool = False, worker_id: str = "", count: int = 1) -> BreakerView:
         raise NotImplementedError
 
     def record(self, ok: bool, count: int = 1) -> BreakerView:
@@ -16,8 +16,8 @@ class BreakerOps:
     def view(self) -> BreakerView:
         return self._run("view")
 
-    def try_probe(self, holder: str) -> bool:
-        return self._run("probe", holder=holder).changed == "probing"
+    def try_probe(self, worker_id: str) -> bool:
+        return self._run("probe", worker_id=worker_id).changed == "probing"
 
-    def probe_result(self, holder: str, ok: bool) -> BreakerView:
-        return self._run("result", ok, holder)
+    def probe_result(self, worker_id: str, ok: bool) -> BreakerView:
+        return self._run("result", ok, worker_id)

@@ -34,12 +34,12 @@ class TaskProcessor:
         clock: Clock,
         retry: RetryPolicy,
         lease: LeasePolicy,
-        holder: str,
+        worker_id: str,
         limits: Limits = Limits(),
         events: EventSink | None = None,
     ):
         self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock
-        self.retry, self.lease, self.holder, self.limits = retry, lease, holder, limits
+        self.retry, self.lease, self.worker_id, self.limits = retry, lease, worker_id, limits
         self.events = events or NullEvents()
 
     # -- claim and begin ---------------------------------------------------------------------
@@ -49,7 +49,7 @@ class TaskProcessor:
 
     def claim_batch(self, limit: int) -> list[Delivery]:
         """Up to ``limit`` deliveries in one round trip: a dispatcher claims its free slots at once."""
-        return self._claimed(self.queue.claim_batch(self.holder, self.lease.lease_ms, limit))
+        return self._claimed(self.queue.claim_batch(self.worker_id, self.lease.lease_ms, limit))
 
     def wait_claim(self, timeout_s: float) -> list[Delivery]:
         """Block until ready has a payload (``timeout_s`` at most), then lease it. A crash between
@@ -57,12 +57,12 @@ class TaskProcessor:
         raw = self.queue.stage(timeout_s)
         if raw is None:
             return []
-        delivery = self.queue.lease_staged(raw, self.holder, self.lease.lease_ms)
+        delivery = self.queue.lease_staged(raw, self.worker_id, self.lease.lease_ms)
         return self._claimed([delivery] if delivery is not None else [])
 
     def _claimed(self, deliveries: list[Delivery]) -> list[Delivery]:
         for delivery in deliveries:
-            self.events.emit(ev.CLAIMED, token=delivery.token, worker=self.holder)
+            self.events.emit(ev.CLAIMED, token=delivery.token, worker=self.worker_id)
         return deliveries
 
     def begin(self, delivery: Delivery) -> Attempt | None:
@@ -84,12 +84,12 @@ class TaskProcessor:
             # A duplicate delivery: the row is finished, or another live attempt holds it.
             self.queue.ack(delivery.token)
             status = started.task.status.value if started.task else "?"
-            self.events.emit(ev.DUPLICATE, task_id=ref.task_id, status=status, worker=self.holder)
+            self.events.emit(ev.DUPLICATE, task_id=ref.task_id, status=status, worker=self.worker_id)
             return None
         task = started.task
         assert task is not None
         attempt = Attempt(delivery=delivery, task=task, started_ms=self.clock.now_ms())
-        self.events.emit(ev.STARTED, task_id=task.task_id, attempt=task.attempt, worker=self.holder)
+        self.events.emit(ev.STARTED, task_id=task.task_id, attempt=task.attempt, worker=self.worker_id)
         if delivery.cancelled:  # the claim found the operator's cancel mark (it was reclaimed, handed back)
             self.finish(attempt, Outcome.cancelled())
             return None
@@ -109,7 +109,7 @@ class TaskProcessor:
                 attempt=row.attempt,
                 reason=Reason.orphaned,
                 error=ORPHANED_REASON,
-                worker=self.holder,
+                worker=self.worker_id,
             )
         return True
 
@@ -132,7 +132,7 @@ class TaskProcessor:
 
     def lease_lost(self, attempt: Attempt) -> None:
         self.events.emit(
-            ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number, token=attempt.token, worker=self.holder
+            ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number, token=attempt.token, worker=self.worker_id
         )
 
     def cancelled(self, attempts: list[Attempt]) -> set[int]:
@@ -154,7 +154,7 @@ class TaskProcessor:
             attempt=attempt.number,
             reason=ending.reason,
             error=ending.error,
-            worker=self.holder,
+            worker=self.worker_id,
         )
         return True
 
@@ -205,7 +205,7 @@ class TaskProcessor:
         Safe to call again after an ``Unavailable``: a write that already landed is recognised from
         the row, and the queue step after it is token-checked."""
         task, n, usage = attempt.task, attempt.number, attempt.usage
-        fields = dict(task_id=task.task_id, attempt=n, worker=self.holder)
+        fields = dict(task_id=task.task_id, attempt=n, worker=self.worker_id)
         if outcome.kind is OutcomeKind.success:
             committed = self.repo.commit(task.task_id, n, outcome.report or {}, usage=usage)
             if not self._wrote(attempt, TaskStatus.success, committed):
@@ -261,7 +261,7 @@ class TaskProcessor:
             reason=reason,
             error=error,
             delay_s=round(delay, 3),
-            worker=self.holder,
+            worker=self.worker_id,
         )
         return True
 
@@ -275,7 +275,7 @@ class TaskProcessor:
             return self._stale(attempt)
         self.queue.ack(attempt.token)
         self.queue.clear_cancelled([task_id])
-        self.events.emit(ev.CANCELLED, task_id=task_id, attempt=n, worker=self.holder)
+        self.events.emit(ev.CANCELLED, task_id=task_id, attempt=n, worker=self.worker_id)
         return True
 
     def _wrote(self, attempt: Attempt, status: TaskStatus, wrote: bool, error: str | None = None) -> bool:
@@ -301,10 +301,10 @@ class TaskProcessor:
             self._dead_letter(attempt.delivery, Reason.row_deleted, "task row deleted while in flight", attempt.task_id)
         status = row.status.value if row else "deleted"
         self.events.emit(
-            ev.STALE, task_id=attempt.task_id, attempt=attempt.number, row_status=status, worker=self.holder
+            ev.STALE, task_id=attempt.task_id, attempt=attempt.number, row_status=status, worker=self.worker_id
         )
         return False
 
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
         self.queue.dead_letter(delivery.token, delivery.raw, error, task_id)
-        self.events.emit(ev.DEAD_LETTERED, reason=reason, error=error, task_id=task_id, worker=self.holder)
+        self.events.emit(ev.DEAD_LETTERED, reason=reason, error=error, task_id=task_id, worker=self.worker_id)

@@ -35,12 +35,12 @@ class Reaper:
         max_payload_bytes: int = Limits.max_payload_bytes,
         batch: int = 100,
         events: EventSink | None = None,
-        name: str = "reaper",
+        worker_id: str = "reaper",
         lease_ms: int = LeasePolicy().lease_ms,
         rng: random.Random | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
-        self.max_payload_bytes, self.batch, self.name = max_payload_bytes, batch, name
+        self.max_payload_bytes, self.batch, self.worker_id = max_payload_bytes, batch, worker_id
         self.events = events or NullEvents()
         self.lease_ms = lease_ms
         self.rng = rng or random.Random()
@@ -100,7 +100,7 @@ class Reaper:
             self._dead_letter(delivery, Reason.task_failed, row.error or "failed", row.task_id)  # failed, then crashed
         elif self.queue.requeue(delivery.token):
             # Pending: claimed but never started (D2), or a reaper died between its row write and this move.
-            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.never_started, worker=self.name)
+            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.never_started, worker=self.worker_id)
 
     def _settle_other_attempts_lease(self, delivery: Delivery, row: Task) -> bool:
         """The row is processing under another lease than this one."""
@@ -111,11 +111,11 @@ class Reaper:
             if not self.repo.hand_back(row.task_id, row.attempt, ORPHANED_REASON):
                 return False
             self.queue.requeue(delivery.token, front=True)
-            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.orphaned, worker=self.name)
+            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.orphaned, worker=self.worker_id)
             return True
         # A newer attempt holds the row; this lease is an old duplicate.
         self.queue.ack(delivery.token)
-        self.events.emit(ev.STALE_LEASE_DROPPED, task_id=row.task_id, worker=self.name)
+        self.events.emit(ev.STALE_LEASE_DROPPED, task_id=row.task_id, worker=self.worker_id)
         return True
 
     def _reclaim(self, delivery: Delivery, row: Task) -> bool:
@@ -139,10 +139,10 @@ class Reaper:
             attempt=row.attempt,
             reason=Reason.lease_expired,
             delay_s=0.0,
-            worker=self.name,
+            worker=self.worker_id,
         )
         return True
 
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
         if self.queue.dead_letter(delivery.token, delivery.raw, error, task_id):
-            self.events.emit(ev.DEAD_LETTERED, task_id=task_id, reason=reason, error=error, worker=self.name)
+            self.events.emit(ev.DEAD_LETTERED, task_id=task_id, reason=reason, error=error, worker=self.worker_id)

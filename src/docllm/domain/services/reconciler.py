@@ -57,11 +57,11 @@ class Reconciler:
         leftovers: LeftoverSweep | None = None,
         scan_page: int = 10_000,
         lead_ms: int | None = None,
-        holder: str | None = None,
+        worker_id: str | None = None,
     ):
         self.queue, self.repo, self.clock, self.leftovers = queue, repo, clock, leftovers
         self.grace_ms, self.batch, self.scan_page, self.lead_ms = grace_ms, batch, scan_page, lead_ms
-        self.holder = holder or f"reconciler-{uuid.uuid4().hex[:12]}"
+        self.worker_id = worker_id or f"reconciler-{uuid.uuid4().hex[:12]}"
         self.events = events or NullEvents()
         self._cursor: tuple[Any, int] | None = None  # in the rows
         self._scan: Any = None  # in the structures; None: the next page starts a lap
@@ -70,7 +70,7 @@ class Reconciler:
         self._suspects: dict[int, _Suspect] = {}
 
     def reconcile_once(self) -> int:
-        if self.lead_ms is not None and not self.queue.lead("reconciler", self.holder, self.lead_ms):
+        if self.lead_ms is not None and not self.queue.lead("reconciler", self.worker_id, self.lead_ms):
             return 0  # another process reconciles for the fleet
         if self.leftovers is not None:
             self.leftovers.sweep_once()

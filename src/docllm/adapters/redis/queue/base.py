@@ -149,7 +149,7 @@ def delivery_of(token: bytes | str, deadline: bytes | float, lease: dict[str, An
         raw=lease["raw"],
         token=text(token),
         deadline_ms=int(float(deadline)),
-        holder=lease.get("holder", ""),
+        worker_id=lease.get("holder", ""),
         claimed_at_ms=int(lease.get("claimed_at", 0)),
     )
 

@@ -14,18 +14,18 @@ class ClaimsOps(QueueBase):
             else:
                 self._client.lpush(self._keys.ready, wire(raw))
 
-    def claim(self, holder: str, lease_ms: int) -> Delivery | None:
-        found = self.claim_batch(holder, lease_ms, 1)
+    def claim(self, worker_id: str, lease_ms: int) -> Delivery | None:
+        found = self.claim_batch(worker_id, lease_ms, 1)
         return found[0] if found else None
 
-    def claim_batch(self, holder: str, lease_ms: int, limit: int) -> list[Delivery]:
+    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
         if limit <= 0:
             return []
         now = self._clock.now_ms()
         tokens = [self._new_token() for _ in range(limit)]
-        found = self._run("claim", now, lease_ms, holder, self._promote_batch, *tokens)
+        found = self._run("claim", now, lease_ms, worker_id, self._promote_batch, *tokens)
         return [
-            Delivery(text(raw), token, now + lease_ms, holder, now, cancelled=bool(marked))
+            Delivery(text(raw), token, now + lease_ms, worker_id, now, cancelled=bool(marked))
             for raw, marked, token in zip(found[::2], found[1::2], tokens, strict=False)
         ]  # fewer payloads than tokens: fine
 
@@ -43,9 +43,9 @@ class ClaimsOps(QueueBase):
                 )
         return None if raw is None else text(raw)
 
-    def lease_staged(self, raw: str, holder: str, lease_ms: int) -> Delivery | None:
+    def lease_staged(self, raw: str, worker_id: str, lease_ms: int) -> Delivery | None:
         now, token = self._clock.now_ms(), self._new_token()
-        leased = self._run("lease_staged", wire(raw), now, lease_ms, token, holder)
+        leased = self._run("lease_staged", wire(raw), now, lease_ms, token, worker_id)
         if not leased:
             return None
-        return Delivery(raw, token, now + lease_ms, holder, now, cancelled=int(leased) == 2)
+        return Delivery(raw, token, now + lease_ms, worker_id, now, cancelled=int(leased) == 2)

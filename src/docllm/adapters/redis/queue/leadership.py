@@ -6,7 +6,7 @@ from docllm.adapters.redis.queue.base import QueueBase
 
 
 class LeadershipOps(QueueBase):
-    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+    def lead(self, role: str, worker_id: str, ttl_ms: int) -> bool:
         with self._errors("lead"):
-            args: list[str | int] = [holder.replace(" ", "_"), self._clock.now_ms(), ttl_ms]
+            args: list[str | int] = [worker_id.replace(" ", "_"), self._clock.now_ms(), ttl_ms]
             return bool(self._scripts["lead"](keys=[self._keys.lead(role)], args=args))

@@ -1,5 +1,6 @@
 """The product's actors: processes that run the product's runtime (``docllm.runtime``) itself,
-its ``Worker`` and its ``PeriodicLoop``s, over the real domain services built by the container.
+its ``Service`` (the worker, its presence, the reaper's and reconciler's loops, stop deadlines and
+health), over the real domain services built by the container.
 
 Only the environment is simulated (``sim.aio``): each port call takes a simulated round trip and
 goes through the actor's crash budget, waiting for work is told by the system, and the LLM answers
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from docllm.domain.errors import Unavailable
 from docllm.domain.services.producer import retry_dead, submit
-from docllm.runtime.assembly import build_worker, reap_step, reconcile_step
-from docllm.runtime.periodic import PeriodicLoop
+from docllm.domain.services.reaper import Reaper
+from docllm.runtime.assembly import Wiring
+from docllm.runtime.service import Service
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
 from sim.fault_injection import Crash, Faulty
@@ -58,54 +60,73 @@ class ProductActor(Actor):
 IDLE_WAIT_S = 30.0
 
 
-class WorkerActor(ProductActor):
+class ServiceActor(ProductActor):
+    """A process that runs ``docllm.runtime.service.Service``, as ``docllm worker`` and ``docllm
+    reaper`` do: built from the run's container by ``entrypoints.bootstrap.build_parts``, on this
+    actor's ports, port calls and logger."""
+
+    roles: tuple[str, ...] = ()
+    service: Service | None = None
+
+    @property
+    def worker_id(self) -> str:
+        """The process identity: each incarnation its own (a new pid), which I8 reads."""
+        return self.label
+
+    def build(self, **overrides: Any) -> Service:
+        brk = self.sys.brk
+        adapt = (lambda p, g: (brk.wrap_processor(p), brk.wrap_gate(g))) if brk is not None else None
+        wiring = Wiring(self.port_calls(), IDLE_WAIT_S, self.sys.logger, adapt)
+        self.service = self.sys.service(self, self.roles, wiring, **overrides)
+        self.booted_at = self.world.now
+        return self.service
+
+    def healthy(self) -> tuple[bool, list[str]]:
+        """What the process's /healthz would answer now."""
+        return self.service.healthy() if self.service is not None and self.alive else (True, [])
+
+
+class WorkerActor(ServiceActor):
     kind = "worker"
+    roles = ("worker",)
 
     def __init__(self, system: ProductSystem, name: str, slots: int):
         super().__init__(system, name)
         self.slots = slots
-        self.worker: Worker | None = None
         self.stopping = False
+
+    @property
+    def worker(self) -> Worker | None:
+        return self.service.worker if self.service is not None else None
 
     @property
     def runs(self) -> dict[str, Any]:
         return self.worker.running if self.worker is not None and self.alive else {}
 
     def start(self) -> None:
-        queue, repo = self.ports()
-        llm = self.sys.llm.for_host(self.name)  # this host's link: a partition cuts it alone
-        proc = self.sys.processor(queue, repo, worker_id=self.label, reviewer=llm)
-        logger, brk, s = self.sys.logger, self.sys.brk, self.sys.settings
-        self.worker = build_worker(
-            proc,
-            llm,
-            self.breaker(),
-            self.port_calls(),
-            self.label,
-            self.slots,
-            s.breaker_open_seconds,
-            self.sys.events,
-            IDLE_WAIT_S,
-            gate_logger=logger,
-            worker_logger=logger,
-            adapt=(lambda p, g: (brk.wrap_processor(p), brk.wrap_gate(g))) if brk is not None else None,
+        # This host's link to the LLM (a partition cuts it alone), the fleet's breaker and the
+        # worker registry, each through this actor's faults.
+        self.build(
+            reviewer=self.sys.llm.for_host(self.name),
+            breaker=self.breaker(),
+            worker_registry=Faulty(self.sys.gated_registry, self.budget, "registry"),
         )
         self.stopping = False
         self.spawn(self._main(), name=f"{self.label}-main")
 
     async def _main(self) -> None:
-        assert self.worker is not None
-        await self.worker.run()
+        assert self.service is not None
+        await self.service.run()
         self.exit("shut down (drained)", self.sys.restart_delay())
 
     def on_stop(self) -> None:
         for run in self.runs.values():
             self.sys.ledger.mark(run.attempt.task_id, "crash", self.label)
-        self.worker = None
+        self.service = None
 
     # -- SIGTERM (D11) -----------------------------------------------------------------------
     def sigterm(self) -> None:
-        if not self.alive or self.stopping or self.worker is None:
+        if not self.alive or self.stopping or self.worker is None or self.service is None:
             return
         grace = int(self.sys.settings.shutdown_grace_seconds * 1000)
         self.stopping = True
@@ -114,7 +135,7 @@ class WorkerActor(ProductActor):
             self.sys.checker.expect_release(
                 run.attempt.task_id, run.attempt.number, by, f"{self.label} was stopped with SIGTERM", self.label
             )
-        self.worker.stop(grace / 1000)
+        self.service.request_stop()
         # The orchestrator kills what has not exited some time after the grace period.
         self.after(
             grace + self.sys.lease_ms + 10_000,
@@ -127,58 +148,69 @@ class WorkerActor(ProductActor):
         super().crash(why, count)
 
 
-class LoopActor(ProductActor):
-    """A process that runs one ``PeriodicLoop`` (the reaper, the reconciler)."""
+class LoopActor(ServiceActor):
+    """A process that runs one ``PeriodicLoop`` (the reaper, the reconciler): ``docllm reaper``."""
 
-    interval_s = 5.0
+    def interval_s(self) -> float:
+        raise NotImplementedError
 
     def start(self) -> None:
-        step = self.make_step()
-        self.loop = PeriodicLoop(self.kind, step, self.interval_s, self.port_calls(), self.sys.logger)
+        self.prepare(self.build())
         self.spawn(self._main(), name=f"{self.label}-main")
+
+    def prepare(self, service: Service) -> None:
+        pass
 
     async def _main(self) -> None:
         # The first processes start at different moments; a restarted one cycles at once.
-        first = self.sys.rng.uniform(0, self.interval_s) if self.incarnation == 1 else 0.001
+        first = self.sys.rng.uniform(0, self.interval_s()) if self.incarnation == 1 else 0.001
         await asyncio.sleep(first)
-        await self.loop.run(asyncio.Event())
+        assert self.service is not None
+        await self.service.run()
 
-    def make_step(self) -> Any:
-        raise NotImplementedError
+
+class CountedReaper:
+    """The reaper as its loop calls it, each cycle's port calls counted for the checker (D8)."""
+
+    def __init__(self, reaper: Reaper, actor: ProductActor):
+        self._reaper, self._actor = reaper, actor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reaper, name)
+
+    def reap_once(self) -> int:
+        before = self._actor.budget.calls
+        settled = self._reaper.reap_once()
+        self._actor.sys.checker.reaper_cycle(self._actor.label, self._actor.budget.calls - before, settled, settled)
+        return settled
 
 
 class ReaperActor(LoopActor):
     kind = "reaper"
+    roles = ("reaper",)
 
-    def make_step(self) -> Any:
-        self.interval_s = self.sys.interval_ms / 1000
-        queue, repo = self.ports()
-        service = self.sys.reaper(queue, repo, self.label)
-        service.rng = self.world.rng_for(f"reaper-batches-{self.label}")  # seeded: the run stays a replay
+    def interval_s(self) -> float:
+        return self.sys.interval_ms / 1000
 
-        calls_before = [0]  # the port calls made before this cycle (D8: the cycle's round trips)
-
-        def reaped(n: int) -> None:
-            self.sys.checker.reaper_cycle(self.label, self.budget.calls - calls_before[0], n, n)
-
-        step = reap_step(service, reaped)
-
-        def counted_step() -> bool:
-            calls_before[0] = self.budget.calls
-            return step()
-
-        return counted_step
+    def prepare(self, service: Service) -> None:
+        reaper = service.parts.reaper
+        assert reaper is not None
+        reaper.rng = self.world.rng_for(f"reaper-batches-{self.label}")  # seeded: the run stays a replay
+        service.parts.reaper = CountedReaper(reaper, self)  # type: ignore[assignment]
 
 
 class ReconcilerActor(LoopActor):
     kind = "reconciler"
+    roles = ("reconciler",)
 
-    def make_step(self) -> Any:
-        self.interval_s = self.sys.settings.reconcile_interval_seconds
-        queue, repo = self.ports()
-        service = self.sys.reconciler(queue, repo)
+    def interval_s(self) -> float:
+        return self.sys.settings.reconcile_interval_seconds
 
-        return reconcile_step(service)
+    @property
+    def worker_id(self) -> str:
+        """The same across restarts (a container restarted in its pod: same host, pid 1), so a
+        restarted reconciler takes its lead back at once instead of after the lead's TTL."""
+        return self.name
 
     def crash(self, why: str, count: bool = True) -> None:
         if self.alive and ("queue.push" in why or "repo.retry" in why or "end of its step" in why):

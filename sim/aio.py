@@ -168,6 +168,10 @@ class SimPortCalls:
 
     def __init__(self, actor: Any, ready_wait: Callable[[Any, float], Any]):
         self.actor, self.incarnation, self.ready_wait = actor, actor.incarnation, ready_wait
+        self.busy = 0  # calls run inline: none is ever left blocked
+
+    def close(self) -> None:
+        pass
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         await self._alive(self.actor.sys.op_latency() / 1000.0)
@@ -197,7 +201,8 @@ class SimPortCalls:
             await asyncio.sleep(delay_s)
         world = self.actor.world
         while self.actor.alive and self.actor.incarnation == self.incarnation and self.actor.paused_until > world.now:
-            await asyncio.sleep((self.actor.paused_until - world.now) / 1000.0)
+            # A second at a time: the end of the faults ends a pause early (System.stop_faults).
+            await asyncio.sleep(min(self.actor.paused_until - world.now, 1_000) / 1000.0)
         if not self.actor.alive or self.actor.incarnation != self.incarnation:
             raise Killed()
 

@@ -243,6 +243,36 @@ class BelievingLimiter:
         self._limiter.settle(delta_tokens, hints)
 
 
+class SilentRegistry:
+    """The worker registry that drops every beat: live workers are missing from ``docllm workers``."""
+
+    def __init__(self, registry: Any):
+        self._registry = registry
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._registry, attr)
+
+    def beat(self, record: Any, ttl_ms: int) -> None:
+        return None
+
+
+class FailingPauseGate:
+    """An LLM gate whose ``pause`` raises a bug after a while: the worker's dispatcher dies and the
+    process runs on without claiming (its /healthz must say so)."""
+
+    def __init__(self, gate: Any):
+        self._gate, self._calls = gate, 0
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._gate, attr)
+
+    async def pause(self) -> float:
+        self._calls += 1
+        if self._calls > 3:
+            raise RuntimeError("a bug in the LLM gate")
+        return float(await self._gate.pause())
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -257,6 +287,10 @@ class Break:
     processor_wrapper: Callable[[Any], Any] | None = None  # around each worker's TaskProcessor
     gate_wrapper: Callable[[Any], Any] | None = None  # around each worker's LlmGate
     retry_changes: dict[str, Any] | None = None  # the RetryPolicy's numbers changed
+    registry_wrapper: Callable[[Any], Any] | None = None  # around the worker registry
+
+    def wrap_registry(self, registry: Any) -> Any:
+        return self.registry_wrapper(registry) if self.registry_wrapper else registry
 
     def wrap_repo(self, repo: Any) -> Any:
         return self.repo_wrapper(repo) if self.repo_wrapper else repo
@@ -346,6 +380,13 @@ BREAKS = {
             "limits",
             limiter_wrapper=BelievingLimiter,
             hints_parser=unbounded_hints,
+        ),
+        Break("no-presence", "workers never beat the registry", "d1", registry_wrapper=SilentRegistry),
+        Break(
+            "dead-dispatcher",
+            "a bug kills a worker's dispatcher; the process runs on, its health check must tell",
+            "d1",
+            gate_wrapper=FailingPauseGate,
         ),
     )
 }

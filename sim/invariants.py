@@ -23,6 +23,8 @@
   time its calls waited for their turn on the fleet's limits or under a provider's hold (measured
   by the SimLLM around the RateGate), was under the bound. (c), a poison batch ends ``failed``
   within the bound, is I2's: its bound counts max_attempts + max_handbacks attempts a task.
+- Every 10 s: HEALTH and PRESENCE (``check_processes``), on what the processes' own health check
+  and the worker registry say.
 - At the end (``final``): I2 (every task finished within the bound, queue empty), I5 (a failed
   task has its dead letter), I7, the ledger against the database, and RATE (a provider limit the
   fleet shares: the LLM refused next to no call over it).
@@ -38,6 +40,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from docllm.domain.verdict import STORE_DOWN, WAITED
+from docllm.runtime.presence import beat_seconds
 from sim.ledger import FAILED, PROCESSING, TERMINAL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,6 +51,7 @@ RATE_SLACK = 2  # 429s over a shared limit a run may see (a crash mid-turn, a Re
 ALL_BLOCKERS = ("redis", "db", "no_reaper", "no_reconciler")
 TIME_CHECK_MS = 1_000
 LOSS_CHECK_MS = 10_000
+STALL_MS = 60_000  # HEALTH: how far back a stall may be explained by an outage or a pause
 TIMEOUT_CHARGE = "attempt exceeded PROCESSING_TIMEOUT_SECONDS"  # domain.verdict: a timeout's error
 WAIT_SLACK_MS = 1_000  # I12 (b): rounding of the runtime's timers against the harness's measure
 NOT_LLM = (STORE_DOWN, WAITED)  # hand-backs "handed back uncharged" for reasons other than the LLM
@@ -75,6 +79,41 @@ class Checker:
         if now >= self.next_loss_check:
             self.next_loss_check = now + LOSS_CHECK_MS
             self.check_nothing_lost()
+            self.check_processes()
+
+    # -- HEALTH, PRESENCE ----------------------------------------------------------------------
+    def check_processes(self) -> None:
+        """HEALTH: what a live process's /healthz answers (``Service.healthy``): no part of its
+        runtime died, and no loop stalled while nothing held it up (Redis or the database down,
+        a pause). PRESENCE: a live worker that has beaten for two periods with Redis up and no
+        data loss since is listed by the worker registry (``docllm workers``)."""
+        registry = getattr(self.sys, "registry", None)
+        listed = {r.id for r in registry.live()} if registry is not None else None
+        for actor in self.sys.actors:
+            service = getattr(actor, "service", None)
+            if service is None or not actor.alive or getattr(actor, "stopping", False):
+                continue
+            self._check_health(actor, service)
+            if listed is not None and service.presence is not None:
+                self._check_presence(actor, listed)
+
+    def _check_health(self, actor: Any, service: Any) -> None:
+        windows, now = self.sys.world.windows, self.sys.world.now
+        since = now - STALL_MS
+        held = windows.overlap(("redis", "db"), since, now) or actor.last_pause_end > since
+        for problem in service.healthy()[1]:
+            if "died" in problem or not held:
+                self.sys.ledger.violate("HEALTH", None, f"{actor.label} reports itself unhealthy: {problem}")
+
+    def _check_presence(self, actor: Any, listed: set[str]) -> None:
+        s, now = self.sys, self.sys.world.now
+        settled = now - 2 * beat_seconds(s.settings.lease_seconds) * 1000
+        # A forward step of the authority clock expires every record until its next beat.
+        stepped = any(t >= settled for t in getattr(s, "clock_steps", ()))
+        quiet = not s.world.windows.overlap(("redis",), settled, now) and s.ledger.last_loss_after(settled) is None
+        alive_since = max(actor.booted_at, actor.last_pause_end)
+        if quiet and not stepped and alive_since < settled and actor.worker_id not in listed:
+            s.ledger.violate("PRESENCE", None, f"{actor.label} is alive but not in the worker registry")
 
     # -- I1, I8 (overrun), D11 ---------------------------------------------------------------
     def deadline(self, last_life: int, bound_ms: int) -> int:

@@ -9,6 +9,7 @@ observer keeps the ledger.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -18,15 +19,16 @@ from docllm.adapters.redis.breaker import RedisLlmBreaker
 from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter
+from docllm.adapters.redis.registry import RedisWorkerRegistry
 from docllm.container import Container, breaker_policy
 from docllm.domain.errors import Unavailable
 from docllm.domain.policies import RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.cancel import Canceller
 from docllm.domain.services.outcome import Reason
 from docllm.domain.services.rate_gate import RateGate
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.services.reconciler import Reconciler
+from docllm.entrypoints.bootstrap import build_parts
+from docllm.runtime.assembly import Wiring
+from docllm.runtime.service import Service
 from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, WorkerActor
 from sim.breaks import get as get_break
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
@@ -157,6 +159,10 @@ class ProductSystem(System):
         self.gated_repo = Gate(self.repo_obs, self.down, "db", self.ledger)
         self.real_breaker = RedisLlmBreaker(self.client, s.queue_prefix, self.clock, breaker_policy(s))
         self.gated_breaker = Gate(self.real_breaker, self.down, "redis", self.ledger)
+        self.registry = RedisWorkerRegistry(self.client, s.queue_prefix, clock=self.clock)
+        self.gated_registry = Gate(
+            brk.wrap_registry(self.registry) if brk else self.registry, self.down, "redis", self.ledger
+        )
         sc = self.scenario
         self.actors = [WorkerActor(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
         self.actors += [ReaperActor(self, f"reaper{i + 1}") for i in range(sc.reapers)]
@@ -194,29 +200,25 @@ class ProductSystem(System):
         own = queue_class(self.client, self.settings.queue_prefix, clock=clock, token_factory=self.new_token)
         return Gate(QueueObserver(own, self.ledger, self), self.down, "redis", self.ledger)
 
-    def _with(self, queue: Any, repo: Any, worker_id: str):
+    def service(self, actor: Any, roles: tuple[str, ...], wiring: Wiring, **overrides: Any) -> Service:
+        """The process's ``docllm.runtime.service.Service``, built as ``docllm worker`` and
+        ``docllm reaper`` build theirs (``entrypoints.bootstrap.build_parts``) from this run's
+        container, with the actor's own ports (its faults, its clock) and ``overrides`` (its
+        reviewer, breaker and registry) in place. ``roles``: "worker", "reaper", "reconciler"."""
         c = self.container
-        return (
+        queue, repo = actor.ports()
+        concurrency = getattr(actor, "slots", self.settings.concurrency)
+        settings = self.settings_with(worker_id=actor.worker_id, concurrency=concurrency)
+        with (
             c.queue.override(queue),
             c.repository.override(repo),
-            c.settings.override(self.settings_with(worker_id=worker_id)),
-        )
-
-    def processor(self, queue: Any, repo: Any, worker_id: str, reviewer: Any = None) -> TaskProcessor:
-        """A worker's TaskProcessor; ``reviewer``: its host's view of the LLM (``SimLLM.for_host``)."""
-        q, r, s = self._with(queue, repo, worker_id)
-        with q, r, s, self.container.reviewer.override(reviewer or self.llm):
-            return self.container.processor()
-
-    def reaper(self, queue: Any, repo: Any, worker_id: str) -> Reaper:
-        q, r, s = self._with(queue, repo, worker_id)
-        with q, r, s:
-            return self.container.reaper()
-
-    def reconciler(self, queue: Any, repo: Any) -> Reconciler:
-        q, r, s = self._with(queue, repo, "reconciler")
-        with q, r, s:
-            return self.container.reconciler()
+            c.settings.override(settings),
+            contextlib.ExitStack() as stack,
+        ):
+            for name, value in overrides.items():
+                stack.enter_context(getattr(c, name).override(value))
+            parts = build_parts(c, "worker" in roles, "reaper" in roles, "reconciler" in roles)
+        return Service(settings, parts, wiring)
 
     def cancel(self, task_id: int) -> None:
         """``docllm cancel TASK_ID`` once (its wait loop is left out: the workers and the attempt's

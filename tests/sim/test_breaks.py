@@ -22,6 +22,8 @@ EXPECTED = {
     "no-host-check": {"I9"},
     "waits-count": {"I12"},
     "believe-hints": {"RATE"},
+    "no-presence": {"PRESENCE"},
+    "dead-dispatcher": {"HEALTH"},
 }
 
 

@@ -43,23 +43,29 @@ def prepare_schema(container: Container) -> None:
         require_schema(container.engine())
 
 
-def build_service(container: Container, workers: bool = True, reaper: bool = True) -> Service:
-    """The process's service from the container: the worker's processor and reviewer, the loops'
-    reaper and reconciler, metrics and readiness checks when the HTTP port is on."""
+def build_parts(
+    container: Container, workers: bool = True, reaper: bool = True, reconciler: bool | None = None
+) -> Parts:
+    """What the process runs, from the container: the worker's processor and reviewer, the loops'
+    reaper and reconciler (``reconciler`` defaults to ``reaper``), metrics and readiness checks
+    when the HTTP port is on."""
     metrics = container.metrics()
-    parts = Parts(
+    return Parts(
         queue=container.queue(),
         processor=container.processor() if workers else None,
         reviewer=container.reviewer() if workers else None,
         breaker=container.breaker() if workers else None,
         reaper=container.reaper() if reaper else None,
-        reconciler=container.reconciler() if reaper else None,
+        reconciler=container.reconciler() if (reaper if reconciler is None else reconciler) else None,
         metrics=metrics,
         readiness=container.readiness() if metrics is not None else {},
         web_app=_dashboard(container) if container.settings().dashboard_on_worker else None,
         registry=container.worker_registry() if workers else None,
     )
-    return Service(container.settings(), parts)
+
+
+def build_service(container: Container, workers: bool = True, reaper: bool = True) -> Service:
+    return Service(container.settings(), build_parts(container, workers, reaper))
 
 
 def _dashboard(container: Container) -> object:

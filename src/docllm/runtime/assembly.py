@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker
@@ -15,6 +16,25 @@ from docllm.runtime.port_calls import PortCalls
 from docllm.runtime.worker import Worker
 
 Adapt = Callable[[Any, LlmGate], tuple[Any, Any]]  # (processor, gate) -> what the worker gets
+Step = Callable[[], bool]
+
+
+@dataclass
+class Wiring:
+    """How a ``Service`` reaches its ports and where it logs: production's defaults, or the
+    simulation's (its port-call driver on virtual time, its trace's logger, its broken mechanisms)."""
+
+    calls: PortCalls | None = None  # None: threads sized to the process's concurrency
+    idle_wait_seconds: float = 1.0  # a dispatcher's blocking wait for work before it claims again
+    logger: logging.Logger | None = None  # every part's logger; None: docllm.<part>
+    adapt: Adapt | None = None  # wraps the worker's processor and LLM gate
+    wrap_step: Callable[[str, Step], Step] | None = None  # wraps a loop's step (by the loop's name)
+
+    def step(self, name: str, step: Step) -> Step:
+        return self.wrap_step(name, step) if self.wrap_step is not None else step
+
+    def log(self, part: str) -> logging.Logger:
+        return self.logger or logging.getLogger(f"docllm.{part}")
 
 
 def build_worker(
@@ -26,28 +46,15 @@ def build_worker(
     concurrency: int,
     breaker_open_seconds: float,
     events: EventSink | None = None,
-    idle_wait_seconds: float = 1.0,
-    gate_logger: logging.Logger | None = None,
-    worker_logger: logging.Logger | None = None,
-    adapt: Adapt | None = None,
+    wiring: Wiring | None = None,
 ) -> Worker:
     """The worker and its LLM gate. A process whose own LLM check fails backs off no longer than
-    the fleet's breaker stays open (``breaker_open_seconds``). ``adapt`` wraps the processor and
-    the gate (the simulation's broken mechanisms)."""
-    gate: Any = LlmGate(
-        reviewer,
-        breaker,
-        calls,
-        worker_id,
-        gate_logger or logging.getLogger("docllm.llm"),
-        events,
-        cap=breaker_open_seconds,
-    )
-    if adapt is not None:
-        processor, gate = adapt(processor, gate)
-    if worker_logger is None:
-        return Worker(processor, calls, gate, concurrency, idle_wait_seconds)
-    return Worker(processor, calls, gate, concurrency, idle_wait_seconds, logger=worker_logger)
+    the fleet's breaker stays open (``breaker_open_seconds``)."""
+    w = wiring or Wiring()
+    gate: Any = LlmGate(reviewer, breaker, calls, worker_id, w.log("llm"), events, cap=breaker_open_seconds)
+    if w.adapt is not None:
+        processor, gate = w.adapt(processor, gate)
+    return Worker(processor, calls, gate, concurrency, w.idle_wait_seconds, logger=w.log("worker"))
 
 
 def reap_step(reaper: Reaper, on_reaped: Callable[[int], None] | None = None) -> Callable[[], bool]:

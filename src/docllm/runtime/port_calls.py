@@ -21,11 +21,16 @@ T = TypeVar("T")
 
 
 class PortCalls(Protocol):
+    busy: int  # calls in progress (a stop leaves the pools open while one still blocks)
+
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run one blocking port call and return its result (or raise its error)."""
 
     async def wait_claim(self, proc: TaskProcessor, timeout_s: float) -> list[Delivery]:
         """Block until ready has a payload (``timeout_s`` at most) and lease it."""
+
+    def close(self) -> None:
+        """Release what the calls ran on (threads); the service's last step."""
 
 
 def threads_for(concurrency: int) -> int:

@@ -8,10 +8,9 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,14 +19,12 @@ from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime import exit_watchdog
-from docllm.runtime.assembly import build_worker, reap_step, reconcile_step
+from docllm.runtime.assembly import Wiring, build_worker, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.presence import Presence, beat_seconds
 from docllm.runtime.worker import Worker
 from docllm.settings import Settings
-
-log = logging.getLogger("docllm.service")
 
 # A stop's budget: the loops' current cycles end within the worker's (grace, then its releases) or
 # this, whichever is longer; leaving the worker registry then gets this much (its TTL removes a
@@ -54,9 +51,13 @@ class Parts:
 
 
 class Service:
-    def __init__(self, settings: Settings, parts: Parts):
-        self.settings, self.parts = settings, parts
-        self.calls = ThreadedPortCalls(threads_for(settings.concurrency if parts.processor else 1))
+    """``wiring``: how the parts reach their ports and where they log (the simulation runs this
+    same class on virtual time with its own)."""
+
+    def __init__(self, settings: Settings, parts: Parts, wiring: Wiring | None = None):
+        self.settings, self.parts, self.wiring = settings, parts, wiring or Wiring()
+        self.log = self.wiring.log("service")
+        self.calls = self.wiring.calls or ThreadedPortCalls(threads_for(settings.concurrency if parts.processor else 1))
         self.worker: Worker | None = None
         self.presence: Presence | None = None
         self.loops: list[PeriodicLoop] = []
@@ -68,7 +69,7 @@ class Service:
         self.started = threading.Event()
 
     def _build(self) -> None:
-        s, p, m = self.settings, self.parts, self.parts.metrics
+        s, p, m, w = self.settings, self.parts, self.parts.metrics, self.wiring
         if p.processor is not None and p.reviewer is not None and p.breaker is not None:
             self.worker = build_worker(
                 p.processor,
@@ -79,32 +80,21 @@ class Service:
                 s.concurrency,
                 s.breaker_open_seconds,
                 p.processor.events,
+                w,
             )
             if p.registry is not None:
                 period = beat_seconds(s.lease_seconds)
                 self.presence = Presence(p.registry, p.queue, self.calls, self.worker, s.worker_id, period)
         if p.reaper is not None:
-            self.loops.append(
-                PeriodicLoop(
-                    "reaper",
-                    reap_step(p.reaper),
-                    s.reaper_interval_seconds,
-                    self.calls,
-                    logging.getLogger("docllm.reaper"),
-                    on_cycle=m.reaper_cycle.observe if m else None,
-                )
-            )
+            self._loop_of("reaper", reap_step(p.reaper), s.reaper_interval_seconds, m and m.reaper_cycle)
         if p.reconciler is not None:
-            self.loops.append(
-                PeriodicLoop(
-                    "reconciler",
-                    reconcile_step(p.reconciler),
-                    s.reconcile_interval_seconds,
-                    self.calls,
-                    logging.getLogger("docllm.reconciler"),
-                    on_cycle=m.reconcile_cycle.observe if m else None,
-                )
-            )
+            every = s.reconcile_interval_seconds
+            self._loop_of("reconciler", reconcile_step(p.reconciler), every, m and m.reconcile_cycle)
+
+    def _loop_of(self, name: str, step: Callable[[], bool], interval: float, cycles: Any) -> None:
+        on_cycle = cycles.observe if cycles else None
+        w = self.wiring
+        self.loops.append(PeriodicLoop(name, w.step(name, step), interval, self.calls, w.log(name), on_cycle=on_cycle))
 
     # -- running -----------------------------------------------------------------------------
     async def run(self, signals: bool = False) -> None:
@@ -112,7 +102,7 @@ class Service:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         self._build()
         s = self.settings
-        log.info(
+        self.log.info(
             "starting: worker=%s concurrency=%s lease=%ss reaper_interval=%ss provider=%s",
             s.worker_id,
             s.concurrency if self.worker else 0,
@@ -144,7 +134,7 @@ class Service:
             if self.endpoints:
                 self.endpoints.stop()
             self.calls.close()
-            log.info("stopped")
+            self.log.info("stopped")
             if signals:  # the program's main: it must now exit
                 exit_watchdog.arm()
 
@@ -158,11 +148,11 @@ class Service:
         done, hung = await asyncio.wait(self.tasks.values(), timeout=max(0.0, deadline - loop.time()))
         for name, task in self.tasks.items():
             if task in hung:
-                log.warning("%s did not end by the stop's deadline; stopping it", name)
+                self.log.warning("%s did not end by the stop's deadline; stopping it", name)
                 task.cancel()
             elif not task.cancelled() and task.exception() is not None:
                 exc = task.exception()
-                log.error("%s ended with %s: %s", name, type(exc).__name__, exc)
+                self.log.error("%s ended with %s: %s", name, type(exc).__name__, exc)
 
     def _start_endpoints(self) -> None:
         m = self.parts.metrics
@@ -192,9 +182,10 @@ class Service:
             return
         assert self._stop is not None
         if not self._stop.is_set():
-            log.info("stop requested: no new claims; in-flight attempts get %ss", self.settings.shutdown_grace_seconds)
+            grace = self.settings.shutdown_grace_seconds
+            self.log.info("stop requested: no new claims; in-flight attempts get %ss", grace)
             if self.worker:
-                self.worker.stop(self.settings.shutdown_grace_seconds)
+                self.worker.stop(grace)
             self._stop.set()
 
     # -- in a thread (tests, the benchmark) --------------------------------------------------
@@ -214,9 +205,9 @@ class Service:
 
     # -- health ------------------------------------------------------------------------------
     def healthy(self) -> tuple[bool, list[str]]:
-        if self._stop is None or self._stop.is_set():  # draining after SIGTERM: the loops end on purpose
+        if self._loop is None or self._stop is None or self._stop.is_set():  # draining: the loops end on purpose
             return True, []
-        now = time.monotonic()  # the event loop's clock
+        now = self._loop.time()  # the loops' beats are on it (monotonic; virtual in the simulation)
         dead = [name for name, task in self.tasks.items() if task.done()]
         problems = [f"{loop.name} loop stalled" for loop in self.loops if loop.name in dead or loop.stalled(now)]
         w = self.worker

@@ -5,11 +5,11 @@ so this adapter only classifies every failure into the domain's error tree.
 
 The request path is the lean one through the ``openai`` package (issue 24; figures in
 docs/BENCHMARKS.md, "Issue 24: the reviewer's request path"): the SDK's aiohttp transport
-(``openai[aiohttp]``) instead of httpx's connection pool, the body a plain dict encoded once and
-sent with ``client.post`` (no typed-parameter transform), the answer read as the raw response and
-decoded once, ``usage`` and the message taken from the dict (no pydantic model). The SDK still
-builds the request, applies the timeout, sends the credentials and turns every failure into its
-error types, which ``_translate`` maps as before.
+(``openai[aiohttp]``) instead of httpx's connection pool; the body a plain dict encoded once,
+sent with the client's ``request`` and options built once per reviewer (no typed-parameter
+transform); the answer the raw response decoded once, ``usage`` and the message read from the
+dict (no pydantic model). The SDK still builds the request, applies the timeout, sends the
+credentials and raises its error types, which ``_translate`` maps as before.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import openai
 import orjson
+from openai._models import FinalRequestOptions
 
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
@@ -42,9 +43,6 @@ try:  # openai 3 moved to httpx2; earlier versions use httpx
     import httpx2 as httpx
 except ImportError:  # pragma: no cover - depends on the openai version installed
     import httpx  # type: ignore[no-redef, import-not-found, unused-ignore]  # which one is installed varies
-
-if TYPE_CHECKING:
-    from openai._types import RequestOptions
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +97,8 @@ class OpenAIReviewer:
             for _ in range(shards)
         ]
         self._turn = itertools.cycle(self._clients)
-        self._options: RequestOptions = {}  # the same for every request: the client's timeout and headers
+        # Every chat request's options but its body, built once: each request is a copy with the body.
+        self._chat = FinalRequestOptions.construct(method="post", url="/chat/completions")
 
     @staticmethod
     def _http_client(limits: httpx.Limits) -> httpx.AsyncClient:
@@ -223,13 +222,13 @@ class OpenAIReviewer:
             self._on_call(call)
 
     async def _request(self, messages: list[dict[str, str]]) -> httpx.Response:
-        """The chat completion's HTTP response, through the SDK (its errors raised as the SDK's)."""
+        """The chat completion's HTTP response, through the SDK: it adds the headers and the timeout,
+        sends, and raises its errors (a status error for a 4xx or 5xx)."""
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self._json_mode:
             body["response_format"] = JSON_MODE
-        return await self._client.post(
-            "/chat/completions", cast_to=httpx.Response, content=orjson.dumps(body), options=self._options
-        )
+        options = self._chat.model_copy(update={"content": orjson.dumps(body)})
+        return await self._client.request(httpx.Response, options)
 
     @staticmethod
     def _decode(raw: httpx.Response) -> dict[str, Any] | None:

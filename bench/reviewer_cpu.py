@@ -3,6 +3,7 @@
     PYTHONPATH=src:. python -m bench.reviewer_cpu                      # C = 256, 1024; 3 rounds
     PYTHONPATH=src:. python -m bench.reviewer_cpu --concurrency 64 --rounds 2 --latency 0.5
     PYTHONPATH=src:. python -m bench.reviewer_cpu --quick              # the smoke run
+    PYTHONPATH=src:. python -m bench.reviewer_cpu --parts              # the small levers alone (timeit)
 
 ``OpenAIReviewer`` alone (no queue, no database): C reviews in flight at once on one asyncio loop,
 N = 4C reviews of the bench document, each one chat completion against ``bench.llm_mock`` (its own
@@ -10,7 +11,9 @@ process) with a fixed latency. The figure is this process's ``time.process_time(
 reviews / N, after a warm-up round that opens the connections. Each variant is the reviewer with
 some levers of issue 24 taken back (subclasses below); the variants run interleaved, in a rotated
 order, ``--rounds`` times, and each ratio is to ``before`` of the same round and C (this machine is
-shared: only ratios inside one run mean anything).
+shared: only ratios inside one run mean anything). ``--parts`` times the two levers too small for
+that A/B to resolve, alone, in microseconds per request: the options built per call or copied, and
+the body encoded and the answer decoded with json or orjson.
 
 Variants (the reviewer's levers: transport; how the request is made; how the answer is read):
 
@@ -34,6 +37,7 @@ import json
 import statistics
 import tempfile
 import time
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +153,42 @@ async def trial(kind: type[OpenAIReviewer], base_url: str, c: int, rounds: int) 
     return {"cpu_ms": cpu * 1000 / n, "per_s": n / wall}
 
 
+def _part_cases(once: Any, body: dict[str, Any], encoded: bytes, answer: bytes) -> dict[str, Any]:
+    from openai._models import FinalRequestOptions
+
+    return {
+        "options built per call (client.post)": lambda: FinalRequestOptions.construct(
+            method="post", url="/chat/completions", content=encoded, files=None
+        ),
+        "options built once, copied": lambda: once.model_copy(update={"content": encoded}),
+        "body: json.dumps": lambda: json.dumps(body).encode(),
+        "body: orjson.dumps": lambda: orjson.dumps(body),
+        "answer: json.loads": lambda: json.loads(answer),
+        "answer: orjson.loads": lambda: orjson.loads(answer),
+    }
+
+
+def parts() -> None:
+    """The small levers alone, with timeit: microseconds per request, best of 5."""
+    from openai._models import FinalRequestOptions
+
+    from bench.llm_mock import CHAT
+    from docllm.domain.prompt import build_messages
+
+    once = FinalRequestOptions.construct(method="post", url="/chat/completions")
+    answer = CHAT.split(b"\r\n\r\n", 1)[1]
+    chunk = ("Plain steady text about the installer, with a few more words. " * 200)[:11_900]
+    for doc_name, doc in (("the bench document", DOCUMENT), ("a 12,000-character chunk", "# Manual\n\n" + chunk)):
+        body = {"model": MODEL, "messages": build_messages("bench", doc), "response_format": JSON_MODE}
+        encoded = orjson.dumps(body)
+        cases = _part_cases(once, body, encoded, answer)
+        print(f"{doc_name}: request body {len(encoded):,} bytes, answer {len(answer):,} bytes")
+        for name, fn in cases.items():
+            n = 5000
+            best = min(timeit.repeat(fn, number=n, repeat=5)) / n
+            print(f"  {name}: {best * 1e6:.1f} us")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", type=int, nargs="+", default=[256, 1024])
@@ -156,7 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of every variant")
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     p.add_argument("--quick", action="store_true", help="C = 8, latency 0.05 s, one round")
+    p.add_argument("--parts", action="store_true", help="only the small levers alone, with timeit")
     args = p.parse_args(argv)
+    if args.parts:
+        parts()
+        return
     if args.quick:
         args.concurrency, args.latency, args.rounds = [8], 0.05, 1
     names = ["before"] + [v for v in args.variants if v != "before"]

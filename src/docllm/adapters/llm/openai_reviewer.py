@@ -242,7 +242,7 @@ class OpenAIReviewer:
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
         if isinstance(e, openai.APITimeoutError) and not _refused(e):
             return ProviderUnavailable(f"the LLM at {self._where} did not answer within {self._timeout:g} s")
-        if isinstance(e, openai.APIConnectionError):  # a timeout's subclass: a refused connection lands here too
+        if isinstance(e, openai.APIConnectionError):  # APITimeoutError's base: so a refused one lands here
             return ProviderUnavailable(f"cannot reach the LLM at {self._where}")
         if not isinstance(e, openai.APIStatusError):
             return TransientError(f"LLM client error: {type(e).__name__}")
@@ -300,11 +300,13 @@ def _refused(e: BaseException) -> bool:
     """Whether an error the SDK calls a timeout is a connection that failed without timing out: the
     aiohttp transport maps every ``aiohttp.ClientConnectionError`` (refused, reset, closed by the
     server) to httpx's ``ConnectTimeout``."""
-    seen: BaseException | None = e
-    while seen is not None:
-        if isinstance(seen, aiohttp.ClientConnectionError) and not isinstance(seen, TimeoutError):
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:  # a chain can loop back on itself
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
             return True
-        seen = seen.__cause__ or seen.__context__
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
     return False
 
 

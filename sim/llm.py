@@ -44,7 +44,6 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 from docllm.adapters.llm.openai_reviewer import _reported_tokens
@@ -257,12 +256,14 @@ class SimLLM:
         """The usage the answer reports and its headers, read as the OpenAIReviewer reads them."""
         if self.garbage():
             r = self.rng
-            reported = SimpleNamespace(
-                prompt_tokens=r.choice(GARBAGE_USAGE), completion_tokens=r.choice((50, *GARBAGE_USAGE)), total_tokens=0
-            )
+            reported = {
+                "prompt_tokens": r.choice(GARBAGE_USAGE),
+                "completion_tokens": r.choice((50, *GARBAGE_USAGE)),
+                "total_tokens": 0,
+            }
         else:
-            reported = SimpleNamespace(prompt_tokens=800, completion_tokens=200, total_tokens=1000)
-        tokens = self.parse_usage(SimpleNamespace(usage=reported))
+            reported = {"prompt_tokens": 800, "completion_tokens": 200, "total_tokens": 1000}
+        tokens = self.parse_usage({"usage": reported})  # the answer's body, as the reviewer decodes it
         prompt, completion = tokens or (0, 0)
         record(LlmCall("sim-llm", "ok", latency_ms / 1000, prompt, completion))
         if ticket is not None:

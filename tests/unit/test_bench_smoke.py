@@ -83,3 +83,20 @@ def test_table_formats_and_percentiles() -> None:
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile([], 99) is None
     assert verdict(True) == "MET" and verdict(False) == "NOT MET" and verdict(None) == "n/a"
+
+
+@pytest.mark.timeout(120)
+def test_the_reviewer_cpu_bench_runs_every_variant() -> None:
+    """``python -m bench.reviewer_cpu --quick`` (issue 24): every variant reviews against the mock LLM."""
+    from bench.reviewer_cpu import VARIANTS
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.reviewer_cpu", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 8 | ")]
+    assert [row.split(" | ")[1] for row in rows] == list(VARIANTS)

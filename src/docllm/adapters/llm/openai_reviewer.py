@@ -2,6 +2,14 @@
 
 The client never retries (``max_retries=0``): the worker owns retries, bounded and with backoff,
 so this adapter only classifies every failure into the domain's error tree.
+
+The request path is the lean one through the ``openai`` package (issue 24; figures in
+docs/BENCHMARKS.md, "Issue 24: the reviewer's request path"): the SDK's aiohttp transport
+(``openai[aiohttp]``) instead of httpx's connection pool; the body a plain dict encoded once,
+sent with the client's ``request`` and options built once per reviewer (no typed-parameter
+transform); the answer the raw response decoded once, ``usage`` and the message read from the
+dict (no pydantic model). The SDK still builds the request, applies the timeout, sends the
+credentials and raises its error types, which ``_translate`` maps as before.
 """
 
 from __future__ import annotations
@@ -13,9 +21,12 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
+import aiohttp
 import openai
+import orjson
+from openai._models import FinalRequestOptions
 
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
@@ -33,13 +44,10 @@ try:  # openai 3 moved to httpx2; earlier versions use httpx
 except ImportError:  # pragma: no cover - depends on the openai version installed
     import httpx  # type: ignore[no-redef, import-not-found, unused-ignore]  # which one is installed varies
 
-if TYPE_CHECKING:
-    from openai._legacy_response import LegacyAPIResponse
-    from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
-
 log = logging.getLogger(__name__)
 
 POOL_CONNECTIONS = 32  # the most connections one HTTP pool of the reviewer holds
+JSON_MODE = {"type": "json_object"}
 
 
 class OpenAIReviewer:
@@ -84,11 +92,18 @@ class OpenAIReviewer:
                 api_key=api_key or "unset",
                 timeout=timeout_seconds,
                 max_retries=max_retries,
-                http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+                http_client=self._http_client(limits),
             )
             for _ in range(shards)
         ]
         self._turn = itertools.cycle(self._clients)
+        # Every chat request's options but its body, built once: each request is a copy with the body.
+        self._chat = FinalRequestOptions.construct(method="post", url="/chat/completions")
+
+    @staticmethod
+    def _http_client(limits: httpx.Limits) -> httpx.AsyncClient:
+        """One pool: the SDK's aiohttp transport (its connector holds at most ``limits.max_connections``)."""
+        return openai.DefaultAioHttpClient(limits=limits)
 
     @property
     def _client(self) -> openai.AsyncOpenAI:
@@ -160,60 +175,74 @@ class OpenAIReviewer:
         async with self._gate.request(estimate_tokens(messages)) as ticket:
             try:
                 try:
-                    raw = await self._create(messages)
+                    raw, body = await self._create(messages)
                 except openai.BadRequestError as e:
                     if not (self._json_mode and _about_response_format(e)):
                         raise
                     log.warning("the LLM at %s rejects response_format; asking for JSON in words only", self._where)
                     self._json_mode = False
-                    raw = await self._create(messages)
-                response = raw.parse()
+                    raw, body = await self._create(messages)
             except openai.OpenAIError as e:
                 ticket.hints = hints_from_headers(e.response.headers if isinstance(e, openai.APIStatusError) else None)
                 raise self._translate(e) from None  # the chained error could carry what the server echoed
             ticket.hints = hints_from_headers(raw.headers)
-            reported = _reported_tokens(response)
+            if body is None:
+                raise TransientError(f"the LLM at {self._where} answered a body that is not a chat completion")
+            reported = _reported_tokens(body)
             if reported:
                 ticket.used = sum(reported)
         if reported:
             usage["prompt_tokens"] += reported[0]
             usage["completion_tokens"] += reported[1]
-        return (response.choices[0].message.content or "") if response.choices else ""
+        return _content(body)
 
-    async def _create(self, messages: list[dict[str, str]]) -> LegacyAPIResponse[ChatCompletion]:
-        """One request, recorded as one LLM call whatever its end (answered, failed, cancelled). The
-        raw response: its headers carry the provider's rate-limit hints."""
-        started, outcome, response = time.perf_counter(), "error", None
+    async def _create(self, messages: list[dict[str, str]]) -> tuple[httpx.Response, dict[str, Any] | None]:
+        """One request, recorded as one LLM call whatever its end (answered, failed, cancelled): the
+        raw response (its headers carry the provider's rate-limit hints) and its body decoded, None
+        when that is not a JSON object."""
+        started, outcome, body = time.perf_counter(), "error", None
         try:
             raw = await self._request(messages)
-            response = raw.parse()
-            outcome = "ok"
-            return raw
+            body = self._decode(raw)
+            if body is not None:
+                outcome = "ok"
+            return raw, body
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
         finally:
-            self._record(outcome, time.perf_counter() - started, response)
+            self._record(outcome, time.perf_counter() - started, body)
 
-    def _record(self, outcome: str, seconds: float, response: ChatCompletion | None) -> None:
-        prompt, completion = _reported_tokens(response) or (0, 0)
+    def _record(self, outcome: str, seconds: float, body: dict[str, Any] | None) -> None:
+        prompt, completion = _reported_tokens(body) or (0, 0)
         cost = self._prices.cost(self.model, prompt, completion)
         call = LlmCall(self.model, outcome, seconds, prompt, completion, cost)
         record(call)
         if self._on_call is not None:
             self._on_call(call)
 
-    async def _request(self, messages: list[dict[str, str]]) -> LegacyAPIResponse[ChatCompletion]:
-        sent = cast("list[ChatCompletionMessageParam]", messages)  # the domain's plain role/content dicts
-        create = self._client.chat.completions.with_raw_response.create
+    async def _request(self, messages: list[dict[str, str]]) -> httpx.Response:
+        """The chat completion's HTTP response, through the SDK: it adds the headers and the timeout,
+        sends, and raises its errors (a status error for a 4xx or 5xx)."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self._json_mode:
-            return await create(model=self.model, messages=sent, response_format={"type": "json_object"})
-        return await create(model=self.model, messages=sent)
+            body["response_format"] = JSON_MODE
+        options = self._chat.model_copy(update={"content": orjson.dumps(body)})
+        return await self._client.request(httpx.Response, options)
+
+    @staticmethod
+    def _decode(raw: httpx.Response) -> dict[str, Any] | None:
+        """The body as a dict; None when it is not a JSON object."""
+        try:
+            body = orjson.loads(raw.content)
+        except orjson.JSONDecodeError:
+            return None
+        return body if isinstance(body, dict) else None
 
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
-        if isinstance(e, openai.APITimeoutError):
+        if isinstance(e, openai.APITimeoutError) and not _refused(e):
             return ProviderUnavailable(f"the LLM at {self._where} did not answer within {self._timeout:g} s")
-        if isinstance(e, openai.APIConnectionError):
+        if isinstance(e, openai.APIConnectionError):  # APITimeoutError's base: so a refused one lands here
             return ProviderUnavailable(f"cannot reach the LLM at {self._where}")
         if not isinstance(e, openai.APIStatusError):
             return TransientError(f"LLM client error: {type(e).__name__}")
@@ -239,15 +268,15 @@ class OpenAIReviewer:
         return f": {text}" if text else ""
 
 
-def _reported_tokens(response: ChatCompletion | None) -> tuple[int, int] | None:
+def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int] | None:
     """The answer's (prompt, completion) tokens; None when it reports none, or any count beyond
     belief (then none is kept: the request's estimate stays charged)."""
-    usage = response.usage if response is not None else None
-    if not usage:
+    usage = body.get("usage") if body is not None else None
+    if not usage or not isinstance(usage, dict):
         return None
     counts = []
     for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        raw = getattr(usage, field, None) or 0  # the client does not validate what the server sent
+        raw = usage.get(field) or 0  # whatever the server sent: nothing validated it
         try:
             value = float(raw)
         except (TypeError, ValueError):
@@ -256,6 +285,29 @@ def _reported_tokens(response: ChatCompletion | None) -> tuple[int, int] | None:
             return None
         counts.append(int(value))
     return counts[0], counts[1]
+
+
+def _content(body: dict[str, Any]) -> str:
+    """The first choice's message text; "" when there is none (the report's parse then asks for a repair)."""
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _refused(e: BaseException) -> bool:
+    """Whether an error the SDK calls a timeout is a connection that failed without timing out: the
+    aiohttp transport maps every ``aiohttp.ClientConnectionError`` (refused, reset, closed by the
+    server) to httpx's ``ConnectTimeout``."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:  # a chain can loop back on itself
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _about_response_format(e: openai.BadRequestError) -> bool:

@@ -43,7 +43,7 @@ def prepare_schema(container: Container) -> None:
         require_schema(container.engine())
 
 
-def build_service(container: Container, workers: bool = True, reaper: bool = True) -> Service:
+def build_service(container: Container, workers: bool = True, reaper: bool = True, http: bool = True) -> Service:
     """The process's service from the container: the worker's processor and reviewer, the loops'
     reaper and reconciler, metrics and readiness checks when the HTTP port is on."""
     metrics = container.metrics()
@@ -59,7 +59,7 @@ def build_service(container: Container, workers: bool = True, reaper: bool = Tru
         web_app=_dashboard(container) if container.settings().dashboard_on_worker else None,
         registry=container.worker_registry() if workers else None,
     )
-    return Service(container.settings(), parts)
+    return Service(container.settings(), parts, http=http)
 
 
 def _dashboard(container: Container) -> object:

@@ -54,8 +54,10 @@ class Parts:
 
 
 class Service:
-    def __init__(self, settings: Settings, parts: Parts):
-        self.settings, self.parts = settings, parts
+    def __init__(self, settings: Settings, parts: Parts, http: bool = True):
+        """``http=False``: a child of ``docllm worker --processes``; its parent serves the HTTP
+        port and sums the metrics every child writes to the multiprocess directory."""
+        self.settings, self.parts, self.http = settings, parts, http
         self.calls = ThreadedPortCalls(threads_for(settings.concurrency if parts.processor else 1))
         self.worker: Worker | None = None
         self.presence: Presence | None = None
@@ -166,7 +168,7 @@ class Service:
 
     def _start_endpoints(self) -> None:
         m = self.parts.metrics
-        if m is None:
+        if m is None or not self.http:
             return
         from docllm.runtime.http_endpoints import HttpEndpoints
 

@@ -53,7 +53,11 @@ class Metrics:
             "llm_breaker_transitions", "Transitions of the fleet's LLM breaker made by this process", "to"
         )
         self.breaker_state = Gauge(
-            "docllm_llm_breaker_state", "The LLM breaker as this process last saw it", ["state"], registry=r
+            "docllm_llm_breaker_state",
+            "The LLM breaker as this process last saw it",
+            ["state"],
+            registry=r,
+            multiprocess_mode="livemostrecent",  # --processes: the latest view of a live child
         )
         self.llm_seconds = Histogram(
             "docllm_llm_review_seconds",

@@ -173,6 +173,7 @@ class Supervisor:
     def _start(self, slot: Slot, now: float) -> None:
         worker_id = f"{self.base_id}-{slot.number}" + (f".{slot.generation}" if slot.generation else "")
         slot.generation += 1
+        slot.worker_id = worker_id
         try:
             child = self.spawn(slot.number, worker_id)
         except OSError as exc:
@@ -180,7 +181,7 @@ class Supervisor:
             slot.respawn_at = now + slot.backoff.next()
             log.error("%s could not start (%s); next try in %.1fs", worker_id, exc, slot.respawn_at - now)
             return
-        slot.child, slot.worker_id, slot.started_at = child, worker_id, now
+        slot.child, slot.started_at = child, now
         log_fields(log, logging.INFO, f"{worker_id} started (pid {child.pid})", worker=worker_id, pid=child.pid)
 
     def _exited(self, slot: Slot, child: Child, code: int, now: float) -> None:

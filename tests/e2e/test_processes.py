@@ -44,6 +44,10 @@ def _children(harness: Harness, name: str) -> dict[str, int]:
     return {r["worker"]: r["pid"] for r in _supervisor_lines(harness, name) if "started (pid" in r["message"]}
 
 
+def _started(harness: Harness, worker: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in harness.events("started") if worker is None or e["worker"] == worker]
+
+
 def _metric(text: str, name: str, labels: str = "") -> float:
     pattern = "^" + re.escape(name + (f"{{{labels}}}" if labels else "")) + r" (\S+)$"
     found = re.search(pattern, text, re.M)
@@ -82,7 +86,8 @@ def test_two_processes_survive_a_child_sigkill_commit_once_and_stop_on_sigterm(
             "DOCLLM_WORKER_ID": "host",
         }
         parent = harness.spawn("procs", [*docllm_argv(), "worker", "--processes", "2"], "worker", env)
-        children = wait_until(lambda: len(_children(harness, "procs")) == 2 and _children(harness, "procs"), 60, "2")
+        wait_until(lambda: len(_children(harness, "procs")) == 2, 60, "two children", on_timeout=harness.dump)
+        children = _children(harness, "procs")
         assert set(children) == {"host-1", "host-2"}
 
         # SIGKILL the child holding a lease whose attempt has started on the row.
@@ -92,6 +97,7 @@ def test_two_processes_survive_a_child_sigkill_commit_once_and_stop_on_sigterm(
 
         lease = wait_until(started_lease, 60, "an attempt to start", on_timeout=harness.dump)
         victim = lease["holder"]
+        wait_until(lambda: _started(harness, victim), 10, "the victim's started event")  # counted, too
         os.kill(children[victim], signal.SIGKILL)
 
         replacement = f"{victim}.1"
@@ -118,10 +124,12 @@ def test_two_processes_survive_a_child_sigkill_commit_once_and_stop_on_sigterm(
         assert lease["task_id"] in {e["task_id"] for e in harness.events("reclaimed")}  # the victim's attempt
 
         # One /metrics for the host: every child's counters summed (the dead child's included).
-        succeeded = [e for e in harness.events("succeeded") if e["_proc"] == "procs"]
-        assert len({e["worker"] for e in succeeded}) >= 2, succeeded
+        # The victim started attempts and no other child logged those: the total is theirs and its.
+        started = _started(harness)
+        assert victim in {e["worker"] for e in started} and len({e["worker"] for e in started}) >= 2, started
         status, text = _get(port, "/metrics")
         assert status == 200
+        assert _metric(text, "docllm_attempts_started_total") == len(started)
         assert _metric(text, "docllm_tasks_succeeded_total") == TASKS
         assert _metric(text, "docllm_llm_calls_total", 'model="test-model",outcome="ok"') >= TASKS
 
@@ -130,6 +138,11 @@ def test_two_processes_survive_a_child_sigkill_commit_once_and_stop_on_sigterm(
         write_documents(tmp_path / "late", 2, "late")
         late = [t["task_id"] for t in harness.submit(sorted((tmp_path / "late").iterdir()))]
         wait_until(lambda: all(probe.rows(False)[t]["status"] == "processing" for t in late), 30, "the late attempts")
+        # The children's gauges (written every 2 s): in flight summed, the queue's figures once.
+        wait_until(lambda: _metric(_get(port, "/metrics")[1], "docllm_attempts_in_flight") == 2, 30, "in flight")
+        text = _get(port, "/metrics")[1]
+        assert _metric(text, "docllm_queue_depth", 'queue="processing"') == 2
+        assert _metric(text, "docllm_oldest_processing_age_seconds") > 0
 
         # SIGTERM the parent: every child drains (grace, then hands its attempt back), then the
         # parent exits, within the deadline the settings give.

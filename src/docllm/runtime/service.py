@@ -24,6 +24,7 @@ from docllm.runtime.assembly import build_worker, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.presence import Presence, beat_seconds
+from docllm.runtime.waiting import sleep_unless
 from docllm.runtime.worker import Worker
 from docllm.settings import Settings
 
@@ -34,6 +35,8 @@ log = logging.getLogger("docllm.service")
 # record left behind).
 LOOPS_END_SECONDS = 1.0
 LEAVE_SECONDS = 1.0
+# A child of ``docllm worker --processes`` writes its scrape-time gauges this often.
+PUBLISH_SECONDS = 2.0
 
 
 @dataclass
@@ -126,6 +129,7 @@ class Service:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self.request_stop)
         beating: asyncio.Task[None] | None = None
+        publishing: asyncio.Task[None] | None = None
         drained = asyncio.Event()
         try:
             self._start_endpoints()  # first: a port already taken stops the process before it claims
@@ -134,6 +138,8 @@ class Service:
                 self.tasks["worker"] = asyncio.create_task(self.worker.run(), name="worker")
             if self.presence is not None:
                 beating = asyncio.create_task(self.presence.run(drained), name="presence")
+            if self.parts.metrics is not None and not self.http:
+                publishing = asyncio.create_task(self._publish(), name="publish-gauges")
             self.started.set()
             await self._stop.wait()
             await self._end_tasks()
@@ -141,8 +147,9 @@ class Service:
             if beating is not None:  # removes this worker from the registry (or its TTL will)
                 await asyncio.wait([beating], timeout=LEAVE_SECONDS)
         finally:
-            if beating is not None:
-                beating.cancel()
+            for task in (beating, publishing):
+                if task is not None:
+                    task.cancel()
             if self.endpoints:
                 self.endpoints.stop()
             self.calls.close()
@@ -179,6 +186,19 @@ class Service:
         self.endpoints = HttpEndpoints(
             self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness, self.parts.web_app
         ).start()
+
+    async def _publish(self) -> None:
+        """A child of ``--processes``: its gauges to the multiprocess files, every few seconds
+        until the stop (the parent serves them; ``_start_endpoints`` reads them at scrape time)."""
+        assert self._stop is not None
+        worker = self.worker
+        refresh = self.parts.metrics.publish(self.parts.queue, (lambda: worker.in_flight) if worker else None)
+        while not self._stop.is_set():
+            try:
+                await self.calls.call(refresh)
+            except Exception as exc:  # noqa: BLE001 - a missed reading; the next one comes
+                log.debug("gauges not published: %s", exc)
+            await sleep_unless(self._stop, PUBLISH_SECONDS)
 
     def run_forever(self) -> None:
         """The program's main: SIGTERM and SIGINT request a stop."""

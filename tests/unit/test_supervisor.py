@@ -204,3 +204,53 @@ def test_auto_is_the_usable_cores() -> None:
 
     assert parse_processes("auto") == len(os.sched_getaffinity(0))
     assert parse_processes("3") == 3
+
+
+# -- the command ---------------------------------------------------------------------------------
+def test_the_worker_command_runs_a_parent_only_for_more_than_one_process(monkeypatch, capsys) -> None:
+    from docllm.entrypoints import cli, processes, worker
+
+    ran: list[tuple[str, object]] = []
+
+    def run_worker(**kw: object) -> int:
+        ran.append(("worker", kw))
+        return 0
+
+    def run_parent(settings: Settings, n: int) -> int:
+        ran.append(("parent", n))
+        return 0
+
+    monkeypatch.setattr(worker, "main", run_worker)
+    monkeypatch.setattr(processes, "run", run_parent)
+    monkeypatch.setenv("DOCLLM_HOME", "/nonexistent-docllm-home")
+    assert cli.main(["worker"]) == 0
+    assert cli.main(["worker", "--processes", "1"]) == 0
+    assert cli.main(["worker", "--supervised"]) == 0
+    assert cli.main(["worker", "--processes", "2"]) == 0
+    assert ran == [
+        ("worker", {"workers": True, "reaper": True, "http": True}),
+        ("worker", {"workers": True, "reaper": True, "http": True}),
+        ("worker", {"workers": True, "reaper": True, "http": False}),
+        ("parent", 2),
+    ]
+    assert cli.main(["worker", "--processes", "0"]) == 2
+    assert "argument --processes: '0' is not a number of processes" in capsys.readouterr().err
+
+
+def test_a_parent_whose_port_is_taken_starts_no_child_and_leaves_nothing_behind(monkeypatch, tmp_path) -> None:
+    import socket
+
+    from docllm.entrypoints import processes
+
+    monkeypatch.setattr("docllm.logs.setup_logging", lambda *a, **kw: None)
+    monkeypatch.setattr(processes.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(processes.subprocess, "Popen", lambda *a, **kw: pytest.fail("a child was started"))
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGCHLD)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        settings = Settings(metrics_port=taken.getsockname()[1], metrics_host="127.0.0.1", worker_id="h")
+        with pytest.raises(OSError):
+            processes.run(settings, 2)
+    assert list(tmp_path.iterdir()) == []  # the metrics directory is removed
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGCHLD)) == handlers

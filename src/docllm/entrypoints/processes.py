@@ -78,11 +78,13 @@ def run(settings: Settings, processes: int) -> int:
         signals.append(sig)
         wake.set()
 
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     signal.signal(signal.SIGCHLD, lambda *_: wake.set())  # a child exited: look now, not at the next tick
-    endpoints = _endpoints(settings, supervisor, metrics_dir)
+    endpoints = None
     try:
+        endpoints = _endpoints(settings, supervisor, metrics_dir)  # a port already taken: no child starts
         supervisor.start()
         while not supervisor.done:
             wake.clear()
@@ -90,10 +92,14 @@ def run(settings: Settings, processes: int) -> int:
                 supervisor.stop(signals.pop(0))
             wake.wait(supervisor.step())
     finally:
+        if supervisor.alive:  # the parent failed: its children must not run on
+            supervisor.stop()
         if endpoints is not None:
             endpoints.stop()
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     log.info("stopped")
     return 1 if supervisor.killed else 0
 

@@ -64,8 +64,9 @@ def build_parts(
     )
 
 
-def build_service(container: Container, workers: bool = True, reaper: bool = True) -> Service:
-    return Service(container.settings(), build_parts(container, workers, reaper))
+def build_service(container: Container, workers: bool = True, reaper: bool = True, http: bool = True) -> Service:
+    """``http=False``: a child of ``docllm worker --processes`` (its parent serves the port)."""
+    return Service(container.settings(), build_parts(container, workers, reaper), http=http)
 
 
 def _dashboard(container: Container) -> object:

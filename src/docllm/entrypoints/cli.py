@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from docllm.domain.errors import DocllmError
 from docllm.entrypoints.output import CommandError
+from docllm.entrypoints.processes import parse_processes
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -59,7 +60,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long to wait for running tasks to stop (default: lease + reaper interval + 5 s; 0: do not wait)",
     )
-    sub.add_parser("worker", help="run a worker (with the reaper and reconciler)")
+    w = sub.add_parser("worker", help="run a worker (with the reaper and reconciler)")
+    w.add_argument(
+        "--processes",
+        type=parse_processes,
+        default=1,
+        metavar="N|auto",
+        help="run N worker processes under one parent (auto: one per usable core; default 1, no parent)",
+    )
+    w.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)  # a child of --processes
     sub.add_parser("reaper", help="run the reaper and reconciler alone")
     demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")
     demo.add_argument("--workers", type=int, default=3)

@@ -188,9 +188,14 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
+    if args.processes > 1:
+        from docllm.entrypoints.bootstrap import load_settings
+        from docllm.entrypoints.processes import run as run_processes
+
+        return run_processes(load_settings(), args.processes)
     from docllm.entrypoints.worker import main as run
 
-    return run(workers=True, reaper=True)
+    return run(workers=True, reaper=True, http=not args.supervised)
 
 
 def reaper(args: argparse.Namespace) -> int:

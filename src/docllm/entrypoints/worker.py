@@ -13,7 +13,8 @@ from docllm.entrypoints.bootstrap import build_container, build_service, load_se
 from docllm.runtime.outage import Outage
 
 
-def main(workers: bool = True, reaper: bool = True) -> int:
+def main(workers: bool = True, reaper: bool = True, http: bool = True) -> int:
+    """``http=False``: a child of ``docllm worker --processes``, whose parent serves the HTTP port."""
     container = build_container(load_settings())
     outage = Outage("database", logging.getLogger("docllm.service"))
     while True:  # a database that is down at start is waited for; a missing schema stops the program
@@ -26,7 +27,7 @@ def main(workers: bool = True, reaper: bool = True) -> int:
             print(f"docllm: {exc}", file=sys.stderr)
             return 1
     outage.ok()
-    service = build_service(container, workers=workers, reaper=reaper)
+    service = build_service(container, workers=workers, reaper=reaper, http=http)
     service.run_forever()
     if service.calls.busy:
         # A port call still blocks on a socket that does not answer (up to its timeout). Closing

@@ -23,6 +23,7 @@ from docllm.runtime.assembly import Wiring, build_worker, reap_step, reconcile_s
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.presence import Presence, beat_seconds
+from docllm.runtime.waiting import sleep_unless
 from docllm.runtime.worker import Worker
 from docllm.settings import Settings
 
@@ -31,6 +32,8 @@ from docllm.settings import Settings
 # record left behind).
 LOOPS_END_SECONDS = 1.0
 LEAVE_SECONDS = 1.0
+# A child of ``docllm worker --processes`` writes its scrape-time gauges this often.
+PUBLISH_SECONDS = 2.0
 
 
 @dataclass
@@ -54,8 +57,10 @@ class Service:
     """``wiring``: how the parts reach their ports and where they log (the simulation runs this
     same class on virtual time with its own)."""
 
-    def __init__(self, settings: Settings, parts: Parts, wiring: Wiring | None = None):
-        self.settings, self.parts, self.wiring = settings, parts, wiring or Wiring()
+    def __init__(self, settings: Settings, parts: Parts, wiring: Wiring | None = None, http: bool = True):
+        """``http=False``: a child of ``docllm worker --processes``; its parent serves the HTTP
+        port and sums the metrics every child writes to the multiprocess directory."""
+        self.settings, self.parts, self.wiring, self.http = settings, parts, wiring or Wiring(), http
         self.log = self.wiring.log("service")
         self.calls = self.wiring.calls or ThreadedPortCalls(threads_for(settings.concurrency if parts.processor else 1))
         self.worker: Worker | None = None
@@ -114,6 +119,7 @@ class Service:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self.request_stop)
         beating: asyncio.Task[None] | None = None
+        publishing: asyncio.Task[None] | None = None
         drained = asyncio.Event()
         try:
             self._start_endpoints()  # first: a port already taken stops the process before it claims
@@ -122,6 +128,8 @@ class Service:
                 self.tasks["worker"] = asyncio.create_task(self.worker.run(), name="worker")
             if self.presence is not None:
                 beating = asyncio.create_task(self.presence.run(drained), name="presence")
+            if self.parts.metrics is not None and not self.http:
+                publishing = asyncio.create_task(self._publish(), name="publish-gauges")
             self.started.set()
             await self._stop.wait()
             await self._end_tasks()
@@ -129,8 +137,9 @@ class Service:
             if beating is not None:  # removes this worker from the registry (or its TTL will)
                 await asyncio.wait([beating], timeout=LEAVE_SECONDS)
         finally:
-            if beating is not None:
-                beating.cancel()
+            for task in (beating, publishing):
+                if task is not None:
+                    task.cancel()
             if self.endpoints:
                 self.endpoints.stop()
             self.calls.close()
@@ -156,7 +165,7 @@ class Service:
 
     def _start_endpoints(self) -> None:
         m = self.parts.metrics
-        if m is None:
+        if m is None or not self.http:
             return
         from docllm.runtime.http_endpoints import HttpEndpoints
 
@@ -167,6 +176,19 @@ class Service:
         self.endpoints = HttpEndpoints(
             self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness, self.parts.web_app
         ).start()
+
+    async def _publish(self) -> None:
+        """A child of ``--processes``: its gauges to the multiprocess files, every few seconds
+        until the stop (the parent serves them; ``_start_endpoints`` reads them at scrape time)."""
+        assert self._stop is not None
+        worker = self.worker
+        refresh = self.parts.metrics.publish(self.parts.queue, (lambda: worker.in_flight) if worker else None)
+        while not self._stop.is_set():
+            try:
+                await self.calls.call(refresh)
+            except Exception as exc:  # noqa: BLE001 - a missed reading; the next one comes
+                self.log.debug("gauges not published: %s", exc)
+            await sleep_unless(self._stop, PUBLISH_SECONDS)
 
     def run_forever(self) -> None:
         """The program's main: SIGTERM and SIGINT request a stop."""

@@ -53,7 +53,11 @@ class Metrics:
             "llm_breaker_transitions", "Transitions of the fleet's LLM breaker made by this process", "to"
         )
         self.breaker_state = Gauge(
-            "docllm_llm_breaker_state", "The LLM breaker as this process last saw it", ["state"], registry=r
+            "docllm_llm_breaker_state",
+            "The LLM breaker as this process last saw it",
+            ["state"],
+            registry=r,
+            multiprocess_mode="livemostrecent",  # --processes: the latest view of a live child
         )
         self.llm_seconds = Histogram(
             "docllm_llm_review_seconds",
@@ -96,6 +100,11 @@ class Metrics:
     def watch(self, queue: WatchedQueue, in_flight: Callable[[], int] | None = None) -> None:
         """Publish the queue's depths (and this process's attempts in flight) at every scrape."""
         self.registry.register(QueueGauges(queue, in_flight))
+
+    def publish(self, queue: WatchedQueue, in_flight: Callable[[], int] | None = None) -> Callable[[], None]:
+        """A child of ``docllm worker --processes``: the same gauges as ``watch``, written when the
+        returned function is called (the parent's multiprocess collector reads the files)."""
+        return PublishedGauges(self.registry, QueueGauges(queue, in_flight)).refresh
 
     def counting(self, port: Any, backend: str) -> Any:
         return CountingUnavailable(port, self.backend_errors.labels(backend))
@@ -247,3 +256,36 @@ class QueueGauges:
         yield GaugeMetricFamily(
             "docllm_oldest_processing_age_seconds", "Age of the oldest current lease (0 when none)", value=age
         )
+
+
+class PublishedGauges:
+    """``QueueGauges``' readings as multiprocess gauges: attempts in flight summed over the live
+    children, the queue's figures (the same from every child) the most recent reading of one."""
+
+    def __init__(self, registry: CollectorRegistry, reading: QueueGauges):
+        self.reading = reading
+        in_flight = "Attempts running in this host's live worker processes"
+        self.gauges = {
+            "docllm_attempts_in_flight": Gauge(
+                "docllm_attempts_in_flight", in_flight, registry=registry, multiprocess_mode="livesum"
+            ),
+            "docllm_queue_depth": Gauge(
+                "docllm_queue_depth",
+                "Payloads per queue structure",
+                ["queue"],
+                registry=registry,
+                multiprocess_mode="livemostrecent",
+            ),
+            "docllm_oldest_processing_age_seconds": Gauge(
+                "docllm_oldest_processing_age_seconds",
+                "Age of the oldest current lease (0 when none)",
+                registry=registry,
+                multiprocess_mode="livemostrecent",
+            ),
+        }
+
+    def refresh(self) -> None:
+        for family in self.reading.collect():
+            for sample in family.samples:
+                gauge = self.gauges[sample.name]
+                (gauge.labels(**sample.labels) if sample.labels else gauge).set(sample.value)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sim.llm import BATCH_KINDS
@@ -125,6 +126,35 @@ class FaultPlan:
         self.sys = system
         self.world = system.world
         self.rng = self.world.rng_for("fault-fire")
+        # What each kind does (``worker:``/``reaper:`` crash points and redis_failover, which
+        # schedule() sets up from a snapshot, are not here).
+        self.actions: dict[str, Callable[[str], None]] = {
+            "crash_worker": self._crash_a_worker,
+            "kill_llm": self._kill_a_worker_in_a_call,
+            "crash_reaper": self._crash_a_chore,
+            "crash_reconciler": self._crash_a_chore,
+            "crash_producer": self._crash_a_chore,
+            "crash_operator": self._crash_a_chore,
+            "pause": self._pause_an_actor,
+            "no_heartbeat": self._stop_a_heartbeat,
+            "redis_down": self._take_a_service_down,
+            "db_down": self._take_a_service_down,
+            "llm_down": self._take_the_llm_down,
+            "redis_restart": self._restart_redis,
+            "clock_back": self._step_the_redis_clock,
+            "clock_forward": self._step_the_redis_clock,
+            "redis_flush": self._flush_redis,
+            "duplicate": self._push_a_duplicate,
+            "malformed": self._push_a_bad_payload,
+            "lost_reply": self._lose_a_reply,
+            "cancel": self._cancel_a_task,
+            "sigterm": self._sigterm_a_worker,
+            "llm_partition": self._cut_a_host_off_the_llm,
+            "poison_batch": self._submit_a_poison_batch,
+            "provider_hold": self._hold_the_provider,
+            "garbage_hints": self._garble_the_llm_hints,
+            "clock_step_flap": self._flap_a_hosts_clock,
+        }
 
     def schedule(self) -> None:
         sc, world = self.sys.scenario, self.world
@@ -145,134 +175,165 @@ class FaultPlan:
     def fire(self, kind: str) -> None:
         if not self.sys.faults_active:
             return
-        s, r = self.sys, self.rng
         if kind.startswith(("worker:", "reaper:")):
-            actor = self._pick(s.actors_of(kind.split(":")[0]))
-            if actor is not None:
-                s.ledger.arm(f"arm {kind} on {actor.label}")
-                s.arm_point(actor, kind)
+            return self._arm_point(kind)
+        if kind in BLAME_KINDS and self.sys.design != "product":
+            # Issue 22's faults hit the product's LLM boundary and clocks: the original design has
+            # neither a per-host view of the LLM nor a fleet limiter, so they are not modelled there.
             return
-        if kind == "crash_worker":
-            return self._crash(self._pick(s.actors_of("worker")), r.randint(0, 5))
-        if kind == "kill_llm":
-            busy = [w for w in s.actors_of("worker") if getattr(w, "runs", None)]
-            return self._crash(self._pick(busy), None)
-        if kind in ("crash_reaper", "crash_reconciler", "crash_producer", "crash_operator"):
-            return self._crash(self._pick(s.actors_of(kind.split("_")[1])), r.randint(0, 4))
-        if kind == "pause":
-            actor = self._pick(s.actors_of("worker") + s.actors_of("reaper"))
-            if actor is not None and actor.paused_until <= self.world.now:
-                ms = int(r.uniform(5_000, 60_000))
-                s.ledger.fault("pause", f"{actor.label} pauses for {ms / 1000:.1f}s (GC-like: it does nothing)")
-                actor.pause(ms)
-            return
-        if kind == "no_heartbeat":
-            actor = self._pick(s.actors_of("worker"))
-            if actor is not None:
-                ms = int(r.uniform(40_000, 100_000))
-                s.ledger.fault("no_heartbeat", f"{actor.label} stops heartbeating for {ms / 1000:.0f}s (alive)")
-                actor.no_beat_until = actor.last_no_beat_end = self.world.now + ms
-            return
-        if kind in ("redis_down", "db_down"):
-            service = kind.split("_")[0]
-            ms = int(r.uniform(2_000, 20_000))
-            s.ledger.fault(kind, f"{service} unavailable for {ms / 1000:.1f}s")
-            return s.outage(service, ms)
-        if kind == "llm_down":
-            ms = int(r.uniform(20_000, 7_200_000))
-            s.ledger.fault(kind, f"the LLM provider is down for {ms / 60_000:.1f} min (every call fails)")
-            return s.llm_outage(ms)
-        if kind in BLAME_KINDS:
-            return self._blame(kind)
-        if kind == "redis_restart":
-            ms = int(r.uniform(1_000, 4_000))
-            s.ledger.fault(kind, f"redis restarts (data kept, script cache lost), down {ms / 1000:.1f}s")
-            s.client.script_flush()
-            return s.outage("redis", ms)
-        if kind in ("clock_back", "clock_forward"):
-            ms = r.choice((60_000, 3_600_000))
-            way = "back" if kind == "clock_back" else "forward"
-            s.ledger.fault(kind, f"the Redis server's clock steps {way} {ms / 60_000:.0f} min")
-            return s.step_clock(-ms if kind == "clock_back" else ms)
-        if kind == "redis_flush":
-            s.ledger.fault(kind, "redis restarts without persistence: FLUSHALL")
-            return s.data_loss(None, "redis restarted without AOF: every key lost")
-        if kind == "duplicate":
-            task = self._pick([b for b in s.ledger.books.values()])
-            if task is not None:
-                s.ledger.fault(kind, f"duplicate payload of task {task.task_id}", task.task_id)
-                s.push_raw(json.dumps({"task_id": task.task_id, "task_name": task.name}, ensure_ascii=False))
-            return
-        if kind == "malformed":
-            n = self.world.fault_counts["malformed"]
-            if r.random() < 0.3:
-                raw, why = json.dumps({"task_id": 900_000 + n, "task_name": "ghost.md"}), "unknown task"
-            else:
-                base = r.choice(MALFORMED)
-                raw, why = (base if n == 0 else f"{base} #{n}"), "malformed"
-            s.ledger.fault(kind, f"{why} payload {raw[:40]!r}")
-            s.ledger.bad_payload(raw, why)
-            return s.push_raw(raw)
-        if kind == "lost_reply":  # the write lands, its reply never comes back (issue 13 item 1)
-            actor = self._pick(s.actors_of("worker") + s.actors_of("reaper") + s.actors_of("reconciler"))
-            if actor is not None:
-                s.ledger.arm(f"arm {actor.label}: the reply of its next database write is lost")
-                actor.lost_replies = getattr(actor, "lost_replies", 0) + 1
-            return
-        if kind == "cancel":
-            task = self._pick([b for b in s.ledger.books.values() if b.status not in ("success", "failed")])
-            if task is not None:
-                s.ledger.fault(kind, f"the operator cancels task {task.task_id} ({task.status})", task.task_id)
-                s.cancel(task.task_id)
-            return
-        if kind == "sigterm":
-            actor = self._pick([w for w in s.actors_of("worker") if not getattr(w, "stopping", False)])
-            if actor is not None:
-                s.ledger.fault(kind, f"SIGTERM {actor.label}")
-                actor.sigterm()
-            return
-        raise ValueError(f"unknown fault kind {kind!r}")
+        action = self.actions.get(kind)
+        if action is None:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        action(kind)
 
-    def _blame(self, kind: str) -> None:
-        """The faults of issue 22: the product's LLM boundary and clocks (the original design has
-        neither a per-host view of the LLM nor a fleet limiter: not modelled there)."""
+    # Each fault's action takes its kind (some serve two kinds, most name it in the ledger). The
+    # random draws of each, their number and order, are the seeds' replays: change none of them.
+
+    def _arm_point(self, kind: str) -> None:
+        s = self.sys
+        actor = self._pick(s.actors_of(kind.split(":")[0]))
+        if actor is not None:
+            s.ledger.arm(f"arm {kind} on {actor.label}")
+            s.arm_point(actor, kind)
+
+    def _crash_a_worker(self, kind: str) -> None:
+        self._crash(self._pick(self.sys.actors_of("worker")), self.rng.randint(0, 5))
+
+    def _kill_a_worker_in_a_call(self, kind: str) -> None:
+        busy = [w for w in self.sys.actors_of("worker") if getattr(w, "runs", None)]
+        self._crash(self._pick(busy), None)
+
+    def _crash_a_chore(self, kind: str) -> None:
+        """A reaper, reconciler, producer or operator (``crash_<role>``)."""
+        self._crash(self._pick(self.sys.actors_of(kind.split("_")[1])), self.rng.randint(0, 4))
+
+    def _pause_an_actor(self, kind: str) -> None:
+        s = self.sys
+        actor = self._pick(s.actors_of("worker") + s.actors_of("reaper"))
+        if actor is not None and actor.paused_until <= self.world.now:
+            ms = int(self.rng.uniform(5_000, 60_000))
+            s.ledger.fault(kind, f"{actor.label} pauses for {ms / 1000:.1f}s (GC-like: it does nothing)")
+            actor.pause(ms)
+
+    def _stop_a_heartbeat(self, kind: str) -> None:
+        s = self.sys
+        actor = self._pick(s.actors_of("worker"))
+        if actor is not None:
+            ms = int(self.rng.uniform(40_000, 100_000))
+            s.ledger.fault(kind, f"{actor.label} stops heartbeating for {ms / 1000:.0f}s (alive)")
+            actor.no_beat_until = actor.last_no_beat_end = self.world.now + ms
+
+    def _take_a_service_down(self, kind: str) -> None:
+        """``redis_down`` or ``db_down``."""
+        service = kind.split("_")[0]
+        ms = int(self.rng.uniform(2_000, 20_000))
+        self.sys.ledger.fault(kind, f"{service} unavailable for {ms / 1000:.1f}s")
+        self.sys.outage(service, ms)
+
+    def _take_the_llm_down(self, kind: str) -> None:
+        ms = int(self.rng.uniform(20_000, 7_200_000))
+        self.sys.ledger.fault(kind, f"the LLM provider is down for {ms / 60_000:.1f} min (every call fails)")
+        self.sys.llm_outage(ms)
+
+    def _restart_redis(self, kind: str) -> None:
+        s = self.sys
+        ms = int(self.rng.uniform(1_000, 4_000))
+        s.ledger.fault(kind, f"redis restarts (data kept, script cache lost), down {ms / 1000:.1f}s")
+        s.client.script_flush()
+        s.outage("redis", ms)
+
+    def _step_the_redis_clock(self, kind: str) -> None:
+        """``clock_back`` or ``clock_forward``: a minute or an hour."""
+        ms = self.rng.choice((60_000, 3_600_000))
+        way = "back" if kind == "clock_back" else "forward"
+        self.sys.ledger.fault(kind, f"the Redis server's clock steps {way} {ms / 60_000:.0f} min")
+        self.sys.step_clock(-ms if kind == "clock_back" else ms)
+
+    def _flush_redis(self, kind: str) -> None:
+        self.sys.ledger.fault(kind, "redis restarts without persistence: FLUSHALL")
+        self.sys.data_loss(None, "redis restarted without AOF: every key lost")
+
+    def _push_a_duplicate(self, kind: str) -> None:
+        s = self.sys
+        task = self._pick([b for b in s.ledger.books.values()])
+        if task is not None:
+            s.ledger.fault(kind, f"duplicate payload of task {task.task_id}", task.task_id)
+            s.push_raw(json.dumps({"task_id": task.task_id, "task_name": task.name}, ensure_ascii=False))
+
+    def _push_a_bad_payload(self, kind: str) -> None:
+        """Malformed (numbered after the first, so each is its own), or naming no task (30%)."""
         s, r = self.sys, self.rng
-        if s.design != "product":
+        n = self.world.fault_counts["malformed"]
+        if r.random() < 0.3:
+            raw, why = json.dumps({"task_id": 900_000 + n, "task_name": "ghost.md"}), "unknown task"
+        else:
+            base = r.choice(MALFORMED)
+            raw, why = (base if n == 0 else f"{base} #{n}"), "malformed"
+        s.ledger.fault(kind, f"{why} payload {raw[:40]!r}")
+        s.ledger.bad_payload(raw, why)
+        s.push_raw(raw)
+
+    def _lose_a_reply(self, kind: str) -> None:
+        """The write lands, its reply never comes back (issue 13 item 1)."""
+        s = self.sys
+        actor = self._pick(s.actors_of("worker") + s.actors_of("reaper") + s.actors_of("reconciler"))
+        if actor is not None:
+            s.ledger.arm(f"arm {actor.label}: the reply of its next database write is lost")
+            actor.lost_replies = getattr(actor, "lost_replies", 0) + 1
+
+    def _cancel_a_task(self, kind: str) -> None:
+        s = self.sys
+        task = self._pick([b for b in s.ledger.books.values() if b.status not in ("success", "failed")])
+        if task is not None:
+            s.ledger.fault(kind, f"the operator cancels task {task.task_id} ({task.status})", task.task_id)
+            s.cancel(task.task_id)
+
+    def _sigterm_a_worker(self, kind: str) -> None:
+        s = self.sys
+        actor = self._pick([w for w in s.actors_of("worker") if not getattr(w, "stopping", False)])
+        if actor is not None:
+            s.ledger.fault(kind, f"SIGTERM {actor.label}")
+            actor.sigterm()
+
+    # -- the faults of issue 22 (the product only) --------------------------------------------
+
+    def _cut_a_host_off_the_llm(self, kind: str) -> None:
+        s = self.sys
+        actor = self._pick(s.actors_of("worker"))
+        if actor is not None:
+            ms = int(self.rng.uniform(20_000, 240_000))
+            s.ledger.fault(kind, f"{actor.name} is cut off from the LLM for {ms / 1000:.0f}s (others are served)")
+            s.llm_partition(actor.name, ms)
+
+    def _submit_a_poison_batch(self, kind: str) -> None:
+        n, how = self.rng.randint(3, 8), self.rng.choice(BATCH_KINDS)
+        self.sys.ledger.fault(kind, f"a batch of {n} poison documents that all fail the same way ({how})")
+        self.sys.poison_batch(how, n)
+
+    def _hold_the_provider(self, kind: str) -> None:
+        s = self.sys
+        if s.llm.gate is None:  # no fleet limiter to hold: the scenario sets no DOCLLM_LLM_RPM
             return
-        if kind == "llm_partition":
-            actor = self._pick(s.actors_of("worker"))
-            if actor is not None:
-                ms = int(r.uniform(20_000, 240_000))
-                s.ledger.fault(kind, f"{actor.name} is cut off from the LLM for {ms / 1000:.0f}s (others are served)")
-                s.llm_partition(actor.name, ms)
-            return
-        if kind == "poison_batch":
-            n, how = r.randint(3, 8), r.choice(BATCH_KINDS)
-            s.ledger.fault(kind, f"a batch of {n} poison documents that all fail the same way ({how})")
-            s.poison_batch(how, n)
-            return
-        if kind == "provider_hold":
-            if s.llm.gate is None:  # no fleet limiter to hold: the scenario sets no DOCLLM_LLM_RPM
-                return
-            limit = s.settings.processing_timeout_seconds
-            hold = round(r.uniform(1.1 * limit, 3 * limit))
-            s.ledger.fault(kind, f"the provider's next answer is a 429 with Retry-After {hold}s (> {limit:g}s)")
-            s.llm.hold_next_s = float(hold)
-            return
-        if kind == "garbage_hints":
-            ms = int(r.uniform(20_000, 90_000))
-            s.ledger.fault(kind, f"for {ms / 1000:.0f}s the LLM's headers and usage carry numbers beyond belief")
-            s.llm.garbage_until = max(s.llm.garbage_until, self.world.now + ms)
-            return
-        if kind == "clock_step_flap":
-            actor = self._pick(s.actors_of("worker") + s.actors_of("reaper"))
-            if actor is not None and actor.name not in s.flaps:
-                ms, off = int(r.uniform(30_000, 180_000)), r.choice((15_000, 60_000, 3_600_000))
-                s.ledger.fault(
-                    kind, f"{actor.name}'s reads of the Redis TIME flap by {off / 1000:.0f}s for {ms / 1000:.0f}s"
-                )
-                s.flaps[actor.name] = (self.world.now + ms, off)
-            return
+        limit = s.settings.processing_timeout_seconds
+        hold = round(self.rng.uniform(1.1 * limit, 3 * limit))
+        s.ledger.fault(kind, f"the provider's next answer is a 429 with Retry-After {hold}s (> {limit:g}s)")
+        s.llm.hold_next_s = float(hold)
+
+    def _garble_the_llm_hints(self, kind: str) -> None:
+        s = self.sys
+        ms = int(self.rng.uniform(20_000, 90_000))
+        s.ledger.fault(kind, f"for {ms / 1000:.0f}s the LLM's headers and usage carry numbers beyond belief")
+        s.llm.garbage_until = max(s.llm.garbage_until, self.world.now + ms)
+
+    def _flap_a_hosts_clock(self, kind: str) -> None:
+        s, r = self.sys, self.rng
+        actor = self._pick(s.actors_of("worker") + s.actors_of("reaper"))
+        if actor is not None and actor.name not in s.flaps:
+            ms, off = int(r.uniform(30_000, 180_000)), r.choice((15_000, 60_000, 3_600_000))
+            s.ledger.fault(
+                kind, f"{actor.name}'s reads of the Redis TIME flap by {off / 1000:.0f}s for {ms / 1000:.0f}s"
+            )
+            s.flaps[actor.name] = (self.world.now + ms, off)
 
     def _pick(self, items: list[Any]) -> Any:
         items = [a for a in items if getattr(a, "alive", True)]

@@ -55,6 +55,7 @@ from docllm.domain.usage import LlmCall, record
 
 POISON_KINDS = ("fail", "timeout", "hang")
 BATCH_KINDS = ("timeout", "err500")  # a poison batch: every document fails the same way
+Draw = tuple[int | None, Exception | None]  # a call's latency in ms (None: it hangs), the error it ends with
 # What a provider beyond belief sends (issue 22 item 4): header values and usage counts.
 GARBAGE_NUMBERS = ("1e20", "inf", "nan", "-inf", "99999999999999999", "1e30", "-5", "NaN")
 GARBAGE_USAGE = (1e30, float("inf"), float("nan"), -3, 10**40, "lots")
@@ -210,25 +211,35 @@ class SimLLM:
         await asyncio.sleep(latency_ms / 1000)
         if self.on_end is not None:
             self.on_end(token, started)
+        self._raise_if_unreachable(token, host, cut)
+        if error is not None:
+            raise self._as_read(error)
+        self._answered(ticket, latency_ms)
+        return make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
+
+    def _raise_if_unreachable(self, token: str | None, host: str | None, cut: bool) -> None:
+        """The call fails as an unreachable provider's if it is down now (a call in flight when the
+        outage began fails too) or this host is cut off (or was when it sent). Which one is kept by
+        lease token, for I9: the attempt is not charged for it."""
         if token is not None:
             self.outage_failed.discard(token)
             self.partition_failed.pop(token, None)
-        if self.down_since is not None:  # down now (a call in flight when it began fails too)
+        if self.down_since is not None:
             if token is not None:
                 self.outage_failed.add(token)
             raise self.outage_error()
-        if host is not None and (cut or self.cut_off(host)):  # this host is cut off (or was when it sent)
+        if host is not None and (cut or self.cut_off(host)):
             if token is not None:
                 self.partition_failed[token] = host
             raise self.partition_error(host)
-        if error is not None:
-            if isinstance(error, TransientError) and error.retry_after is not None and self.garbage():
-                # The Retry-After the real reviewer reads from a garbage header (bounded or not).
-                said = self.parse_hints(self._headers(retry_after=error.retry_after)).retry_after_s
-                error = type(error)(str(error), retry_after=said)
-            raise error
-        self._answered(ticket, latency_ms)
-        return make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
+
+    def _as_read(self, error: Exception) -> Exception:
+        """The error as the real reviewer raises it: a 429's Retry-After read from a garbage header
+        (bounded or not) while the provider sends numbers beyond belief."""
+        if isinstance(error, TransientError) and error.retry_after is not None and self.garbage():
+            said = self.parse_hints(self._headers(retry_after=error.retry_after)).retry_after_s
+            return type(error)(str(error), retry_after=said)
+        return error
 
     # -- what an answer says besides the report ---------------------------------------------
     def garbage(self) -> bool:
@@ -281,8 +292,23 @@ class SimLLM:
         report = None if error else make_report([], f"simulated review of {task_name}", "openai", "sim-llm")
         return latency_ms, report, error
 
-    def draw(self, task_name: str) -> tuple[int | None, Exception | None]:
-        p, r = self.profile, self.rng
+    def draw(self, task_name: str) -> Draw:
+        """How long the call takes (None: it hangs) and the error it ends with, decided now."""
+        refused = self._refusal()
+        if refused is not None:
+            return refused
+        kind = poison_kind(task_name)
+        if kind is not None:
+            return self._poisoned(kind)
+        failed = self._failure_by_profile()
+        return failed if failed is not None else self._success_by_profile()
+
+    # Each draw below takes its random numbers in the order it always has: the seeds' replays
+    # depend on it (one r.random() for an error, a second for a success's latency).
+
+    def _refusal(self) -> Draw | None:
+        """A 429 before anything else: over the provider's limit, or the provider holds everyone."""
+        p = self.profile
         if p.provider_rpm and self._over_limit(p.provider_rpm):
             self.limit_429s += 1
             wait_s = max(1, math.ceil((self.accepted[0] + 60_000 - self.now()) / 1000))
@@ -296,21 +322,24 @@ class SimLLM:
             self.hold_429s += 1
             wait_s = max(1, math.ceil((self.hold_until - now) / 1000))
             return 100, ProviderUnavailable("LLM rate limit (429): held by the provider", retry_after=wait_s)
-        timeout_ms = int(p.timeout_s * 1000)
-        kind = poison_kind(task_name)
+        return None
+
+    def _poisoned(self, kind: str) -> Draw:
+        """A poison document fails the same way every time (``fail``: a 500 or garbage, at random)."""
         if kind == "hang":
             return None, None
         if kind == "timeout":
-            return timeout_ms, ProviderUnavailable(f"LLM request timed out after {p.timeout_s:g}s")
+            return self._timed_out()
         if kind == "err500":
-            return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
-        if kind == "fail":
-            if r.random() < 0.5:
-                return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
-            return self._latency(), TransientError("LLM answered an invalid report: not JSON")
+            return self._server_error()
+        return self._server_error() if self.rng.random() < 0.5 else self._garbage_report()
+
+    def _failure_by_profile(self) -> Draw | None:
+        """One of the profile's errors, at its odds, or None."""
+        p, r = self.profile, self.rng
         x = r.random()
         if x < p.p_timeout:
-            return timeout_ms, ProviderUnavailable(f"LLM request timed out after {p.timeout_s:g}s")
+            return self._timed_out()
         x -= p.p_timeout
         if x < p.p_429:
             return int(r.uniform(100, 500)), ProviderUnavailable(
@@ -318,16 +347,31 @@ class SimLLM:
             )
         x -= p.p_429
         if x < p.p_500:
-            return int(r.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
+            return self._server_error()
         x -= p.p_500
         if x < p.p_garbage:
-            return self._latency(), TransientError("LLM answered an invalid report: not JSON")
+            return self._garbage_report()
+        return None
+
+    def _success_by_profile(self) -> Draw:
+        """A good answer's latency: slow past PROCESSING_TIMEOUT_SECONDS, long past a lease, or usual."""
+        p, r = self.profile, self.rng
         x = r.random()
         if x < p.p_slow:
             return int(r.uniform(*p.slow_s) * 1000), None
         if x < p.p_slow + p.p_long:
             return int(r.uniform(*p.long_s) * 1000), None
         return self._latency(), None
+
+    def _timed_out(self) -> Draw:
+        p = self.profile
+        return int(p.timeout_s * 1000), ProviderUnavailable(f"LLM request timed out after {p.timeout_s:g}s")
+
+    def _server_error(self) -> Draw:
+        return int(self.rng.uniform(200, 2_000)), ProviderUnavailable("LLM server error 500")
+
+    def _garbage_report(self) -> Draw:
+        return self._latency(), TransientError("LLM answered an invalid report: not JSON")
 
     def _over_limit(self, rpm: int) -> bool:
         """Whether a call starting now is over the limit; if not, it counts towards it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import text
@@ -10,7 +11,7 @@ from sqlalchemy import text
 from docllm.adapters.sql.engine import make_engine
 from sim.clocks import DbClock, WallClock, authority_clock, install_db_clock
 from sim.fault_injection import Crash
-from sim.faults import poisson, restore, snapshot
+from sim.faults import KINDS, FaultPlan, poisson, restore, snapshot
 from sim.world import EPOCH_MS, Actor, SimBudget, Windows, World
 
 
@@ -113,6 +114,11 @@ def test_the_database_tells_virtual_time_in_utc_and_now_in_its_zone():
 
 def test_poisson_is_seeded():
     assert [poisson(random.Random(3), 2.0) for _ in range(5)] == [poisson(random.Random(3), 2.0) for _ in range(5)]
+
+
+def test_every_fault_kind_has_an_action_but_the_failover_scheduled_from_its_snapshot():
+    plan = FaultPlan(SimpleNamespace(world=World(1)))
+    assert set(plan.actions) == set(KINDS) - {"redis_failover"}
 
 
 def test_a_snapshot_restores_every_key():

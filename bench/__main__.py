@@ -27,8 +27,14 @@ from pathlib import Path
 from bench import common
 
 NOOP = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
-SECTIONS = NOOP + ("llm", "idle_redis")
-GROUPS = {"noop": NOOP, "llm": ("llm",), "idle-redis": ("idle_redis",), "all": SECTIONS}
+SECTIONS = NOOP + ("llm", "idle_redis", "hotpath")
+GROUPS = {
+    "noop": NOOP,
+    "llm": ("llm",),
+    "idle-redis": ("idle_redis",),
+    "hotpath": ("hotpath",),
+    "all": SECTIONS[:-1],
+}
 
 
 def docllm_source() -> str:
@@ -82,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--llm-latency", type=float, metavar="SECONDS", help="the mock LLM's latency (default 1.0; --quick: 0.2)"
     )
+    parser.add_argument("--c", nargs="+", type=int, help="hotpath: concurrencies (default 64 256 1024)")
+    parser.add_argument("--latency", nargs="+", type=float, help="hotpath: mock latencies in s (default 1 5)")
+    parser.add_argument("--processes", nargs="+", type=int, help="hotpath: worker processes (default 1 2)")
+    parser.add_argument("--repeats", type=int, help="hotpath: repeats, order rotated (default 3)")
+    parser.add_argument("--peers", nargs="+", choices=("celery", "dramatiq", "arq"), help="hotpath: peers")
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
     parser.add_argument("--json", type=Path, help="write every figure as JSON here")
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a new temporary one)")
@@ -108,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         "llm_concurrency": args.llm_concurrency,
         "llm_latency": args.llm_latency,
         "llm_workers": args.llm_workers,
+        "hp_c": args.c,
+        "hp_latency": args.latency,
+        "hp_processes": args.processes,
+        "hp_repeats": args.repeats,
+        "hp_peers": args.peers,
     }
     with common.Env(quick=args.quick, workdir=args.workdir, options=options) as env:
         print(

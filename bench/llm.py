@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import PYTHON, Env, Sampler, Table, child_env, cpu_seconds, payload, spawn, stop, tail, wait_for
+from bench.common import PYTHON, Env, Sampler, Table, child_env, payload, spawn, stop, tail, tree_cpu_seconds, wait_for
 from bench.llm_mock_client import MockLLM, load_check
 from bench.llm_task import DOCUMENT, MODEL
 from bench.peers import DB, celery_argv, celery_drained, dramatiq_drained, installed, set_urls
@@ -37,7 +37,7 @@ ARQ_DB = 4
 PREFIX = "benchllm"
 
 
-def docllm_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str, Any]:
+def docllm_run(env: Env, mock: MockLLM, c: int, n: int, cap: float, processes: int = 1) -> dict[str, Any]:
     from bench.worker import prepare_rows, row_summary, worker_env
     from docllm.adapters.redis.keys import RedisKeys
 
@@ -60,6 +60,8 @@ def docllm_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str,
         return not any(left.values())
 
     argv = [PYTHON, "-m", "docllm.entrypoints.cli", "worker"]
+    if processes > 1:
+        argv += ["--processes", str(processes)]
     run_env = worker_env(
         env,
         url,
@@ -181,7 +183,7 @@ def measure(
     proc = spawn(argv, run_env, log)
     result: dict[str, Any] = {"name": name, "concurrency": c, "n": n, "problems": []}
     try:
-        with Sampler([proc.pid]) as sampler:
+        with Sampler([proc.pid], tree=True) as sampler:
 
             def started() -> bool:
                 if proc.poll() is not None:
@@ -189,7 +191,7 @@ def measure(
                 return mock.stats()["received"] > 0
 
             wait_for(started, 90, 0.005, f"{name} c={c}: first LLM request")
-            cpu0 = cpu_seconds(proc.pid)
+            cpu0 = tree_cpu_seconds(proc.pid) or 0.0
             deadline = time.monotonic() + cap
             while not drained(client):
                 if proc.poll() is not None:
@@ -201,7 +203,7 @@ def measure(
                     break
                 time.sleep(0.02)
             end = time.time()
-            cpu1 = cpu_seconds(proc.pid)
+            cpu1 = tree_cpu_seconds(proc.pid) or 0.0
         stats = mock.stats()
     finally:
         stop(proc, timeout=30)

@@ -100,3 +100,31 @@ def test_the_reviewer_cpu_bench_runs_every_variant() -> None:
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 8 | ")]
     assert [row.split(" | ")[1] for row in rows] == list(VARIANTS)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_the_hotpath_command_has_a_row_per_worker_and_a_ratio(tmp_path: Path) -> None:
+    """``python -m bench hotpath --quick`` (issue 24's one command): a row per worker, a ratio to docllm."""
+    if not find_redis_server():
+        pytest.skip("redis-server not installed: run scripts/test to install it")
+    out = tmp_path / "hotpath.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "hotpath", "--quick", "--json", str(out), "--workdir", str(tmp_path / "w")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+    (table,) = [t for t in results["tables"] if t["key"] == "hotpath"]
+    ratio = table["columns"].index("/ docllm same repeat")
+    workers = [row[3] for row in table["rows"]]
+    assert workers[0].startswith("docllm") and len(workers) == 1 + len(
+        [p for p in ("celery", "dramatiq", "arq") if not any(f"hotpath {p}:" in s for s in results["skipped"])]
+    ), workers
+    assert table["rows"][0][ratio] == "1"
+    assert all(row[ratio] not in (None, "", "-") for row in table["rows"]), table["rows"]
+    runs = results["hotpath"]["runs"]
+    assert runs and all(not r["problems"] for r in runs), runs

@@ -26,8 +26,8 @@ DOMAIN = pathlib.Path(docllm.domain.__file__).parent
 
 def parse(path: pathlib.Path) -> ast.Module:
     """``ast.parse``, once more on CPython 3.11's spurious "AST constructor recursion depth
-    mismatch" (gh-106905: the parser's depth counter is shared with other threads' work; a CI run
-    hit it while the worker's threads of an earlier test were still ending)."""
+    mismatch" (seen once in a full run under load, while the worker threads of an earlier test were
+    still ending; the same file parses on the next try)."""
     try:
         return ast.parse(path.read_text(), str(path))
     except SystemError:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from docllm.runtime.supervisor import child_stop_seconds
+from docllm.settings import Settings
 from tests.e2e.harness import (
     Harness,
     Probe,
@@ -235,9 +237,10 @@ def test_a_sigterm_while_redis_and_the_database_do_not_answer_ends_by_its_deadli
     sent = time.monotonic()
     for proc in net.workers.values():
         proc.terminate()
-    # The grace, half a lease of releases at most, a second for the registry, and the interpreter's
-    # exit (which would wait for threads blocked on a 15 s socket timeout).
-    bound = GRACE + LEASE / 2 + 1.0 + 2.0
+    # What the supervisor allows a child before SIGKILL: the grace, half a lease of releases at most,
+    # a second for the registry, the exit watchdog and a margin for a loaded machine; well under
+    # the 15 s socket timeout the interpreter's exit would otherwise wait for.
+    bound = child_stop_seconds(Settings(shutdown_grace_seconds=GRACE, lease_seconds=LEASE))
     codes = {name: proc.wait(bound + 10.0) for name, proc in net.workers.items()}
     took = time.monotonic() - sent
     print(f"SIGTERMed workers exited in {took:.1f}s (bound {bound:g}s)")

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ class RedisServer(procs.ManagedServer):
         start_timeout: float = 20.0,
         stop_timeout: float = 20.0,
         extra_args: tuple[str, ...] = (),
+        choose_port: Callable[[], int] | None = None,
     ) -> None:
         found = binary or find_redis_server()
         if not found or not os.access(found, os.X_OK):
@@ -67,8 +69,10 @@ class RedisServer(procs.ManagedServer):
         self.directory = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="docllm-redis-"))
         self.directory.mkdir(parents=True, exist_ok=True)
         self.host = host
+        # A fixed port is never changed; a chosen one is chosen again when another process took it first.
         self._port_fixed = port is not None
-        self.port: int = port if port is not None else free_port(host)
+        self._choose_port = choose_port or (lambda: free_port(host))
+        self.port: int = port if port is not None else self._choose_port()
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.extra_args = tuple(extra_args)  # e.g. --replicaof, --cluster-enabled (redis_topologies.py)
@@ -140,7 +144,7 @@ class RedisServer(procs.ManagedServer):
                 procs.kill(self._proc)
                 self._proc = None
                 if attempt + 1 < attempts and procs.port_conflict(self.log_path, log_offset):
-                    self.port = free_port(self.host)  # lost the race for the port: take another
+                    self.port = self._choose_port()  # lost the race for the port: take another
                     continue
                 raise
             self._started_once = True

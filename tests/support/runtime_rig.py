@@ -104,6 +104,7 @@ class FakeReviewer:
         self.running = self.peak = self.calls = self.cancelled = self.completed = 0
         self.broken = False  # ConfigurationError while True
         self.refused: set[str] = set()  # documents a filtering gateway refuses (403) while the key works
+        self.closed_on: asyncio.AbstractEventLoop | None = None  # the loop ``close`` ran on
 
     async def review(self, task_name: str, document: str) -> dict[str, Any]:
         if self.broken or task_name in self.refused:
@@ -124,6 +125,9 @@ class FakeReviewer:
     async def check(self) -> None:
         if self.broken:
             raise ConfigurationError("still 401")
+
+    async def close(self) -> None:
+        self.closed_on = asyncio.get_running_loop()
 
 
 class FlakyProvider(FakeReviewer):

@@ -61,6 +61,24 @@ def test_a_worker_process_beats_its_record_and_removes_it_at_a_clean_stop():
     assert registry.live() == []
 
 
+def test_a_stop_closes_the_reviewers_pools_on_the_services_loop():
+    # Left to the garbage collector, an HTTP pool logs "Unclosed client session" into whatever runs next.
+    rig = Rig(FakeReviewer(0.0), lease=0.6)
+    settings = Settings(lease_seconds=0.6, worker_id="closing:1", shutdown_grace_seconds=0.0)
+    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker)
+    service = on_rig(Service(settings, parts), rig)
+
+    async def scenario():
+        running = asyncio.create_task(service.run())
+        await rig.until(service.started.is_set)
+        assert rig.reviewer.closed_on is None
+        assert await stopped(service, running, 10)
+        return asyncio.get_running_loop()
+
+    loop = rig.run_loop(scenario)
+    assert rig.reviewer.closed_on is loop
+
+
 def test_a_process_that_stops_beating_disappears_after_its_ttl():
     rig = Rig(FakeReviewer(0.0), lease=0.3)
     registry = InMemoryWorkerRegistry(rig.clock)

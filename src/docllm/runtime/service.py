@@ -32,6 +32,7 @@ from docllm.settings import Settings
 # record left behind).
 LOOPS_END_SECONDS = 1.0
 LEAVE_SECONDS = 1.0
+REVIEWER_CLOSE_SECONDS = 1.0  # closing pools is local work; a stop must not wait on it
 # A child of ``docllm worker --processes`` writes its scrape-time gauges this often.
 PUBLISH_SECONDS = 2.0
 
@@ -142,10 +143,22 @@ class Service:
                     task.cancel()
             if self.endpoints:
                 self.endpoints.stop()
+            await self._close_reviewer()
             self.calls.close()
             self.log.info("stopped")
             if signals:  # the program's main: it must now exit
                 exit_watchdog.arm()
+
+    async def _close_reviewer(self) -> None:
+        """Close the reviewer's HTTP pools (when it has any) on this loop, which they belong to:
+        left to the garbage collector they log "Unclosed client session" into whatever runs next."""
+        close = getattr(self.parts.reviewer, "close", None)
+        if close is None:
+            return
+        try:
+            await asyncio.wait_for(close(), timeout=REVIEWER_CLOSE_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the process is stopping; say so and go on
+            self.log.warning("closing the reviewer: %s", exc)
 
     async def _end_tasks(self) -> None:
         """Wait for the worker's drain and the loops' current cycles, until the stop's deadline:

@@ -43,8 +43,11 @@ def check(
     by_status = _check_rows(harness, workload, faults, rows, problems)
     audit, events = _check_one_commit_per_task(harness, probe, rows, problems)
     slowest = max(faults.sigterm_seconds, default=0.0)
-    if slowest > settings.shutdown_grace_s + 5:
-        problems.append(f"a SIGTERMed worker took {slowest:.1f}s to stop (grace {settings.shutdown_grace_s:g}s)")
+    if slowest > settings.stop_limit_s:
+        problems.append(
+            f"a SIGTERMed worker took {slowest:.1f}s to stop (grace {settings.shutdown_grace_s:g}s, "
+            f"limit {settings.stop_limit_s:g}s)"
+        )
     dead, lost = _check_dead_letters(harness, workload, faults, problems)
     all_errors = _check_error_logs(harness, problems)
     recoveries = collections.Counter(e["event"] for e in events if e["event"] in RECOVERY_EVENTS)

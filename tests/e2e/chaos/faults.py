@@ -210,7 +210,7 @@ class Faults:
     def restarts(self, now: float) -> None:
         self.resume(now)
         self.network.heal_due(now)
-        grace_limit = self.s.shutdown_grace_s + 5.0
+        grace_limit = self.s.stop_limit_s
         for name, sent in list(self.terminated.items()):
             proc = self.harness.procs[name]
             code = proc.returncode
@@ -340,7 +340,7 @@ class Faults:
         else:
             self.redis.start()
         self.mariadb.start()
-        deadline = time.monotonic() + self.s.shutdown_grace_s + 6
+        deadline = time.monotonic() + self.s.stop_limit_s + 1
         while self.terminated and time.monotonic() < deadline:
             self.restarts(time.monotonic())
             time.sleep(0.1)

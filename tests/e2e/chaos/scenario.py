@@ -199,9 +199,9 @@ class Chaos:
             proc.terminate()
         sent = time.monotonic()
         for proc in procs:
-            code = proc.wait(max(0.1, sent + self.s.shutdown_grace_s + 5 - time.monotonic()))
+            code = proc.wait(max(0.1, sent + self.s.stop_limit_s - time.monotonic()))
             if code is None:
-                self.problems.append(f"{proc.name} did not stop within {self.s.shutdown_grace_s + 5:g}s of SIGTERM")
+                self.problems.append(f"{proc.name} did not stop within {self.s.stop_limit_s:g}s of SIGTERM")
                 proc.kill()
             elif code != 0:
                 self.problems.append(f"{proc.name} exited {code} after SIGTERM")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from docllm.runtime.supervisor import child_stop_seconds
+from docllm.settings import Settings
+
 
 @dataclass
 class ChaosSettings:
@@ -70,6 +73,13 @@ class ChaosSettings:
             "DOCLLM_LLM_API_KEY": "test-key",
             "DOCLLM_LLM_MODEL": "test-model",
         }
+
+    @property
+    def stop_limit_s(self) -> float:
+        """How long a SIGTERMed worker may take to exit: what ``docllm worker --processes`` allows a
+        child before it SIGKILLs it (the grace, the releases, the registry's leave, the exit
+        watchdog's two stages and a margin; a run beside two CPU burners took 7.4 s, grace + 5 s)."""
+        return child_stop_seconds(Settings(shutdown_grace_seconds=self.shutdown_grace_s, lease_seconds=self.lease_s))
 
     def settle_bound(self, backlog: int) -> float:
         """How long after the last fault every task must be settled (I2, ARCHITECTURE.md), in seconds.

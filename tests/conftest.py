@@ -25,7 +25,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -42,6 +42,7 @@ from tests.servers import (  # noqa: E402
     RedisClusterSet,
     RedisServer,
     SentinelSet,
+    ServerFailedToStart,
     ServerNotInstalled,
 )
 
@@ -93,11 +94,25 @@ _MARKERS_BY_FIXTURE = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that use a real server get its marker, so ``-m "not mariadb"`` works."""
+    """Tests that use a real server get its marker, so ``-m "not mariadb"`` works; files with a
+    ``long`` test go first, longest first, so that none starts late and ends the run alone."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         for marker in {m for fixture, m in _MARKERS_BY_FIXTURE.items() if fixture in names}:
             item.add_marker(marker)
+    items.sort(key=_file_length(items))
+
+
+def _file_length(items: list[pytest.Item]) -> Callable[[pytest.Item], float]:
+    """Sort key: minus the seconds of the longest ``long`` test in the item's file (stable: a file's
+    tests keep their order, and ``--dist loadfile`` hands out files in this order)."""
+    seconds: dict[str, float] = {}
+    for item in items:
+        marker = item.get_closest_marker("long")
+        if marker is not None:
+            path = item.nodeid.split("::")[0]
+            seconds[path] = max(seconds.get(path, 0.0), float(marker.args[0]))
+    return lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0)
 
 
 # -- servers --------------------------------------------------------------------------------------
@@ -147,12 +162,21 @@ def sentinel_url(sentinel_set: SentinelSet) -> str:
 
 @pytest.fixture(scope="session")
 def cluster_set(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RedisClusterSet:
-    try:
-        topology = RedisClusterSet(tmp_path_factory.mktemp("cluster"))
-    except ServerNotInstalled as exc:
-        _server_missing(str(exc))
-    request.addfinalizer(topology.close)
-    return topology.start()
+    for tries_left in (1, 0):
+        try:
+            topology = RedisClusterSet(tmp_path_factory.mktemp("cluster"))
+        except ServerNotInstalled as exc:
+            _server_missing(str(exc))
+        request.addfinalizer(topology.close)
+        try:
+            return topology.start()
+        except ServerFailedToStart:
+            # Six nodes with a 1 s node timeout, created while the run's longest files start
+            # beside them, once stayed unhealthy for a minute: a new set on new ports, once.
+            topology.close()
+            if not tries_left:
+                raise
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture

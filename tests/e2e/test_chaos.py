@@ -18,6 +18,7 @@ from tests.servers import MariaDBServer, RedisServer
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.long(160)
 def test_short_chaos_run(
     redis_server: RedisServer, mariadb_server: MariaDBServer, mysql_url: str, tmp_path: Path
 ) -> None:

@@ -20,6 +20,7 @@ from tests.servers import MariaDBServer, SentinelSet
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.long(100)
 def test_sentinel_chaos_run(
     sentinel_set: SentinelSet, sentinel_url: str, mariadb_server: MariaDBServer, mysql_url: str, tmp_path: Path
 ) -> None:

@@ -33,6 +33,7 @@ def _busiest_window(times_and_amounts: list[tuple[float, int]]) -> int:
     return max(sum(n for t, n in times_and_amounts if start <= t < start + WINDOW_S) for start, _ in times_and_amounts)
 
 
+@pytest.mark.long(75)
 def test_four_workers_share_an_rpm_limit_and_four_a_tpm_limit(harness: Harness, tmp_path: Path) -> None:
     limits = FakeLLM(rpm={"rpm-model": RPM}, tpm={"tpm-model": TPM}, window_s=WINDOW_S, latency_ms=(20, 120), seed=3)
     with limits as llm:

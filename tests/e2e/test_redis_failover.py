@@ -176,6 +176,7 @@ def _cluster_run(cluster_set: RedisClusterSet, url: str, mysql_url: str, tmp_pat
     return _run_through_a_failover(tmp_path, url, mysql_url, prefix, kill, replica_took_over, rejoins, RIDE_THROUGH)
 
 
+@pytest.mark.long(35)
 def test_sentinel_and_cluster_failovers_mid_run(
     sentinel_set: SentinelSet,
     sentinel_url: str,

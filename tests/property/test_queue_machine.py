@@ -47,7 +47,7 @@ class RedisSqliteMachine(QueueMachine):
 
 
 # 200 examples x 50 steps: about 80 s alone on fakeredis, more beside other test processes.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.long(130)]
 
 TestInMemoryAdapters = QueueMachine.TestCase
 # Both machines run the real queue scripts now (the unit tests' queue is RedisTaskQueue on

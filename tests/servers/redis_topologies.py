@@ -213,6 +213,7 @@ class RedisClusterSet:
         self.cli: str = cli
         self._created = False
         self._admin: RedisCluster | None = None
+        self._seen: dict[int, Any] = {}  # each node's last cluster_state, for a failed wait's message
 
     @property
     def url(self) -> str:
@@ -246,10 +247,12 @@ class RedisClusterSet:
         """Every running node says cluster_state:ok, and three primaries each have a replica."""
 
         def healthy() -> bool:
+            self._seen = {}
             for node in self.nodes:
                 if node.is_running:
                     with node.client(socket_timeout=1) as client:
-                        if client.cluster("info").get("cluster_state") != "ok":
+                        state = self._seen[node.port] = client.cluster("info").get("cluster_state")
+                        if state != "ok":
                             return False
             running = next(n for n in self.nodes if n.is_running)
             with running.client(socket_timeout=1) as client:
@@ -259,7 +262,10 @@ class RedisClusterSet:
             replicas = [i for i in alive if "slave" in i["flags"]]
             return len(primaries) == 3 and len(replicas) == 3
 
-        return wait_for("redis cluster healthy", healthy, timeout)
+        try:
+            return wait_for("redis cluster healthy", healthy, timeout)
+        except ServerFailedToStart as exc:  # say what each node last said
+            raise ServerFailedToStart(f"{exc}; cluster_state by port: {self._seen}") from None
 
     def heal(self) -> None:
         """Start every node a test stopped (it rejoins as a replica) and wait until the cluster is

@@ -20,6 +20,7 @@ def test_the_default_run_covers_the_issue_minimum():
 
 
 @pytest.mark.timeout(900)  # about 30 s alone; beside the other test processes, several times that
+@pytest.mark.long(210)
 def test_the_default_run_has_no_violation(capsys):
     """Every named scenario of the default run but ``random`` (tests/sim/test_random_run.py runs
     that one: two files, so two test processes share the default run's time)."""

@@ -12,6 +12,7 @@ from sim.crash_scenarios import main
 
 
 @pytest.mark.timeout(900)  # about 15 s alone; beside the other test processes, several times that
+@pytest.mark.long(105)
 def test_the_random_scenario_has_no_violation(capsys):
     started = time.perf_counter()
     status = main(["--jobs", "2", "--scenario", "random"])

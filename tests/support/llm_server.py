@@ -233,6 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             reply = fake.answer(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             if reply.delay and fake._stopping.wait(reply.delay):
+                self.close_connection = True  # a stopped server drops the request it was holding
                 return
             answered = True
             fake.answering(-1)

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
+@pytest.mark.long(75)
 def test_quick_benchmark_runs_every_measurement(tmp_path: Path) -> None:
     if not find_redis_server():
         pytest.skip("redis-server not installed: run scripts/test to install it")

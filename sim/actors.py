@@ -21,7 +21,7 @@ from docllm.runtime.service import Service
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
 from sim.fault_injection import Crash, Faulty
-from sim.observers import LostReplies
+from sim.observers import LostReplies, StuckBeats
 from sim.world import Actor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,7 +37,8 @@ class ProductActor(Actor):
 
     def ports(self) -> tuple[Any, Any]:
         queue, repo = self.sys.ports_for(self)
-        return Faulty(queue, self.budget, "queue"), Faulty(LostReplies(repo, self), self.budget, "repo")
+        queue = StuckBeats(Faulty(queue, self.budget, "queue"), self)  # a stuck heartbeat sends nothing
+        return queue, Faulty(LostReplies(repo, self), self.budget, "repo")
 
     def breaker(self) -> Any:
         """The fleet's LLM breaker (breaker.lua on the run's Redis), through this actor's faults."""
@@ -45,13 +46,6 @@ class ProductActor(Actor):
 
     def port_calls(self) -> SimPortCalls:
         return SimPortCalls(self, self.sys.ready_wait)
-
-    def skip_call(self, fn: Any, args: tuple[Any, ...]) -> Any:
-        """The "stops heartbeating but keeps working" fault: renewals are not sent, and the
-        runtime is told they went through (a stuck heartbeat, not a lost one)."""
-        if getattr(fn, "__name__", "") == "heartbeat_many" and self.world.now < self.no_beat_until:
-            return [True] * len(args[0])
-        return None
 
 
 # How long a dispatcher's blocking wait lasts before it claims again (production: 1 s). The system

@@ -175,9 +175,6 @@ class SimPortCalls:
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         await self._alive(self.actor.sys.op_latency() / 1000.0)
-        skip = self.actor.skip_call(fn, args)
-        if skip is not None:
-            return skip  # type: ignore[no-any-return]
         try:
             result = fn(*args)
         except Crash as crash:

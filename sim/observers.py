@@ -265,6 +265,23 @@ class RepoObserver:
 WRITES = frozenset({"start_attempt", "commit", "retry", "fail", "reopen", "delete"})
 
 
+class StuckBeats:
+    """The "stops heartbeating but keeps working" fault on a queue: while the actor's
+    ``no_beat_until`` lies ahead, renewals are not sent and the runtime is told they went through
+    (a stuck heartbeat, not a lost one). Armed per actor by the fault plan (``no_beat``)."""
+
+    def __init__(self, target: Any, actor: Any):
+        self._target, self._actor = target, actor
+
+    def heartbeat_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
+        if self._actor.world.now < self._actor.no_beat_until:
+            return [True] * len(tokens)
+        return self._target.heartbeat_many(tokens, lease_ms)  # type: ignore[no-any-return]
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._target, attr)
+
+
 class LostReplies:
     """A database write that lands, and whose reply never comes back: the connection dropped after
     the commit, and the adapter's own retries ran out. The caller gets ``Unavailable`` for a write

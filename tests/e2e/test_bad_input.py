@@ -26,7 +26,6 @@ def write_big_document(path: Path, size: int = TEN_MB) -> str:
 
 
 def test_malformed_payloads_deleted_rows_and_a_10mb_document(harness: Harness, probe: Probe, tmp_path: Path) -> None:
-    worker = harness.worker("w1", {"DOCLLM_OFFLINE_LATENCY_SECONDS": "2", "DOCLLM_CONCURRENCY": "2"})
     for raw in MALFORMED:
         probe.redis.lpush(probe.keys.ready, raw)
 
@@ -34,9 +33,13 @@ def test_malformed_payloads_deleted_rows_and_a_10mb_document(harness: Harness, p
     [big] = harness.submit([tmp_path / "big.md"], env={"DOCLLM_MAX_DOCUMENT_BYTES": str(16 * 1024 * 1024)})
     write_documents(tmp_path / "docs", 2)
     doomed, control = harness.submit(sorted((tmp_path / "docs").glob("*.md")))
+    # The worker starts once everything is queued, so the wait below is already watching when it
+    # starts the doomed task (a submit that took seconds to exit on a loaded machine once let the
+    # worker finish both before the wait began).
+    worker = harness.worker("w1", {"DOCLLM_OFFLINE_LATENCY_SECONDS": "4", "DOCLLM_CONCURRENCY": "2"})
     wait_until(
         lambda: probe.rows(False)[doomed["task_id"]]["status"] == "processing",
-        30,
+        60,
         "the worker to start the task whose row is then deleted",
         on_timeout=harness.dump,
     )

@@ -145,7 +145,7 @@ def test_sigterm_releases_the_in_flight_task_to_ready_at_once(harness: Harness, 
 def test_sigterm_lets_an_attempt_that_ends_within_the_grace_period_commit(
     harness: Harness, probe: Probe, tmp_path: Path
 ) -> None:
-    env = {"DOCLLM_SHUTDOWN_GRACE_SECONDS": "8", "DOCLLM_OFFLINE_LATENCY_SECONDS": "2", "DOCLLM_CONCURRENCY": "1"}
+    env = {"DOCLLM_SHUTDOWN_GRACE_SECONDS": "8", "DOCLLM_OFFLINE_LATENCY_SECONDS": "4", "DOCLLM_CONCURRENCY": "1"}
     task_id, _ = _submit_one(harness, tmp_path)
     worker = harness.worker("w1", env)
     wait_until(lambda: _lease_of(probe, task_id), 30, "the worker to claim the task", on_timeout=harness.dump)

@@ -67,6 +67,7 @@ class NoLeftoverSweepMachine(QueueMachine):
         (NoLeftoverSweepMachine, "leftovers are still there"),
     ],
 )
+@pytest.mark.long(80)
 def test_a_broken_mechanism_is_caught(machine, symptom):
     with pytest.raises(AssertionError, match=symptom):
         run_state_machine_as_test(machine, settings=SEARCH)

@@ -1,5 +1,6 @@
-"""Runs the state machine of ``machine.py`` against the in-memory adapters, and against
-RedisTaskQueue on fakeredis (Lua) with SqlAlchemyTaskRepository on SQLite."""
+"""Runs the state machine of ``machine.py`` against RedisTaskQueue on fakeredis (Lua) with
+SqlAlchemyTaskRepository on SQLite (``test_queue_machine_memory.py``: against the in-memory
+repository; two files, so that two test processes share them)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 
 import fakeredis
 import pytest
-from hypothesis import settings
 from sqlalchemy import text
 
 from docllm.adapters.redis.queue import RedisTaskQueue
@@ -47,12 +47,6 @@ class RedisSqliteMachine(QueueMachine):
 
 
 # 200 examples x 50 steps: about 80 s alone on fakeredis, more beside other test processes.
-pytestmark = [pytest.mark.timeout(900), pytest.mark.long(130)]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.long(170)]
 
-TestInMemoryAdapters = QueueMachine.TestCase
-# Both machines run the real queue scripts now (the unit tests' queue is RedisTaskQueue on
-# fakeredis) and differ only in the repository, so the in-memory one runs half the examples: it
-# took 371 s under load at the profile's 200, as long as the one on SQLite.
-_profile = settings()  # the loaded profile (ci: 200 examples)
-TestInMemoryAdapters.settings = settings(_profile, max_examples=max(1, _profile.max_examples // 2))
 TestFakeRedisAndSqlite = RedisSqliteMachine.TestCase

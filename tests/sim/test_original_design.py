@@ -27,6 +27,7 @@ def test_the_original_design_breaks_what_the_defect_says(name):
     assert f"--seed {best.seed}" in report.replay_command(best)
 
 
+@pytest.mark.long(80)
 def test_the_product_passes_the_same_seeds():
     for name in ("d1", "d2", "d3", "d4", "d5", "d6", "d7"):
         for seed in SEEDS:

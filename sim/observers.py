@@ -273,10 +273,10 @@ class StuckBeats:
     def __init__(self, target: Any, actor: Any):
         self._target, self._actor = target, actor
 
-    def heartbeat_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
+    def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         if self._actor.world.now < self._actor.no_beat_until:
             return [True] * len(tokens)
-        return self._target.heartbeat_many(tokens, lease_ms)  # type: ignore[no-any-return]
+        return self._target.extend_many(tokens, lease_ms)  # type: ignore[no-any-return]
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._target, attr)

@@ -213,7 +213,6 @@ class RedisClusterSet:
         self.cli: str = cli
         self._created = False
         self._admin: RedisCluster | None = None
-        self._seen: dict[int, Any] = {}  # each node's last cluster_state, for a failed wait's message
 
     @property
     def url(self) -> str:
@@ -246,12 +245,14 @@ class RedisClusterSet:
     def wait_healthy(self, timeout: float = 60.0) -> float:
         """Every running node says cluster_state:ok, and three primaries each have a replica."""
 
+        seen: dict[int, Any] = {}  # each node's last cluster_state, for a failed wait's message
+
         def healthy() -> bool:
-            self._seen = {}
+            seen.clear()
             for node in self.nodes:
                 if node.is_running:
                     with node.client(socket_timeout=1) as client:
-                        state = self._seen[node.port] = client.cluster("info").get("cluster_state")
+                        state = seen[node.port] = client.cluster("info").get("cluster_state")
                         if state != "ok":
                             return False
             running = next(n for n in self.nodes if n.is_running)
@@ -265,7 +266,7 @@ class RedisClusterSet:
         try:
             return wait_for("redis cluster healthy", healthy, timeout)
         except ServerFailedToStart as exc:  # say what each node last said
-            raise ServerFailedToStart(f"{exc}; cluster_state by port: {self._seen}") from None
+            raise ServerFailedToStart(f"{exc}; cluster_state by port: {seen}") from None
 
     def heal(self) -> None:
         """Start every node a test stopped (it rejoins as a replica) and wait until the cluster is

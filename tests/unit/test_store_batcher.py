@@ -40,6 +40,7 @@ def commits(store: SlowStore, n: int) -> list[FencedWrite]:
     for i in range(n):
         task = store.repo.create(f"t{i}", "x")
         started = store.repo.start_attempt(task.task_id, f"tok-{i}").task
+        assert started is not None
         writes.append(FencedWrite(WriteKind.commit, task.task_id, started.attempt, result={"i": i}))
     return writes
 

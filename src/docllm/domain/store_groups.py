@@ -10,10 +10,13 @@ and for many. A store that writes one row at a time (the in-memory reference) ta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from docllm.domain.model import FencedWrite, GroupOutcome, StartOutcome, StartRequest, WriteKind
 from docllm.domain.usage import Usage
+
+if TYPE_CHECKING:
+    from docllm.domain.ports import TaskStore
 
 
 class GroupWriter(Protocol):
@@ -47,7 +50,7 @@ class GroupOfOne:
         return self._one(FencedWrite(WriteKind.fail, task_id, attempt, error=error, usage=usage))
 
 
-def apply_one(store: Any, write: FencedWrite) -> bool:
+def apply_one(store: TaskStore, write: FencedWrite) -> bool:
     """``write`` through ``store``'s single-row method of its kind."""
     if write.kind is WriteKind.commit:
         return store.commit(write.task_id, write.attempt, write.result or {}, usage=write.usage)
@@ -57,7 +60,7 @@ def apply_one(store: Any, write: FencedWrite) -> bool:
     return method(write.task_id, write.attempt, write.error or "", usage=write.usage)
 
 
-def one_at_a_time(store: Any, writes: Sequence[FencedWrite], starts: Sequence[StartRequest]) -> GroupOutcome:
+def one_at_a_time(store: TaskStore, writes: Sequence[FencedWrite], starts: Sequence[StartRequest]) -> GroupOutcome:
     """The reference reading of a group: its writes in order, then its starts in order, one row at
     a time through ``store``'s single-row methods."""
     written = [apply_one(store, w) for w in writes]

@@ -93,7 +93,8 @@ class StoreBatcher:
         lingered = self._clock() - self._waiting[0].at >= self.linger_s
         if self.in_flight and not (full or lingered):
             return None
-        group, size = [], 0
+        group: list[_Request] = []
+        size = 0
         while self._waiting and (not group or size + self._waiting[0].size <= self.max_group):
             request = self._waiting.popleft()
             group.append(request)

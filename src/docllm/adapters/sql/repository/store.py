@@ -9,6 +9,7 @@ fences of the rows the transaction locked first. Nothing is read, changed and wr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from sqlalchemy import BigInteger, Double, Integer, String, case, delete, false, func, insert, literal, select, update
@@ -109,7 +110,7 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
                 for i in rnd:
                     row = rows.get(writes[i].task_id)
                     written[i] = i in fenced or (bool(lost) and row is not None and _landed(row, writes[i]))
-                    if i in fenced:
+                    if i in fenced and row is not None:
                         row[0] = writes[i].status.value
             for rnd in _rounds(starts):
                 fenced = {i for i in rnd if (row := rows.get(starts[i].task_id)) and row[0] == PENDING.value}
@@ -227,13 +228,17 @@ def _usage_values(writes: Sequence[FencedWrite]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     used = [w for w in writes if w.usage is not None and w.usage.calls]
     for name, (column, kind) in USAGE_KINDS.items():
-        added = _per_row(used, lambda w, name=name: usage_params(w.usage)[f"b_{name}"], kind)
+        added = _per_row(used, partial(_usage_value, f"b_{name}"), kind)
         if added is None:
             continue
         values[name] = (
             func.coalesce(added, column) if name == "llm_model" else func.coalesce(column + added, column, added)
         )
     return values
+
+
+def _usage_value(param: str, write: FencedWrite) -> Any:
+    return usage_params(write.usage)[param]
 
 
 USAGE_KINDS = {

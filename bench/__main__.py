@@ -4,6 +4,7 @@
     python -m bench noop                 # the no-op tables 1-7 (under 10 minutes on 2 cores)
     python -m bench llm                  # 8: LLM-bound, mock LLM at 1.0 s, C = 16, 64, 256, 1024
     python -m bench idle-redis           # 9: idle Redis commands/s, and what one LPUSH wakes
+    python -m bench store-load           # issue 31: MariaDB's Com_commit, Questions per task, connections
     python -m bench --quick              # tiny N, no 100,000-lease reaper run, no 30 s lease, no peer recovery
     python -m bench --only floor queue_only
     python -m bench llm --llm-concurrency 16 64 --llm-latency 0.5
@@ -27,13 +28,14 @@ from pathlib import Path
 from bench import common
 
 NOOP = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
-SECTIONS = NOOP + ("llm", "idle_redis", "hotpath")
+SECTIONS = NOOP + ("llm", "idle_redis", "hotpath", "store_load")
 GROUPS = {
     "noop": NOOP,
     "llm": ("llm",),
     "idle-redis": ("idle_redis",),
     "hotpath": ("hotpath",),
-    "all": SECTIONS[:-1],
+    "store-load": ("store_load",),
+    "all": SECTIONS[:-2],
 }
 
 

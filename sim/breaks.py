@@ -16,7 +16,7 @@ from typing import Any
 
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import TaskStatus
+from docllm.domain.model import TaskStatus, WriteKind
 from docllm.domain.payload import parse_payload
 from docllm.domain.rate_limits import MAX_COUNT, MAX_RETRY_AFTER_S, ProviderHints
 from docllm.domain.usage import Usage, UsageMeter
@@ -77,6 +77,16 @@ class UnfencedCommits:
         if row is None or row.status is not TaskStatus.processing:
             return False
         return bool(self._repo.commit(task_id, row.attempt, result, usage))
+
+    def write_group(self, writes: Any, starts: Any = ()) -> Any:
+        """The same commits in a group: each under the attempt its row holds now."""
+        unfenced = []
+        for write in writes:
+            row = self._repo.get(write.task_id) if write.kind is WriteKind.commit else None
+            if row is not None and row.status is TaskStatus.processing:
+                write = replace(write, attempt=row.attempt)
+            unfenced.append(write)
+        return self._repo.write_group(unfenced, starts)
 
 
 class ProcessorWrapper:

@@ -8,10 +8,11 @@ crash stopped never reaches them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import Delivery, StartResult
+from docllm.domain.model import Delivery, FencedWrite, GroupOutcome, StartRequest, StartResult, WriteKind
 from docllm.domain.payload import task_id_of
 from docllm.domain.services.outcome import CANCELLED_ERROR
 from docllm.domain.usage import Usage
@@ -38,8 +39,9 @@ class Gate:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._down[self._service]:
                 first = args[0] if args else None
-                if isinstance(first, list):  # a batch (extend_many): name its first lease's task
-                    first = first[0] if first else None
+                if isinstance(first, (list, tuple)):  # a batch (extend_many, write_group): name its first task
+                    first = first[0] if first else (args[1][0] if len(args) > 1 and args[1] else None)
+                first = getattr(first, "task_id", first)  # a grouped write or start names its task
                 task = first if isinstance(first, int) else self._ledger.token_task.get(first)
                 self._ledger.world.log("call", f"{attr} -> {self._error.__name__} ({self._service} is down)", task)
                 raise self._error(f"{self._service} is unavailable (simulated outage)")
@@ -166,8 +168,24 @@ class RepoObserver:
         self._l.created(task.task_id, task_name)
         return task
 
+    def write_group(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
+        """The store's grouped write (one transaction): the ledger hears of each row it wrote, in
+        the group's order (its writes, then its starts), as it would of one row at a time."""
+        outcome = self._r.write_group(writes, starts)
+        if len(writes) + len(starts) > 1:
+            self._log("call", f"repo.write_group of {len(writes)} writes and {len(starts)} starts")
+        for write, ok in zip(writes, outcome.written, strict=True):
+            self._wrote(write, ok)
+        for start, started in zip(starts, outcome.started, strict=True):
+            self._started(start.task_id, start.token, started)
+        return outcome
+
     def start_attempt(self, task_id: int, token: str):
         outcome = self._r.start_attempt(task_id, token)
+        self._started(task_id, token, outcome)
+        return outcome
+
+    def _started(self, task_id: int, token: str, outcome: Any) -> None:
         self._log(
             "call",
             f"repo.start_attempt {token} -> {outcome.result.value}"
@@ -178,57 +196,63 @@ class RepoObserver:
         if outcome.result is StartResult.started and book is not None and book.token != token:
             self._l.check_cancel(book, "start")
             self._l.started(book, outcome.task.attempt, token, self._budget)
-        return outcome
 
     def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
         ok = self._r.commit(task_id, attempt, result, usage=usage)
-        self._log("call", f"repo.commit attempt {attempt} -> {ok}", task_id)
-        book = self._l.book(task_id)
-        if ok and book is not None:
-            self._l.check_cancel(book, "commit")
-            self._l.committed(book, attempt)
+        self._wrote(FencedWrite(WriteKind.commit, task_id, attempt, result=result, usage=usage), ok)
         return ok
 
     def retry(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         ok = self._r.retry(task_id, attempt, error, usage=usage)
-        self._log("call", f"repo.retry attempt {attempt} ({error[:50]}) -> {ok}", task_id)
-        book = self._l.book(task_id)
-        if ok and book is not None:
-            self._l.fenced_write(book, attempt, "retry")
-            self._charged(book, attempt, error)
-            self._l.set_status(book, PENDING)
-            self._l.mark(task_id, "retry")
+        self._wrote(FencedWrite(WriteKind.retry, task_id, attempt, error=error, usage=usage), ok)
         return ok
 
     def hand_back(
         self, task_id: int, attempt: int, why: str, usage: Usage | None = None, counted: bool = False
     ) -> bool:
         ok = self._r.hand_back(task_id, attempt, why, usage=usage, counted=counted)
-        self._log("call", f"repo.hand_back attempt {attempt} ({why[:50]}) -> {ok}", task_id)
-        book = self._l.book(task_id)
-        if ok and book is not None:
-            self._l.fenced_write(book, attempt, "retry")
-            book.counted -= 1
-            token = book.token if book.attempt == attempt else None
-            self._l.handed.append((self._l.world.now, task_id, attempt, token, why, counted))
-            if counted:
-                book.handbacks += 1
-            self._l.set_status(book, PENDING)
-            self._l.mark(task_id, "release")
+        self._wrote(FencedWrite(WriteKind.hand_back, task_id, attempt, error=why, usage=usage, counted=counted), ok)
         return ok
 
     def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         ok = self._r.fail(task_id, attempt, error, usage=usage)
-        self._log("call", f"repo.fail attempt {attempt} ({error[:50]}) -> {ok}", task_id)
+        self._wrote(FencedWrite(WriteKind.fail, task_id, attempt, error=error, usage=usage), ok)
+        return ok
+
+    def _wrote(self, write: FencedWrite, ok: bool) -> None:
+        """The ledger's record of one fenced end-of-attempt write (whether it landed: ``ok``)."""
+        task_id, attempt, error = write.task_id, write.attempt, write.error or ""
+        if write.kind is WriteKind.commit:
+            self._log("call", f"repo.commit attempt {attempt} -> {ok}", task_id)
+        else:
+            self._log("call", f"repo.{write.kind.value} attempt {attempt} ({error[:50]}) -> {ok}", task_id)
         book = self._l.book(task_id)
-        if ok and book is not None:
+        if not ok or book is None:
+            return
+        if write.kind is WriteKind.commit:
+            self._l.check_cancel(book, "commit")
+            self._l.committed(book, attempt)
+        elif write.kind is WriteKind.retry:
+            self._l.fenced_write(book, attempt, "retry")
+            self._charged(book, attempt, error)
+            self._l.set_status(book, PENDING)
+            self._l.mark(task_id, "retry")
+        elif write.kind is WriteKind.hand_back:
+            self._l.fenced_write(book, attempt, "retry")
+            book.counted -= 1
+            token = book.token if book.attempt == attempt else None
+            self._l.handed.append((self._l.world.now, task_id, attempt, token, error, write.counted))
+            if write.counted:
+                book.handbacks += 1
+            self._l.set_status(book, PENDING)
+            self._l.mark(task_id, "release")
+        else:
             self._l.fenced_write(book, attempt, "fail")
             if error == CANCELLED_ERROR:
                 self._l.cancelled(book)
             self._charged(book, attempt, error)
             self._l.set_status(book, FAILED)
             self._l.mark(task_id, "failed")
-        return ok
 
     def cancel_pending(self, task_id: int, attempt: int, error: str) -> bool:
         ok = self._r.cancel_pending(task_id, attempt, error)
@@ -262,7 +286,7 @@ class RepoObserver:
         return row
 
 
-WRITES = frozenset({"start_attempt", "commit", "retry", "fail", "reopen", "delete"})
+WRITES = frozenset({"start_attempt", "commit", "retry", "fail", "reopen", "delete", "write_group"})
 
 
 class StuckBeats:

@@ -35,10 +35,11 @@ def _engine(settings: Settings) -> Iterator:
 
     if settings.database_url.startswith("sqlite:///"):  # the embedded default: create its folder
         os.makedirs(os.path.dirname(os.path.abspath(settings.database_url[len("sqlite:///") :])), exist_ok=True)
-    # one connection per port thread, plus the metrics scrape and the readiness check
+    # A few connections, whatever the concurrency: the worker's writes go in groups (at most two
+    # in flight), and every other user of the engine queues for one (DOCLLM_STORE_CONNECTIONS).
     engine = make_engine(
         settings.database_url,
-        pool_size=threads_for(settings.concurrency) + 2,
+        pool_size=settings.store_connections,
         connect_timeout=settings.database_connect_timeout_seconds,
         io_timeout=settings.database_timeout_seconds,
     )
@@ -80,6 +81,13 @@ def _repository(engine, settings: Settings, metrics):
 
     repo = SqlAlchemyTaskRepository(engine, default_max_attempts=settings.max_attempts)
     return metrics.counting(repo, "database") if metrics else repo
+
+
+def _grouped_store(repository, settings: Settings):
+    """The worker's store: its starts and end-of-attempt writes grouped (DOCLLM_STORE_LINGER_MS)."""
+    from docllm.runtime.store_batcher import grouped
+
+    return grouped(repository, settings.store_linger_ms)
 
 
 def _metrics(settings: Settings):
@@ -219,10 +227,11 @@ class Container(containers.DeclarativeContainer):
         max_document_bytes=settings.provided.max_document_bytes,
     )
 
+    grouped_store = providers.Factory(_grouped_store, repository, settings)
     processor = providers.Factory(
         TaskProcessor,
         queue,
-        repository,
+        grouped_store,
         reviewer,
         clock,
         retry_policy,

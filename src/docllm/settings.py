@@ -35,6 +35,8 @@ class Settings:
     database_url: str = ""
     database_connect_timeout_seconds: float = 10.0
     database_timeout_seconds: float = 60.0
+    store_connections: int = 8  # SQL connections per process, however many attempts run (no overflow)
+    store_linger_ms: float = 5.0  # how long a group of store writes may wait to fill (0: never waits)
     queue_prefix: str = "docllm"
     lease_seconds: float = LeasePolicy.lease_seconds
     processing_timeout_seconds: float = LeasePolicy.max_runtime_seconds
@@ -134,7 +136,7 @@ class Settings:
             "database_timeout_seconds",
         ):
             need(getattr(self, name) > 0, name, "must be greater than 0")
-        for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds"):
+        for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds", "store_linger_ms"):
             need(getattr(self, name) >= 0, name, "must not be negative")
         need(
             self.retry_max_seconds >= self.retry_base_seconds,
@@ -149,8 +151,10 @@ class Settings:
             "max_document_bytes",
             "llm_max_chunk_chars",
             "llm_chunk_parallelism",
+            "store_connections",
         ):
             need(getattr(self, name) >= 1, name, "must be at least 1")
+        need(self.store_linger_ms <= 1000, "store_linger_ms", "must be at most 1000 (a linger is milliseconds)")
         for name in ("llm_rpm", "llm_tpm"):
             need(getattr(self, name) is None or getattr(self, name) >= 1, name, "must be at least 1 (unset: no limit)")
         try:
@@ -286,6 +290,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "database_url": ("DOCLLM_DATABASE_URL", str),
     "database_connect_timeout_seconds": ("DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS", _number(float)),
     "database_timeout_seconds": ("DOCLLM_DATABASE_TIMEOUT_SECONDS", _number(float)),
+    "store_connections": ("DOCLLM_STORE_CONNECTIONS", _number(int)),
+    "store_linger_ms": ("DOCLLM_STORE_LINGER_MS", _number(float)),
     "queue_prefix": ("DOCLLM_QUEUE_PREFIX", str),
     "lease_seconds": ("DOCLLM_LEASE_SECONDS", _number(float)),
     "processing_timeout_seconds": ("PROCESSING_TIMEOUT_SECONDS", _number(float)),

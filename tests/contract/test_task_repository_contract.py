@@ -426,3 +426,66 @@ def test_cancel_pending_never_touches_a_row_an_attempt_runs(repo):
     assert repo.cancel_pending(task.task_id, task.attempt, "cancelled by operator")
     assert repo.reopen(task.task_id)  # the operator's retry reopens a cancelled task
     assert repo.get(task.task_id).status is PENDING
+
+
+# -- groups (write_group): one transaction, each row fenced on its own ----------------------------
+
+
+def test_a_group_with_one_stale_attempt_commits_the_others_and_reports_that_one(repo):
+    from docllm.domain.model import FencedWrite, WriteKind
+
+    rows = [started(repo, token=f"tok-{i}", name=f"doc-{i}") for i in range(4)]
+    stale = rows[1]
+    assert repo.hand_back(stale.task_id, stale.attempt, "lease lost")  # the reaper settled it
+    usage = Usage(calls=2, prompt_tokens=10, completion_tokens=5, llm_seconds=0.5, model="m")
+    writes = [
+        FencedWrite(WriteKind.commit, rows[0].task_id, rows[0].attempt, result={"n": 0}, usage=usage),
+        FencedWrite(WriteKind.commit, stale.task_id, stale.attempt, result={"n": 1}, usage=usage),
+        FencedWrite(WriteKind.retry, rows[2].task_id, rows[2].attempt, error="try again"),
+        FencedWrite(WriteKind.fail, rows[3].task_id, rows[3].attempt, error="bad", usage=usage),
+    ]
+    outcome = repo.write_group(writes)
+    assert outcome.written == [True, False, True, True]
+    assert outcome.started == []
+    done, left, retried, failed = (repo.get(r.task_id) for r in rows)
+    assert (done.status, done.result, done.usage.calls, done.usage.model) == (SUCCESS, {"n": 0}, 2, "m")
+    assert (left.status, left.result, left.error, left.usage) == (PENDING, None, "lease lost", None)
+    assert (retried.status, retried.retry_count, retried.error, retried.lease_token) == (PENDING, 1, "try again", None)
+    assert (failed.status, failed.retry_count, failed.error, failed.usage.calls) == (FAILED, 1, "bad", 2)
+
+
+def test_a_group_of_starts_over_pending_and_processing_rows(repo):
+    from docllm.domain.model import FencedWrite, StartRequest, WriteKind
+
+    pending = repo.create("a", "body-a")
+    busy = started(repo, token="tok-other", name="b")
+    done = started(repo, token="tok-done", name="c")
+    assert repo.commit(done.task_id, done.attempt, {"ok": True})
+    handed = started(repo, token="tok-h", name="d")
+    starts = [
+        StartRequest(pending.task_id, "tok-a"),
+        StartRequest(busy.task_id, "tok-b"),
+        StartRequest(done.task_id, "tok-c"),
+        StartRequest(10_000_000, "tok-missing"),
+        StartRequest(handed.task_id, "tok-d"),  # back to pending by this group's own write first
+        StartRequest(pending.task_id, "tok-a2"),  # a duplicate delivery in the same group
+    ]
+    hand_back = FencedWrite(WriteKind.hand_back, handed.task_id, handed.attempt, error="released", counted=True)
+    outcome = repo.write_group([hand_back], starts)
+    assert outcome.written == [True]
+    results = [o.result for o in outcome.started]
+    assert results == [
+        StartResult.started,
+        StartResult.busy,
+        StartResult.terminal,
+        StartResult.missing,
+        StartResult.started,
+        StartResult.busy,
+    ]
+    a, d = outcome.started[0].task, outcome.started[4].task
+    assert (a.status, a.attempt, a.lease_token, a.document) == (PROCESSING, 1, "tok-a", "body-a")
+    assert (d.status, d.attempt, d.lease_token, d.handbacks) == (PROCESSING, handed.attempt + 1, "tok-d", 1)
+    assert repo.get(busy.task_id).lease_token == "tok-other"
+    # A start repeated after its answer was lost finds its own token: started, nothing changes.
+    again = repo.write_group([], [StartRequest(pending.task_id, "tok-a")]).started[0]
+    assert (again.result, again.task.attempt) == (StartResult.started, 1)

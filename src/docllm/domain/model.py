@@ -141,6 +141,67 @@ class StartOutcome:
         return cls(StartResult.busy, task)
 
 
+class WriteKind(enum.Enum):
+    """The fenced end-of-attempt writes (``TaskStore``: commit, retry, hand_back, fail)."""
+
+    commit = "commit"
+    retry = "retry"
+    hand_back = "hand_back"
+    fail = "fail"
+
+
+WRITTEN_STATUS = {
+    WriteKind.commit: TaskStatus.success,
+    WriteKind.retry: TaskStatus.pending,
+    WriteKind.hand_back: TaskStatus.pending,
+    WriteKind.fail: TaskStatus.failed,
+}
+
+
+@dataclass(frozen=True)
+class FencedWrite:
+    """One fenced end-of-attempt write: processing -> ``status`` for ``attempt`` only, with the
+    attempt's LLM usage added to the row's in the same write. ``result``: the report (commit);
+    ``error``: the reason (retry, hand_back, fail). Counters: retry and fail charge one attempt
+    (retry_count + 1); a ``counted`` hand_back is one more of the task's bounded hand-backs."""
+
+    kind: WriteKind
+    task_id: int
+    attempt: int
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    usage: Usage | None = None
+    counted: bool = False
+
+    @property
+    def status(self) -> TaskStatus:
+        return WRITTEN_STATUS[self.kind]
+
+    @property
+    def charged(self) -> int:
+        return 1 if self.kind in (WriteKind.retry, WriteKind.fail) else 0
+
+    @property
+    def handbacks(self) -> int:
+        return 1 if self.kind is WriteKind.hand_back and self.counted else 0
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """pending -> processing for a delivery: attempt + 1, lease_token = ``token``."""
+
+    task_id: int
+    token: str
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """What one group did: per write, whether it landed now; per start, what it found."""
+
+    written: list[bool]
+    started: list[StartOutcome]
+
+
 @dataclass
 class Attempt:
     """A started attempt: the delivery that carried it and the row as the start left it."""

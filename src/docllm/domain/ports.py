@@ -10,7 +10,18 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.breaker import BreakerView
-from docllm.domain.model import DeadLetter, Delivery, Leftovers, QueueStats, StartOutcome, Task, TaskStatus
+from docllm.domain.model import (
+    DeadLetter,
+    Delivery,
+    FencedWrite,
+    GroupOutcome,
+    Leftovers,
+    QueueStats,
+    StartOutcome,
+    StartRequest,
+    Task,
+    TaskStatus,
+)
 from docllm.domain.rate_limits import ProviderHints
 from docllm.domain.usage import Usage
 from docllm.domain.workers import WorkerRecord
@@ -232,6 +243,12 @@ class TaskStore(TaskLookup, Protocol):
 
     def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
         """processing -> failed for this attempt only."""
+
+    def write_group(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
+        """The writes, then the starts, as one transaction: each row still fenced on its own status
+        and attempt, exactly as the single-row methods above (which are groups of one). A row whose
+        fence fails is left untouched (``written`` False, a start reports what it found); the
+        rest of the group lands. A crash leaves the whole group applied or none of it."""
 
     def reopen(self, task_id: int) -> bool:
         """Operator's retry: failed -> pending with a fresh attempt budget."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
+from docllm.domain.model import FencedWrite, GroupOutcome, StartOutcome, StartRequest, StartResult, Task, TaskStatus
 from docllm.domain.ports import Clock
+from docllm.domain.store_groups import one_at_a_time
 from docllm.domain.usage import Usage
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
@@ -172,6 +173,10 @@ class InMemoryTaskRepository:
         return self._fenced(
             task_id, attempt, FAILED, usage, retry_count=lambda r: r.retry_count + 1, error=error, finished_at=NOW
         )
+
+    def write_group(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
+        """The reference model of a group: one row at a time, through the methods above."""
+        return one_at_a_time(self, writes, starts)
 
     def reopen(self, task_id: int) -> bool:
         # ``attempt`` is left alone: it is the fencing token and must keep growing.

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
@@ -25,6 +25,7 @@ from docllm.domain.errors import Unavailable
 T = TypeVar("T")
 
 ER_UNKNOWN_SYSTEM_VARIABLE = 1193  # MySQL: no idle_transaction_timeout
+IDLE_PING_SECONDS = 5.0  # a pooled connection idle this long is pinged before it is lent again
 
 # MySQL/MariaDB errors that say the database cannot do the work right now, not that the work is
 # wrong: they are retried, then reported as ``Unavailable`` and never charged to a task (I9).
@@ -56,12 +57,12 @@ REFUSED = {
 }
 
 
-def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: float = 60, pool_size: int = 5) -> Engine:
+def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: float = 60, pool_size: int = 8) -> Engine:
     """An engine for ``DOCLLM_DATABASE_URL``; ``io_timeout`` bounds a read or write on a hung server.
 
-    ``pool_size`` should cover every thread that uses the engine at once (the worker's slots plus
-    the reaper and the reconciler): a smaller pool closes a connection on every check-in past it
-    and opens a new one (TCP, handshake, TLS context, session set-up) on the next check-out."""
+    ``pool_size`` (``DOCLLM_STORE_CONNECTIONS``) is all the process ever holds (no overflow): the
+    worker's writes go in groups, at most two in flight, and a caller beyond the pool waits for a
+    connection (``pool_timeout``) rather than opening one more on the server."""
     url = make_url(url)
     backend = url.get_backend_name()
     if backend in ("mysql", "mariadb"):
@@ -72,8 +73,7 @@ def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: floa
         engine = create_engine(
             url,
             pool_size=pool_size,
-            max_overflow=pool_size,
-            pool_pre_ping=True,  # a connection the server dropped (restart, wait_timeout) is replaced
+            max_overflow=0,
             pool_recycle=1800,
             isolation_level="READ COMMITTED",
             connect_args={
@@ -83,10 +83,32 @@ def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: floa
             },
         )
         _end_abandoned_transactions(engine, idle_seconds=max(1, math.ceil(2 * io_timeout)))
+        ping_when_idle(engine, IDLE_PING_SECONDS)
         return engine
     if backend == "sqlite":
         return _sqlite_engine(url, pool_size)
     return create_engine(url, pool_pre_ping=True)
+
+
+def ping_when_idle(engine: Engine, idle_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    """Check a connection at check-out only when it sat idle in the pool for ``idle_seconds``: one
+    the server dropped meanwhile (a restart, ``wait_timeout``, a NAT that forgot it) is replaced
+    before use, and a busy pool pays no ping per check-out (``pool_pre_ping`` pays one each time).
+    A connection that breaks while in use is seen by its statement's error (``error_kind``: lost)."""
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from(_dbapi_connection, record):
+        record.info["idle_since"] = clock()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_connection, record, _proxy):
+        since = record.info.pop("idle_since", None)
+        if since is None or clock() - since < idle_seconds:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # noqa: BLE001 - any failure: the pool replaces the connection
+            raise DisconnectionError(f"an idle pooled connection no longer answers: {exc}") from exc
 
 
 def _end_abandoned_transactions(engine: Engine, idle_seconds: int) -> None:
@@ -117,10 +139,9 @@ def _sqlite_engine(url: URL, pool_size: int) -> Engine:
     if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
         # One connection holds the whole in-memory database: every thread shares it, one at a time.
         return create_engine(url, poolclass=TakeTurnsPool, connect_args={"check_same_thread": False})
-    # A file database: one connection per port thread (QueuePool's default of 5 + 10 would make
-    # the rest wait 30 s and fail under a large worker).
+    # A file database: DOCLLM_STORE_CONNECTIONS connections; a caller beyond them waits for one.
     engine = create_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=60, connect_args={"check_same_thread": False}
+        url, pool_size=pool_size, max_overflow=0, pool_timeout=60, connect_args={"check_same_thread": False}
     )
 
     @event.listens_for(engine, "connect")

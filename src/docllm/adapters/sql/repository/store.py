@@ -1,67 +1,35 @@
 """The TaskStore role over SQLAlchemy Core: the writes (MySQL/MariaDB in production, SQLite embedded).
 
-Every write of an attempt is one conditional UPDATE fenced on ``attempt`` and ``status`` with a
-rowcount check: the database decides, nothing is read, changed and written back in Python.
+The writes of attempts go in groups (``write_group``; the single-row methods are groups of one):
+one transaction per group, one conditional UPDATE per kind over the group's rows, each row fenced
+on its own ``attempt`` and ``status`` in the UPDATE's WHERE, the rowcount checked against the
+fences of the rows the transaction locked first. Nothing is read, changed and written back in Python.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, String, bindparam, delete, func, insert, update
+from sqlalchemy import BigInteger, Double, Integer, String, case, delete, false, func, insert, literal, select, update
 
-from docllm.adapters.sql.repository.base import FAILED, PENDING, PROCESSING, SUCCESS, RepositoryBase
+from docllm.adapters.sql.repository.base import FAILED, FULL_ROW, PENDING, PROCESSING, RepositoryBase, task_of
 from docllm.adapters.sql.schema import USAGE_COLUMNS
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.adapters.sql.timestamps import utcnow
-from docllm.domain.model import StartOutcome, StartResult, Task, TaskStatus
+from docllm.domain.model import (
+    WRITTEN_STATUS,
+    FencedWrite,
+    GroupOutcome,
+    StartOutcome,
+    StartRequest,
+    StartResult,
+    Task,
+    WriteKind,
+)
+from docllm.domain.store_groups import GroupOfOne
 from docllm.domain.usage import Usage
-
-# The statements of an attempt's hot path, built once: building one per call and deriving its
-# compile-cache key again each time was the largest share of the worker's CPU (docs/BENCHMARKS.md).
-# Bind names start with b_ so that they never clash with the column names of a SET clause.
-START_ATTEMPT = (
-    update(t)
-    .where(t.c.task_id == bindparam("b_task_id"), t.c.status == PENDING.value)
-    .values(
-        status=PROCESSING.value,
-        attempt=t.c.attempt + 1,
-        lease_token=bindparam("b_token"),
-        processing_started_at=utcnow(),
-        finished_at=None,
-        updated_at=utcnow(),
-    )
-)
-
-
-def _summed(column, kind):
-    """``column`` plus a bound value, where either may be NULL: NULL + x is x, c + NULL is c."""
-    added = bindparam(f"b_{column.name}", type_=kind)
-    return func.coalesce(column + added, column, added)
-
-
-# An attempt's LLM usage, added to the row's in the same UPDATE as its outcome (NULLs bound: unchanged).
-USAGE_SUM = {
-    "llm_calls": _summed(t.c.llm_calls, Integer()),
-    "prompt_tokens": _summed(t.c.prompt_tokens, BigInteger()),
-    "completion_tokens": _summed(t.c.completion_tokens, BigInteger()),
-    "llm_seconds": _summed(t.c.llm_seconds, Double()),
-    "cost_usd": _summed(t.c.cost_usd, Double()),
-    "llm_model": func.coalesce(bindparam("b_llm_model", type_=String()), t.c.llm_model),
-}
-COMMIT_ATTEMPT = (
-    update(t)
-    .where(t.c.task_id == bindparam("b_task_id"), t.c.attempt == bindparam("b_attempt"), t.c.status == PROCESSING.value)
-    .values(
-        status=SUCCESS.value,
-        updated_at=utcnow(),
-        result=bindparam("b_result", type_=t.c.result.type),
-        error=None,
-        finished_at=utcnow(),
-        **USAGE_SUM,
-    )
-)
 
 
 def usage_params(usage: Usage | None) -> dict[str, Any]:
@@ -77,7 +45,7 @@ def usage_params(usage: Usage | None) -> dict[str, Any]:
     }
 
 
-class TaskStoreOps(RepositoryBase):
+class TaskStoreOps(GroupOfOne, RepositoryBase):
     def _write(
         self, stmt, task_id: int, landed: Callable[[Task | None], bool], params: dict[str, Any] | None = None
     ) -> bool:
@@ -95,15 +63,6 @@ class TaskStoreOps(RepositoryBase):
     def _rowcount(self, stmt, params: dict[str, Any] | None = None) -> int:
         with self._engine.begin() as conn:
             return conn.execute(stmt, params).rowcount
-
-    def _fenced(self, task_id: int, attempt: int, to: TaskStatus, usage: Usage | None, **values: Any) -> bool:
-        stmt = (
-            update(t)
-            .where(t.c.task_id == task_id, t.c.attempt == attempt, t.c.status == PROCESSING.value)
-            .values(status=to.value, updated_at=utcnow(), **values, **USAGE_SUM)
-        )
-        landed = lambda row: row is not None and row.attempt == attempt and row.status == to  # noqa: E731
-        return self._write(stmt, task_id, landed, usage_params(usage))
 
     def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task:
         if max_attempts is None:
@@ -123,45 +82,75 @@ class TaskStoreOps(RepositoryBase):
         # An INSERT cut off by a lost connection may have landed: trying again could duplicate it.
         return self._run(work, idempotent=False)
 
-    def start_attempt(self, task_id: int, token: str) -> StartOutcome:
-        params = {"b_task_id": task_id, "b_token": token}
+    def write_group(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
+        """One transaction: lock the group's rows (``SELECT ... FOR UPDATE``), one fenced ``UPDATE``
+        per kind over its rows, one fenced ``UPDATE`` for the starts, one read of the started rows.
+
+        The rows are locked before the fences are evaluated, so the fence the database applies
+        per row (in each UPDATE's WHERE) is the one evaluated here on the locked row, and the
+        rowcount of each UPDATE is checked against it. After a lost connection an earlier try may
+        have committed: a write whose fence fails is then recognised from its row (``landed``),
+        a start from its token (``StartOutcome.found``)."""
+        writes, starts = list(writes), list(starts)
+        if not writes and not starts:
+            return GroupOutcome([], [])
+        lost: list[bool] = []
+        ids = sorted({w.task_id for w in writes} | {s.task_id for s in starts})
 
         def work(conn):
-            for _ in range(2):  # a second try when the row went back to pending in between
-                if conn.execute(START_ATTEMPT, params).rowcount == 1:
-                    return StartOutcome(StartResult.started, self._fetch(conn, task_id))
-                task = self._fetch(conn, task_id)
-                if task is None:
-                    return StartOutcome(StartResult.missing)
-                if task.status != PENDING:
-                    return StartOutcome.found(task, token)
-            return StartOutcome(StartResult.busy, task)
+            rows = self._lock(conn, ids)  # task_id -> [status, attempt], kept as the UPDATEs change them
+            written = [False] * len(writes)
+            for rnd in _rounds(writes):  # more than one round only when a row repeats in the group
+                fenced = {i for i in rnd if _holds(rows.get(writes[i].task_id), writes[i].attempt)}
+                for kind in WriteKind:
+                    of_kind = [i for i in rnd if writes[i].kind is kind]
+                    if of_kind:
+                        changed = conn.execute(write_statement(kind, [writes[i] for i in of_kind])).rowcount
+                        _checked(changed, len(fenced.intersection(of_kind)), kind.value)
+                for i in rnd:
+                    row = rows.get(writes[i].task_id)
+                    written[i] = i in fenced or (bool(lost) and row is not None and _landed(row, writes[i]))
+                    if i in fenced and row is not None:
+                        row[0] = writes[i].status.value
+            for rnd in _rounds(starts):
+                fenced = {i for i in rnd if (row := rows.get(starts[i].task_id)) and row[0] == PENDING.value}
+                changed = conn.execute(start_statement([starts[i] for i in rnd])).rowcount
+                _checked(changed, len(fenced), "start")
+                for i in fenced:
+                    rows[starts[i].task_id][:] = [PROCESSING.value, rows[starts[i].task_id][1] + 1]
+            found = self._started_rows(conn, sorted({s.task_id for s in starts}))
+            missing = StartOutcome(StartResult.missing)
+            started = [StartOutcome.found(found[s.task_id], s.token) if s.task_id in found else missing for s in starts]
+            return GroupOutcome(written, started)
 
-        # Safe to retry after a lost connection: a start that landed is recognised by its token.
-        return self._run(work)
+        return self._retry(lambda: self._in_transaction(work), on_lost=lambda: lost.append(True))
 
-    def commit(self, task_id: int, attempt: int, result: dict[str, Any], usage: Usage | None = None) -> bool:
-        landed = lambda row: row is not None and row.attempt == attempt and row.status == SUCCESS  # noqa: E731
-        params = {"b_task_id": task_id, "b_attempt": attempt, "b_result": result, **usage_params(usage)}
-        return self._write(COMMIT_ATTEMPT, task_id, landed, params)
+    def _in_transaction(self, work: Callable[[Any], Any]) -> Any:
+        with self._engine.begin() as conn:
+            return work(conn)
 
-    def retry(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
-        return self._to_pending(task_id, attempt, error, usage, retry_count=t.c.retry_count + 1)
+    def _lock(self, conn, ids: list[int]) -> dict[int, list[Any]]:
+        """The group's rows, locked until the transaction ends (in primary-key order: two groups
+        in flight lock their common rows in the same order). SQLite has no row locks: a write
+        first takes the database's write lock, so nothing changes the rows until the commit."""
+        if conn.dialect.name == "sqlite":
+            conn.execute(TAKE_WRITE_LOCK)
+            return self._fences(conn, ids)
+        return self._fences(conn, ids, lock=True)
 
-    def hand_back(
-        self, task_id: int, attempt: int, why: str, usage: Usage | None = None, counted: bool = False
-    ) -> bool:
-        return self._to_pending(task_id, attempt, why, usage, handbacks=t.c.handbacks + (1 if counted else 0))
+    @staticmethod
+    def _fences(conn, ids: list[int], lock: bool = False) -> dict[int, list[Any]]:
+        stmt = select(*FENCE_COLUMNS).where(t.c.task_id.in_(ids)).order_by(t.c.task_id)
+        if lock:
+            stmt = stmt.with_for_update()
+        return {row.task_id: [row.status, row.attempt] for row in conn.execute(stmt)}
 
-    def _to_pending(self, task_id: int, attempt: int, error: str, usage: Usage | None, **count: Any) -> bool:
-        return self._fenced(
-            task_id, attempt, PENDING, usage, error=error, lease_token=None, processing_started_at=None, **count
-        )
-
-    def fail(self, task_id: int, attempt: int, error: str, usage: Usage | None = None) -> bool:
-        return self._fenced(
-            task_id, attempt, FAILED, usage, retry_count=t.c.retry_count + 1, error=error, finished_at=utcnow()
-        )
+    @staticmethod
+    def _started_rows(conn, ids: list[int]) -> dict[int, Task]:
+        if not ids:
+            return {}
+        stmt = select(*FULL_ROW).where(t.c.task_id.in_(ids))
+        return {task.task_id: task for task in (task_of(row) for row in conn.execute(stmt))}
 
     def reopen(self, task_id: int) -> bool:
         # ``attempt`` is left alone: it is the fencing token and must keep growing.
@@ -194,3 +183,112 @@ class TaskStoreOps(RepositoryBase):
 
 def _cancelled(row: Task | None, attempt: int, error: str) -> bool:
     return row is not None and row.attempt == attempt and row.status == FAILED and row.error == error
+
+
+# What a fence reads of a row, and a statement that takes SQLite's write lock and changes nothing.
+FENCE_COLUMNS = (t.c.task_id, t.c.status, t.c.attempt)
+TAKE_WRITE_LOCK = update(t).where(false()).values(status=t.c.status)
+
+
+def _holds(row: list[Any] | None, attempt: int) -> bool:
+    """The fence of an end-of-attempt write: the row is processing under this attempt."""
+    return row is not None and row[0] == PROCESSING.value and row[1] == attempt
+
+
+def _landed(row: list[Any], write: FencedWrite) -> bool:
+    """The row is what ``write`` makes it: an earlier try, whose answer was lost, landed."""
+    return row[0] == write.status.value and row[1] == write.attempt
+
+
+def _checked(rowcount: int, expected: int, what: str) -> None:
+    if rowcount != expected:  # the database and the locked rows disagree: write nothing
+        raise RuntimeError(f"grouped {what}: {rowcount} rows changed where the locked rows' fences allow {expected}")
+
+
+def _rounds(items: Sequence[Any]) -> list[list[int]]:
+    """Indexes of ``items`` in rounds in which no row repeats, each row's items in their order."""
+    rounds: list[list[int]] = []
+    seen: dict[int, int] = {}
+    for i, item in enumerate(items):
+        n = seen[item.task_id] = seen.get(item.task_id, -1) + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append(i)
+    return rounds
+
+
+def _per_row(rows: Sequence[Any], value: Callable[[Any], Any], kind: Any = None) -> Any:
+    """``CASE task_id WHEN id THEN value ... END`` over the rows whose value is not None (NULL otherwise)."""
+    whens = {r.task_id: literal(v, kind) for r in rows if (v := value(r)) is not None}
+    return case(whens, value=t.c.task_id) if whens else None
+
+
+def _usage_values(writes: Sequence[FencedWrite]) -> dict[str, Any]:
+    """Each row's attempt usage added to the row's (columns no write of the group adds to are left out)."""
+    values: dict[str, Any] = {}
+    used = [w for w in writes if w.usage is not None and w.usage.calls]
+    for name, (column, kind) in USAGE_KINDS.items():
+        added = _per_row(used, partial(_usage_value, f"b_{name}"), kind)
+        if added is None:
+            continue
+        values[name] = (
+            func.coalesce(added, column) if name == "llm_model" else func.coalesce(column + added, column, added)
+        )
+    return values
+
+
+def _usage_value(param: str, write: FencedWrite) -> Any:
+    return usage_params(write.usage)[param]
+
+
+USAGE_KINDS = {
+    "llm_calls": (t.c.llm_calls, Integer()),
+    "prompt_tokens": (t.c.prompt_tokens, BigInteger()),
+    "completion_tokens": (t.c.completion_tokens, BigInteger()),
+    "llm_seconds": (t.c.llm_seconds, Double()),
+    "cost_usd": (t.c.cost_usd, Double()),
+    "llm_model": (t.c.llm_model, String()),
+}
+
+
+def write_statement(kind: WriteKind, writes: Sequence[FencedWrite]):
+    """One UPDATE of the writes of one kind (each row at most once), fenced per row on its attempt
+    and ``processing``; values that differ per row are CASE expressions over ``task_id``."""
+    ids = [w.task_id for w in writes]
+    values: dict[str, Any] = {"status": WRITTEN_STATUS[kind].value, "updated_at": utcnow(), **_usage_values(writes)}
+    if kind is WriteKind.commit:
+        values.update(
+            result=_per_row(writes, lambda w: w.result or {}, t.c.result.type), error=None, finished_at=utcnow()
+        )
+    else:
+        values["error"] = _per_row(writes, lambda w: w.error or "", String())
+    if kind in (WriteKind.retry, WriteKind.fail):
+        values["retry_count"] = t.c.retry_count + 1
+    if kind is WriteKind.fail:
+        values["finished_at"] = utcnow()
+    if kind in (WriteKind.retry, WriteKind.hand_back):
+        values.update(lease_token=None, processing_started_at=None)
+    if kind is WriteKind.hand_back and any(w.counted for w in writes):
+        values["handbacks"] = t.c.handbacks + case(
+            {w.task_id: 1 for w in writes if w.counted}, value=t.c.task_id, else_=0
+        )
+    attempt = case({w.task_id: w.attempt for w in writes}, value=t.c.task_id)
+    fence = (t.c.task_id.in_(ids), t.c.status == PROCESSING.value, t.c.attempt == attempt)
+    return update(t).where(*fence).values(**values)
+
+
+def start_statement(starts: Sequence[StartRequest]):
+    """One UPDATE of the starts (each row at most once): pending -> processing, attempt + 1, each
+    row's own token; fenced per row on ``pending``."""
+    return (
+        update(t)
+        .where(t.c.task_id.in_([s.task_id for s in starts]), t.c.status == PENDING.value)
+        .values(
+            status=PROCESSING.value,
+            attempt=t.c.attempt + 1,
+            lease_token=_per_row(starts, lambda s: s.token, String()),
+            processing_started_at=utcnow(),
+            finished_at=None,
+            updated_at=utcnow(),
+        )
+    )

@@ -156,7 +156,9 @@ def test_1317_kill_query_is_unavailable(mariadb_server, mysql_url, limited_url, 
         with mariadb_server.connect() as conn, conn.cursor() as cur:
             while not done.is_set():
                 cur.execute(
-                    "SELECT id FROM information_schema.processlist WHERE user = %s AND info LIKE 'UPDATE%%'",
+                    # the commit's first statement waits on the lock: a group's SELECT ... FOR UPDATE
+                    "SELECT id FROM information_schema.processlist WHERE user = %s"
+                    " AND (info LIKE 'UPDATE%%' OR info LIKE 'SELECT%%FOR UPDATE%%')",
                     (limited_url.username,),
                 )
                 for (query_id,) in cur.fetchall():

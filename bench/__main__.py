@@ -93,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--c", nargs="+", type=int, help="hotpath: concurrencies (default 64 256 1024)")
     parser.add_argument("--latency", nargs="+", type=float, help="hotpath: mock latencies in s (default 1 5)")
     parser.add_argument("--processes", nargs="+", type=int, help="hotpath: worker processes (default 1 2)")
-    parser.add_argument("--repeats", type=int, help="hotpath: repeats, order rotated (default 3)")
+    parser.add_argument("--repeats", type=int, help="hotpath, store-load: repeats, order rotated (default 3; store-load 1)")
     parser.add_argument("--peers", nargs="+", choices=("celery", "dramatiq", "arq"), help="hotpath: peers")
+    parser.add_argument(
+        "--before-src", type=Path, help="store-load: another docllm's src/ to run beside this one (before/after)"
+    )
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
     parser.add_argument("--json", type=Path, help="write every figure as JSON here")
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a new temporary one)")
@@ -126,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "hp_processes": args.processes,
         "hp_repeats": args.repeats,
         "hp_peers": args.peers,
+        "before_src": args.before_src,
     }
     with common.Env(quick=args.quick, workdir=args.workdir, options=options) as env:
         print(

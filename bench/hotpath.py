@@ -34,14 +34,18 @@ def _servers(env: Env, mock: MockLLM) -> dict[str, int]:
     return pids
 
 
-def one(env: Env, mock: MockLLM, name: str, c: int, processes: int) -> dict[str, Any]:
+def one(env: Env, mock: MockLLM, name: str, c: int, processes: int, runner: Any = None) -> dict[str, Any]:
+    """One run of ``name`` (or of ``runner(env, mock, c, n, cap)`` when given), with the servers' CPU."""
     n = 4 * c
     cap = 30 + 15 * n / c * mock.latency
-    fn = dict((r[0].lower(), r[2]) for r in RUNNERS)[name]
+    fn = runner or dict((r[0].lower(), r[2]) for r in RUNNERS)[name]
     servers = _servers(env, mock)
     before = {k: cpu_seconds(p) or 0.0 for k, p in servers.items()}
     try:
-        r = docllm_run(env, mock, c, n, cap, processes) if name == "docllm" else fn(env, mock, c, n, cap)
+        if runner is None and name == "docllm":
+            r = docllm_run(env, mock, c, n, cap, processes)
+        else:
+            r = fn(env, mock, c, n, cap)
     except Exception as exc:  # noqa: BLE001 - one broken worker must not hide the others
         r = {"name": name, "label": name, "concurrency": c, "n": n, "problems": [f"failed: {exc}".splitlines()[0]]}
     after = {k: cpu_seconds(p) or 0.0 for k, p in servers.items()}

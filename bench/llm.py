@@ -37,7 +37,10 @@ ARQ_DB = 4
 PREFIX = "benchllm"
 
 
-def docllm_run(env: Env, mock: MockLLM, c: int, n: int, cap: float, processes: int = 1) -> dict[str, Any]:
+def docllm_run(
+    env: Env, mock: MockLLM, c: int, n: int, cap: float, processes: int = 1, **extra_env: str
+) -> dict[str, Any]:
+    """``extra_env``: more worker settings, or ``PYTHONPATH`` to run another docllm's ``src``."""
     from bench.worker import prepare_rows, row_summary, worker_env
     from docllm.adapters.redis.keys import RedisKeys
 
@@ -71,6 +74,7 @@ def docllm_run(env: Env, mock: MockLLM, c: int, n: int, cap: float, processes: i
         DOCLLM_LLM_BASE_URL=mock.base_url,
         DOCLLM_LLM_API_KEY="bench",
         DOCLLM_LLM_MODEL=MODEL,
+        **extra_env,
     )
     r = measure(env, mock, "docllm", c, n, 0, enqueue, argv, run_env, drained, cap)
     rows = row_summary(url)
@@ -132,6 +136,48 @@ def dramatiq_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[st
         cap,
     )
     r["label"] = "Dramatiq, one process, C threads"
+    return r
+
+
+def dramatiq_stored_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str, Any]:
+    """Dramatiq in the equal-durability form: docllm's two MariaDB writes per task (bench.peer_store)."""
+    set_urls(env)
+    from bench import peer_dramatiq
+    from bench.worker import prepare_rows, row_summary
+
+    if env.mariadb is None:
+        raise RuntimeError("the two-writes peer needs MariaDB")
+    url = env.new_database("mariadb")
+    ids = prepare_rows(url, n, DOCUMENT)
+
+    def enqueue() -> None:
+        for i in ids:
+            peer_dramatiq.llm_stored.send(i)
+
+    r = measure(
+        env,
+        mock,
+        "dramatiq-two-writes",
+        c,
+        n,
+        DB["dramatiq"],
+        enqueue,
+        [PYTHON, "-m", "bench.peer_dramatiq"],
+        _peer_env(
+            env,
+            mock,
+            c,
+            BENCH_DRAMATIQ_URL=env.redis_url(DB["dramatiq"]),
+            BENCH_DRAMATIQ_THREADS=str(c),
+            BENCH_STORE_URL=url,
+        ),
+        dramatiq_drained,
+        cap,
+    )
+    rows = row_summary(url)
+    if rows["counts"].get("success") != n:
+        r["problems"].append(f"rows after the stop: {rows['counts']}")
+    r["label"] = "Dramatiq, C threads, two MariaDB writes per task"
     return r
 
 

@@ -14,6 +14,7 @@ from dramatiq.brokers.redis import RedisBroker
 
 from bench.llm_task import review
 from bench.peer_marks import mark_first_start, record_start
+from bench.peer_store import reviewed_and_stored
 
 QUEUE = "bench"
 broker = RedisBroker(url=os.environ.get("BENCH_DRAMATIQ_URL", "redis://127.0.0.1:6379/2"))
@@ -34,6 +35,12 @@ def slow(key: str, seconds: float) -> None:
 @dramatiq.actor(queue_name=QUEUE, max_retries=0)
 def llm(task_id: int) -> None:
     review(task_id)
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=0)
+def llm_stored(task_id: int) -> None:
+    """The equal-durability form: docllm's two MariaDB writes around the same call."""
+    reviewed_and_stored(task_id, review)
 
 
 def main() -> int:

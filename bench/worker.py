@@ -76,15 +76,15 @@ def row_summary(url: str) -> dict[str, Any]:
 
 
 def worker_env(env: Env, url: str, concurrency: int, prefix: str, **extra: str) -> dict[str, str]:
-    return child_env(
-        DOCLLM_REDIS_URL=env.redis_url(0),
-        DOCLLM_DATABASE_URL=url,
-        DOCLLM_CONCURRENCY=str(concurrency),
-        DOCLLM_QUEUE_PREFIX=prefix,
-        DOCLLM_LOG_LEVEL="WARNING",
-        DOCLLM_HOME=str(env.dir / "home"),
-        **extra,
-    )
+    settings = {
+        "DOCLLM_REDIS_URL": env.redis_url(0),
+        "DOCLLM_DATABASE_URL": url,
+        "DOCLLM_CONCURRENCY": str(concurrency),
+        "DOCLLM_QUEUE_PREFIX": prefix,
+        "DOCLLM_LOG_LEVEL": "WARNING",
+        "DOCLLM_HOME": str(env.dir / "home"),
+    }
+    return child_env(**(settings | extra))  # extra may override a default (the log level)
 
 
 def blocked_clients(client) -> int:

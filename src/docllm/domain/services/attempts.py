@@ -89,7 +89,10 @@ class TaskProcessor:
         task = started.task
         assert task is not None
         attempt = Attempt(delivery=delivery, task=task, started_ms=self.clock.now_ms())
-        self.events.emit(ev.STARTED, task_id=task.task_id, attempt=task.attempt, worker=self.worker_id)
+        # The token pairs this line with the claim's (debug) line: claim-to-start in the logs.
+        self.events.emit(
+            ev.STARTED, task_id=task.task_id, attempt=task.attempt, token=delivery.token, worker=self.worker_id
+        )
         if delivery.cancelled:  # the claim found the operator's cancel mark (it was reclaimed, handed back)
             self.finish(attempt, Outcome.cancelled())
             return None

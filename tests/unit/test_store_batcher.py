@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
-
-import pytest
 
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import FencedWrite, GroupOutcome, StartRequest, WriteKind
 from docllm.runtime.store_batcher import GroupedStore, StoreBatcher
 from tests.support.memory.repository import InMemoryTaskRepository
+from tests.support.runtime_rig import wait_until
+
+WAIT_S = 30.0  # how long a test waits for threads to get somewhere: generous, never reached when green
 
 
-class SlowStore:
-    """The memory reference behind a gate: each group waits for ``release`` (when given) and is recorded."""
+class GatedStore:
+    """The memory reference behind a gate: while ``gate`` is shut, a group waits in ``write_group``
+    (it is in flight); each group's size is recorded. No sleeps: the test opens the gate."""
 
-    def __init__(self, hold: float = 0.0):
+    def __init__(self):
         self.repo = InMemoryTaskRepository()
         self.groups: list[int] = []
-        self.hold = hold
+        self.gate = threading.Event()
+        self.gate.set()
         self.fail_next = 0
         self.lock = threading.Lock()
 
@@ -29,13 +31,23 @@ class SlowStore:
             self.groups.append(len(writes) + len(starts))
             failing = self.fail_next > 0
             self.fail_next -= failing
-        time.sleep(self.hold)
+        assert self.gate.wait(WAIT_S), "the test never opened the gate"
         if failing:
             raise Unavailable("database down (test)")
         return self.repo.write_group(writes, starts)
 
 
-def commits(store: SlowStore, n: int) -> list[FencedWrite]:
+class FakeClock:
+    """The batcher's clock: the linger passes only when the test moves it."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def commits(store: GatedStore, n: int) -> list[FencedWrite]:
     writes = []
     for i in range(n):
         task = store.repo.create(f"t{i}", "x")
@@ -45,95 +57,104 @@ def commits(store: SlowStore, n: int) -> list[FencedWrite]:
     return writes
 
 
-def in_threads(fn, items) -> list:
-    out: list = [None] * len(items)
+class Submitted:
+    """``batcher.submit`` of each write on its own thread; ``results`` once joined."""
 
-    def run(i):
-        try:
-            out[i] = fn(items[i])
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            out[i] = exc
+    def __init__(self, batcher: StoreBatcher, writes: list[FencedWrite]):
+        self.out: list = [None] * len(writes)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(items))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    return out
+        def run(i: int) -> None:
+            try:
+                self.out[i] = batcher.submit([writes[i]]).written
+            except Exception as exc:  # noqa: BLE001 - the test looks at it
+                self.out[i] = exc
+
+        self.threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(writes))]
+        for t in self.threads:
+            t.start()
+
+    def results(self) -> list:
+        for t in self.threads:
+            t.join(WAIT_S)
+            assert not t.is_alive(), "a submit never returned"
+        return self.out
+
+
+def held_first(store: GatedStore, batcher: StoreBatcher, write: FencedWrite) -> Submitted:
+    """A first group in flight, held at the gate."""
+    store.gate.clear()
+    first = Submitted(batcher, [write])
+    wait_until(lambda: batcher.in_flight == 1, WAIT_S)
+    return first
 
 
 def test_a_lone_request_goes_at_once_whatever_the_linger():
-    store = SlowStore()
-    batcher = StoreBatcher(store, linger_s=5.0)
+    store, clock = GatedStore(), FakeClock()
+    batcher = StoreBatcher(store, linger_s=5.0, clock=clock)  # the clock never moves: a linger never ends
     write = commits(store, 1)[0]
-    started = time.perf_counter()
-    assert batcher.submit([write]).written == [True]
-    assert time.perf_counter() - started < 0.5
+    assert Submitted(batcher, [write]).results() == [[True]]
     assert store.groups == [1]
 
 
-def test_requests_that_arrive_while_a_group_is_in_flight_go_together_within_the_linger():
-    store = SlowStore(hold=0.2)
-    batcher = StoreBatcher(store, linger_s=0.05, max_in_flight=1)
+def test_requests_that_arrive_while_a_group_is_in_flight_go_together_after_it():
+    store = GatedStore()
+    batcher = StoreBatcher(store, linger_s=0.05, max_in_flight=1, clock=FakeClock())
     writes = commits(store, 11)
-    first = threading.Thread(target=batcher.submit, args=([writes[0]],))
-    first.start()
-    time.sleep(0.05)  # the first group is in flight: the rest wait for it
-    started = time.perf_counter()
-    results = in_threads(lambda w: batcher.submit([w]).written, writes[1:])
-    first.join()
-    assert results == [[True]] * 10
+    first = held_first(store, batcher, writes[0])
+    rest = Submitted(batcher, writes[1:])
+    wait_until(lambda: batcher.waiting() == 10, WAIT_S)
+    assert store.groups == [1]  # none may go beside the one in flight (max_in_flight 1)
+    store.gate.set()
+    assert first.results() == [[True]]
+    assert rest.results() == [[True]] * 10
     assert store.groups == [1, 10]
-    assert time.perf_counter() - started < 0.2 + 0.2 + 0.15  # the first group, then the second, no more
 
 
 def test_the_linger_bounds_the_wait_beside_a_group_in_flight():
-    store = SlowStore(hold=0.5)
-    batcher = StoreBatcher(store, linger_s=0.05, max_in_flight=2)
+    store, clock = GatedStore(), FakeClock()
+    batcher = StoreBatcher(store, linger_s=0.05, max_in_flight=2, clock=clock)
     writes = commits(store, 2)
-    first = threading.Thread(target=batcher.submit, args=([writes[0]],))
-    first.start()
-    time.sleep(0.05)
-    started = time.perf_counter()
-    assert batcher.submit([writes[1]]).written == [True]
-    waited = time.perf_counter() - started
-    first.join()
-    assert waited < 0.5 + 0.05 + 0.2  # its own group went after the linger, not after the first one
-    assert store.groups == [1, 1]
+    first = held_first(store, batcher, writes[0])
+    second = Submitted(batcher, writes[1:])
+    wait_until(lambda: batcher.waiting() == 1, WAIT_S)
+    assert store.groups == [1]  # it lingers: a group is in flight and the linger has not passed
+    clock.now += 0.06
+    wait_until(lambda: store.groups == [1, 1], WAIT_S)  # its own group went after the linger, beside the first
+    store.gate.set()
+    assert second.results() == [[True]] and first.results() == [[True]]
 
 
 def test_a_group_is_never_larger_than_the_maximum():
-    store = SlowStore(hold=0.1)
-    batcher = StoreBatcher(store, linger_s=0.5, max_group=4, max_in_flight=1)
+    store = GatedStore()
+    batcher = StoreBatcher(store, linger_s=0.5, max_group=4, max_in_flight=1, clock=FakeClock())
     writes = commits(store, 13)
-    first = threading.Thread(target=batcher.submit, args=([writes[0]],))
-    first.start()
-    time.sleep(0.03)
-    results = in_threads(lambda w: batcher.submit([w]).written, writes[1:])
-    first.join()
-    assert results == [[True]] * 12
-    assert max(store.groups) <= 4 and sum(store.groups) == 13
+    first = held_first(store, batcher, writes[0])
+    rest = Submitted(batcher, writes[1:])
+    wait_until(lambda: batcher.waiting() == 12, WAIT_S)
+    store.gate.set()
+    assert first.results() == [[True]] and rest.results() == [[True]] * 12
+    assert store.groups == [1, 4, 4, 4]
 
 
 def test_a_failed_group_answers_each_of_its_requests_with_the_error_and_loses_none():
-    store = SlowStore(hold=0.1)
-    batcher = StoreBatcher(store, linger_s=0.02, max_in_flight=1)
+    store = GatedStore()
+    batcher = StoreBatcher(store, linger_s=0.02, max_in_flight=1, clock=FakeClock())
     writes = commits(store, 6)
     store.fail_next = 2  # the first two groups fail
-    first = threading.Thread(target=lambda: pytest.raises(Unavailable, batcher.submit, [writes[0]]))
-    first.start()
-    time.sleep(0.03)
-    results = in_threads(lambda w: batcher.submit([w]).written, writes[1:])
-    first.join()
-    assert all(isinstance(r, Unavailable) for r in results)  # the second group carried all five
+    first = held_first(store, batcher, writes[0])
+    rest = Submitted(batcher, writes[1:])
+    wait_until(lambda: batcher.waiting() == 5, WAIT_S)
+    store.gate.set()
+    assert isinstance(first.results()[0], Unavailable)
+    assert all(isinstance(r, Unavailable) for r in rest.results())  # the second group carried all five
     assert store.groups == [1, 5]
     # Nothing was lost: each caller retries, as it would a single write, and lands.
-    assert in_threads(lambda w: batcher.submit([w]).written, writes) == [[True]] * 6
-    assert batcher.in_flight == 0
+    assert Submitted(batcher, writes).results() == [[True]] * 6
+    assert batcher.in_flight == 0 and batcher.waiting() == 0
 
 
 def test_the_single_row_writes_of_the_grouped_store_are_groups_of_one():
-    store = SlowStore()
+    store = GatedStore()
     grouped = GroupedStore(store.repo, StoreBatcher(store))
     task = grouped.create("a", "x")
     assert grouped.start_attempt(task.task_id, "tok").task.attempt == 1

@@ -64,6 +64,11 @@ class StoreBatcher:
         self.groups = 0  # groups sent so far, and the requests they carried (for tests and benchmarks)
         self.requests = 0
 
+    def waiting(self) -> int:
+        """Requests waiting for a group (for tests and benchmarks)."""
+        with self._cond:
+            return len(self._waiting)
+
     def submit(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
         request = _Request(tuple(writes), tuple(starts), self._clock())
         with self._cond:

@@ -52,7 +52,8 @@ def encrypted_pdf(data: bytes, user_password: str) -> bytes:
 
 def docx_bytes(blocks: list[tuple[str, str]]) -> bytes:
     """A Word file of ``(kind, text)`` blocks: kind "h0".."h9" a heading, "p" a paragraph, a style name
-    such as "List Bullet" a paragraph in it, "table" rows of ``;``-separated cells split on ``/``."""
+    such as "List Bullet" a paragraph in it, "table" rows of ``;``-separated cells split on ``/``
+    (a cell ``<`` is merged into the one on its left)."""
     import docx
 
     document = docx.Document()
@@ -64,7 +65,10 @@ def docx_bytes(blocks: list[tuple[str, str]]) -> bytes:
             table = document.add_table(rows=len(rows), cols=len(rows[0]))
             for r, row in enumerate(rows):
                 for c, cell in enumerate(row):
-                    table.cell(r, c).text = cell
+                    if cell == "<":  # merged with the cell on its left
+                        table.cell(r, c - 1).merge(table.cell(r, c)).text = row[c - 1]
+                    else:
+                        table.cell(r, c).text = cell
         else:
             document.add_paragraph(text, style=None if kind == "p" else kind)
     out = io.BytesIO()

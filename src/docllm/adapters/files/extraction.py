@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,13 +68,12 @@ class TextBudget:
 
 @contextmanager
 def quiet(logger: str) -> Iterator[None]:
-    """Silence a parser's warnings about damage it repairs: the user gets the text, or one line."""
+    """Silence a parser's log of the damage it repairs (pypdf logs "EOF marker not found" and the
+    like as warnings): the user gets the text, or the one-line error, and nothing more."""
     log = logging.getLogger(logger)
     level = log.level
     log.setLevel(logging.CRITICAL + 1)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
+        yield
     finally:
         log.setLevel(level)

@@ -4,6 +4,7 @@ path, and every file that cannot be extracted refused by name in one line (issue
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,29 @@ def test_a_file_that_cannot_be_extracted_is_refused_by_name_in_one_line(tmp_path
     message = str(caught.value)
     assert message.startswith(f"{path}: ") and reason in message, message
     assert "\n" not in message and len(message) < 300
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("quickstart.pdf", [("page 2", "TODO marker"), ("page 2", "This sentence has 52 words")]),
+        (
+            "admin-guide.docx",
+            [
+                ("Install > Linux", "FIXME marker"),
+                ("Install > Windows", "Section 'Windows' is empty"),
+                ("Backup > Schedule", "Heading level jumps from H1 to H3"),
+                ("Backup > Schedule", "This sentence has 52 words"),
+            ],
+        ),
+    ],
+)
+def test_the_example_pdf_and_docx_give_their_known_findings(name, expected):
+    # made by scripts/make_office_examples.py
+    findings = OfflineReviewer().review_now(name, read_document(EXAMPLES / name))["findings"]
+    assert len(findings) == len(expected)
+    for f, (heading, message) in zip(findings, expected, strict=True):
+        assert (f["location"]["heading"], f["message"][: len(message)]) == (heading, message)

@@ -84,6 +84,15 @@ def with_member(docx: bytes, name: str, data: bytes) -> bytes:
     return out.getvalue()
 
 
+def plain_zip(members: int) -> bytes:
+    """A zip of ``members`` small text files and nothing of Word's."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for i in range(members):
+            archive.writestr(f"part{i}.txt", "x")
+    return out.getvalue()
+
+
 def declare_size(archive: bytes, name: str, size: int) -> bytes:
     """The zip with ``name``'s uncompressed size rewritten to ``size`` in the central directory and the
     local header: a member that holds more than it declares."""

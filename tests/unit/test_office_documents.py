@@ -12,7 +12,7 @@ from docllm.adapters.files.documents import DocumentError, read_document
 from docllm.adapters.files.extraction import FileLimits
 from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.domain.chunking import parse_outline
-from tests.support.office_files import declare_size, docx_bytes, encrypted_pdf, pdf_bytes, with_member
+from tests.support.office_files import declare_size, docx_bytes, encrypted_pdf, pdf_bytes, plain_zip, with_member
 
 GUIDE = [
     ("Title", "AcmeDB guide"),
@@ -140,6 +140,8 @@ REFUSALS = {  # name: (the file, made when the test runs; what its one-line erro
         lambda: declare_size(with_member(small_docx(), ZEROS, bytes(100_000)), ZEROS, 10),
         f"not a readable DOCX (Bad CRC-32 for file '{ZEROS}')",
     ),
+    "notword.docx": (lambda: plain_zip(3), "not a readable DOCX ("),  # a zip, not a Word package
+    "parts.docx": (lambda: plain_zip(10_001), "the DOCX has 10001 zip parts, over the bound of 10000"),
     "old.doc": (lambda: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600), "a legacy Office file (.doc); save it as"),
 }
 

@@ -16,6 +16,8 @@ FORBIDDEN = {
     "alembic",
     "httpx",
     "prometheus_client",
+    "pypdf",
+    "docx",
     "docllm.adapters",
     "docllm.container",
     "docllm.entrypoints",

@@ -1,7 +1,9 @@
-"""Reading a file for ``submit``: Markdown and plain text as they are, HTML turned into text.
+"""Reading a file for ``submit``: Markdown and plain text as they are, HTML turned into text, PDF and
+DOCX extracted to Markdown (pdf_text, docx_text) by suffix or magic bytes.
 
-Refused with a DocumentError that names the file: missing or unreadable, empty, over the size limit,
-binary (NUL bytes) or not UTF-8 text.
+Refused with a DocumentError that names the file: missing or unreadable, empty, over the size limit
+(a PDF or DOCX file may be larger than a text file; its extracted text may not: see FileLimits),
+binary (NUL bytes), not UTF-8 text, or a PDF or DOCX that cannot be extracted (the reader says why).
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from docllm.adapters.files.extraction import DocumentError, FileLimits, TextBudget
+
+__all__ = ["DEFAULT_MAX_BYTES", "DocumentError", "html_to_text", "read_document"]
+
 DEFAULT_MAX_BYTES = 1_000_000
 _HTML_START = re.compile(r"\s*(<!doctype\s+html|<html[\s>])", re.I)
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # the container of .doc, .xls, .ppt before 2007
 _BLOCKS = {
     "p",
     "div",
@@ -38,25 +45,63 @@ _BLOCKS = {
 _SKIP = {"script", "style", "head", "template", "noscript", "svg"}
 
 
-class DocumentError(ValueError):
-    """A file that cannot be submitted; the message says which and why."""
-
-
 def read_document(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """The text to review, at most ``max_bytes`` of UTF-8; DocumentError names the file and the reason."""
     path = Path(path)
+    limits = FileLimits.of(max_bytes)
+    kind, data = _read(path, limits)
+    if kind == "text":
+        return _text(path, data)
+    from docllm.adapters.files.docx_text import docx_to_text
+    from docllm.adapters.files.pdf_text import pdf_to_text
+
+    try:
+        if kind == "pdf":
+            text = pdf_to_text(data, TextBudget(max_bytes))
+        else:
+            text = docx_to_text(data, TextBudget(max_bytes), limits)
+    except DocumentError as e:
+        raise DocumentError(f"{path}: {e}") from None
+    if not text.strip():
+        raise DocumentError(f"{path}: the document is empty")
+    return text
+
+
+def _read(path: Path, limits: FileLimits) -> tuple[str, bytes]:
+    """The file's kind ("text", "pdf" or "docx") and bytes: never more than its limit and one byte."""
     try:
         if path.is_dir():
             raise DocumentError(f"{path}: is a directory, not a document")
         with path.open("rb") as f:
-            data = f.read(max_bytes + 1)  # never more than the limit and one byte into memory
+            data = f.read(limits.text_bytes + 1)
+            kind = _kind(path, data)
+            limit = limits.text_bytes if kind == "text" else limits.file_bytes
+            if kind != "text" and len(data) > limits.text_bytes:
+                data += f.read(limit + 1 - len(data))
     except FileNotFoundError:
         raise DocumentError(f"{path}: no such file") from None
     except OSError as e:
         raise DocumentError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if len(data) > max_bytes:
-        raise DocumentError(f"{path}: over the limit of {max_bytes} bytes")
+    if len(data) > limit:
+        what = "" if kind == "text" else f" for a {kind.upper()} file"
+        raise DocumentError(f"{path}: over the limit of {limit} bytes{what}")
+    return kind, data
+
+
+def _kind(path: Path, head: bytes) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".pdf" or head.startswith(b"%PDF-"):
+        return "pdf"
+    if suffix == ".docx" or (head.startswith(b"PK\x03\x04") and b"word/document.xml" in head):
+        return "docx"
+    if head.startswith(_OLE):
+        raise DocumentError(f"{path}: a legacy Office file (.doc); save it as .docx or PDF and submit that")
+    return "text"
+
+
+def _text(path: Path, data: bytes) -> str:
     if b"\x00" in data:
-        raise DocumentError(f"{path}: binary file (it contains NUL bytes); submit Markdown, text or HTML")
+        raise DocumentError(f"{path}: binary file (it contains NUL bytes); submit Markdown, text, HTML, PDF or DOCX")
     try:
         text = data.decode("utf-8-sig")  # plain UTF-8 too; a BOM is dropped
     except UnicodeDecodeError as e:

@@ -1,0 +1,49 @@
+"""Writes examples/docs/quickstart.pdf and examples/docs/admin-guide.docx: small files with known
+problems, for `docllm submit` of PDF and Word files. Run from the repository root:
+
+    PYTHONPATH=. python scripts/make_office_examples.py
+
+The files are committed; tests/unit/test_office_documents.py checks the findings they give.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.support.office_files import docx_bytes, pdf_bytes
+
+DOCS = Path(__file__).resolve().parents[1] / "examples" / "docs"
+LONG = (
+    "If the server does not start after the installer has finished and you have already checked that the "
+    "port is free and that the data directory belongs to the service user then you should read the log file "
+    "and look for the first error that it shows before you try anything else."
+)
+
+QUICKSTART = [
+    ["AcmeDB quickstart", "Install the package, start the server and connect with the client."],
+    ["Configure", "Set the port in acmedb.conf.", "TODO: document the proxy settings.", *textwrap.wrap(LONG, 90)],
+]
+
+ADMIN_GUIDE = [
+    ("Title", "AcmeDB administration"),
+    ("h1", "Install"),
+    ("p", "Install AcmeDB on each server."),
+    ("h2", "Linux"),
+    ("List Bullet", "Download the package."),
+    ("List Bullet", "FIXME: name the package for Debian."),
+    ("h2", "Windows"),
+    ("h1", "Backup"),
+    ("h3", "Schedule"),
+    ("table", "Backup;When/full;Sunday/incremental;every night"),
+    ("p", LONG),
+]
+
+
+def main() -> None:
+    (DOCS / "quickstart.pdf").write_bytes(pdf_bytes(QUICKSTART))
+    (DOCS / "admin-guide.docx").write_bytes(docx_bytes(ADMIN_GUIDE))
+
+
+if __name__ == "__main__":
+    main()

@@ -295,6 +295,16 @@ class DocumentReviewer(Protocol):
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""
 
 
+async def review_with(
+    reviewer: DocumentReviewer, task_name: str, document: str, rubric: Rubric | None
+) -> dict[str, Any]:
+    """How every caller calls a reviewer: the rubric is passed only when there is one, so a
+    reviewer written before rubrics (a test double, a wrapper) gets exactly the call it always got."""
+    if rubric is None:
+        return await reviewer.review(task_name, document)
+    return await reviewer.review(task_name, document, rubric)
+
+
 class RubricCatalog(Protocol):
     """Where rubrics are found by name (``DOCLLM_RUBRICS_DIR``)."""
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from docllm.domain.report import SEVERITIES
 
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")  # rubric names and check ids
+NAME_RULE = "lowercase letters, digits, '-' or '_' (at most 63)"
+
 
 def _need(ok: bool, why: str) -> None:
     if not ok:
@@ -36,7 +38,7 @@ class Check:
     severity: str = "medium"
 
     def __post_init__(self) -> None:
-        _need(bool(NAME_PATTERN.match(self.id)), f"check id {self.id!r} must be lowercase letters, digits, '-' or '_'")
+        _need(bool(NAME_PATTERN.match(self.id)), f"check id {self.id!r} must be {NAME_RULE}")
         _need(self.severity in SEVERITIES, f"severity must be one of {', '.join(SEVERITIES)}; got {self.severity!r}")
 
 
@@ -142,7 +144,10 @@ class Rubric:
     description: str = ""
 
     def __post_init__(self) -> None:
-        _need(bool(NAME_PATTERN.match(self.name)), f"rubric name {self.name!r} must be lowercase letters, digits, '-' or '_'")
+        _need(
+            bool(NAME_PATTERN.match(self.name)),
+            f"rubric name {self.name!r} must be lowercase letters, digits, '-' or '_'",
+        )
         _need(bool(self.version.strip()), "version must not be empty")
         _need(bool(self.checks), "a rubric needs at least one check")
         seen: set[str] = set()

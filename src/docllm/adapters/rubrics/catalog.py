@@ -12,7 +12,7 @@ import threading
 
 from docllm.adapters.rubrics.parse import MAX_RUBRIC_BYTES, parse_rubric
 from docllm.domain.errors import RubricError
-from docllm.domain.rubric import NAME_PATTERN, Rubric
+from docllm.domain.rubric import NAME_PATTERN, NAME_RULE, Rubric
 
 
 class YamlRubricCatalog:
@@ -26,11 +26,13 @@ class YamlRubricCatalog:
             files = os.listdir(self.directory)
         except OSError:
             return []
-        return sorted(f[: -len(".yaml")] for f in files if f.endswith(".yaml") and NAME_PATTERN.match(f[: -len(".yaml")]))
+        return sorted(
+            f[: -len(".yaml")] for f in files if f.endswith(".yaml") and NAME_PATTERN.match(f[: -len(".yaml")])
+        )
 
     def get(self, name: str) -> Rubric:
         if not NAME_PATTERN.match(name):  # also keeps a name from reaching outside the directory
-            raise RubricError(f"rubric name {name!r} must be lowercase letters, digits, '-' or '_'")
+            raise RubricError(f"rubric name {name!r} must be {NAME_RULE}")
         path = os.path.join(self.directory, f"{name}.yaml")
         try:
             stat = os.stat(path)

@@ -35,7 +35,9 @@ class _Bad(Exception):
 
 def _scalar(node: yaml.Node, what: str) -> str:
     if not isinstance(node, yaml.ScalarNode):
-        raise _Bad(node, f"{what} must be a single value, not a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
+        raise _Bad(
+            node, f"{what} must be a single value, not a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}"
+        )
     return str(node.value)
 
 

@@ -60,9 +60,9 @@ def required_sections(check: RequiredSections, doc: Doc) -> Iterator[Finding]:
 
 
 def _terms(doc: Doc, pairs: list[tuple[str, str]], say: Callable[[str, str], tuple[str, str]], check: Check):
-    patterns = [(_term(term), term, use) for term, use in pairs]
+    patterns = [(_term(term), use) for term, use in pairs]
     for no, line in _words(doc):
-        for pattern, term, use in patterns:
+        for pattern, use in patterns:
             m = pattern.search(line)
             if m:
                 message, suggestion = say(m.group(0), use)

@@ -105,7 +105,7 @@ class TaskStoreOps(RepositoryBase):
         landed = lambda row: row is not None and row.attempt == attempt and row.status == to  # noqa: E731
         return self._write(stmt, task_id, landed, usage_params(usage))
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task:
+    def create(self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None) -> Task:
         if max_attempts is None:
             max_attempts = self._default_max_attempts
 
@@ -113,6 +113,7 @@ class TaskStoreOps(RepositoryBase):
             stmt = insert(t).values(
                 task_name=task_name,
                 document=document,
+                rubric=rubric,
                 status=PENDING.value,
                 max_attempts=max_attempts,
                 created_at=utcnow(),

@@ -144,10 +144,14 @@ def _rubric(root: yaml.Node | None, stem: str) -> Rubric:
         raise _Bad(root, "a rubric needs a version")
     if "checks" not in fields or not isinstance(fields["checks"][1], yaml.SequenceNode):
         raise _Bad(fields.get("checks", (root, root))[1], "a rubric needs checks: a list")
-    checks = tuple(_check(item) for item in fields["checks"][1].value)
+    checks: list[Check] = []
+    for item in fields["checks"][1].value:
+        checks.append(_check(item))
+        if any(c.id == checks[-1].id for c in checks[:-1]):
+            raise _Bad(item, f"check id {checks[-1].id!r} is used twice")
     description = _scalar(fields["description"][1], "description") if "description" in fields else ""
     try:
-        return Rubric(stem, _text(fields["version"][1], "version"), checks, description)
+        return Rubric(stem, _text(fields["version"][1], "version"), tuple(checks), description)
     except ValueError as exc:
         raise _Bad(root, str(exc)) from None
 

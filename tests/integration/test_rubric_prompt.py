@@ -34,7 +34,10 @@ def run_task(llm: FakeLLM, rubric: str | None) -> dict:
     proc = TaskProcessor(queue, repo, reviewer, clock, RetryPolicy(), LeasePolicy(), "w1", rubrics=catalog)
     doc = (EXAMPLES / "golden" / "acmedb-install.md").read_text()
     task = submit(repo, queue, "acmedb-install.md", doc, rubric=rubric, rubrics=catalog)
-    attempt = proc.begin(proc.claim())
+    delivery = proc.claim()
+    assert delivery is not None
+    attempt = proc.begin(delivery)
+    assert attempt is not None
 
     async def review():
         try:
@@ -44,6 +47,7 @@ def run_task(llm: FakeLLM, rubric: str | None) -> dict:
 
     assert proc.finish(attempt, asyncio.run(review()))
     row = repo.get(task.task_id)
+    assert row is not None
     assert row.status is TaskStatus.success, row.error
     return {"result": row.result, "messages": llm.requests[-1]["body"]["messages"]}
 

@@ -35,8 +35,10 @@ def world():
 def run_one(world, rubrics) -> None:
     queue, repo, clock = world
     proc = TaskProcessor(queue, repo, OfflineReviewer(), clock, RetryPolicy(), LeasePolicy(), "w1", rubrics=rubrics)
-    attempt = proc.begin(proc.claim())
-    assert proc.finish(attempt, asyncio.run(proc.review(attempt)))
+    delivery = proc.claim()
+    assert delivery is not None
+    attempt = proc.begin(delivery)
+    assert attempt is not None and proc.finish(attempt, asyncio.run(proc.review(attempt)))
 
 
 @pytest.mark.parametrize("catalog", [InMemoryRubricCatalog(GUIDE), None], ids=["unknown", "no catalog"])

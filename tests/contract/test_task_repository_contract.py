@@ -426,3 +426,13 @@ def test_cancel_pending_never_touches_a_row_an_attempt_runs(repo):
     assert repo.cancel_pending(task.task_id, task.attempt, "cancelled by operator")
     assert repo.reopen(task.task_id)  # the operator's retry reopens a cancelled task
     assert repo.get(task.task_id).status is PENDING
+
+
+# -- rubric ---------------------------------------------------------------------------------------
+
+
+def test_a_task_keeps_the_rubric_it_names_and_none_by_default(repo):
+    named, plain = repo.create("guide.md", "body", rubric="install-guide"), repo.create("notes.md", "body")
+    assert (named.rubric, plain.rubric) == ("install-guide", None)
+    assert [t.rubric for t in repo.get_many([named.task_id, plain.task_id])] == ["install-guide", None]
+    assert repo.start_attempt(named.task_id, "tok").task.rubric == "install-guide"

@@ -12,7 +12,7 @@ from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.adapters.rubrics.catalog import YamlRubricCatalog
 from docllm.adapters.rubrics.parse import parse_rubric
 from docllm.domain.errors import RubricError
-from docllm.domain.report import validate_report
+from docllm.domain.report import finding, make_report, validate_report
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rubrics"
 GOLDEN = (EXAMPLES / "golden" / "acmedb-install.md").read_text()
@@ -136,3 +136,15 @@ def test_an_edited_rubric_is_read_again_and_a_broken_edit_is_reported(tmp_path):
     path.write_text("version: 22\nchecks:\n  - {id: a, kind: banned-terms, terms: 3}\n")
     with pytest.raises(RubricError, match=r"team.yaml:3: terms must be a list"):
         catalog.get("team")
+
+
+# -- the finding's check field --------------------------------------------------------------------
+
+
+def test_a_findings_check_is_kept_optional_and_must_be_text():
+    old = make_report([finding("style", "low", "Old finding.")], "s", "offline", "m")
+    assert "check" not in old["findings"][0] and validate_report(old) == old  # reports before rubrics
+    tagged = {**old, "findings": [{**old["findings"][0], "check": "rubric:team/words"}]}
+    assert validate_report(tagged)["findings"][0]["check"] == "rubric:team/words"
+    with pytest.raises(ValueError, match=r"findings\[0\]\.check must be a string"):
+        validate_report({**old, "findings": [{**old["findings"][0], "check": 3}]})

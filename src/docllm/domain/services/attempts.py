@@ -211,7 +211,8 @@ class TaskProcessor:
 
     def _rubric(self, task: Task) -> Rubric | None:
         """The task's rubric, read now (an edited file counts from the next attempt); one that is
-        gone or broken is a RubricError, which fails the task with the file and line to fix."""
+        gone or broken is a RubricError, which fails the task with the file and line to fix. On the
+        event loop: the catalog stats a small local file and parses it only when it changed."""
         if task.rubric is None:
             return None
         if self.rubrics is None:

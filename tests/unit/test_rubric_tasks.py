@@ -8,14 +8,19 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from dependency_injector import providers
 
 from docllm.adapters.offline.reviewer import OfflineReviewer
+from docllm.adapters.offline.slow_reviewer import SlowReviewer
 from docllm.adapters.rubrics.parse import parse_rubric
+from docllm.adapters.telemetry.metrics import Metrics, TimedReviewer
+from docllm.container import Container
 from docllm.domain.errors import RubricError
 from docllm.domain.model import TaskStatus
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.producer import submit
+from docllm.settings import Settings
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository
@@ -81,3 +86,22 @@ def test_a_rubric_gone_when_the_task_runs_fails_the_task_and_says_why(world):
     row = repo.get(task.task_id)
     assert row.status is TaskStatus.failed and "no rubric 'install-guide'" in row.error
     assert row.document == GOLDEN and queue.stats().dead == 1  # kept: `docllm dead retry` after the fix
+
+
+def test_the_container_gives_the_processor_the_rubrics_of_DOCLLM_RUBRICS_DIR():
+    clock = ManualClock()
+    c = Container()
+    c.settings.override(providers.Object(Settings.from_env({"DOCLLM_RUBRICS_DIR": str(EXAMPLES)})))
+    c.clock.override(providers.Object(clock))
+    c.queue.override(providers.Object(InMemoryTaskQueue(clock)))
+    c.repository.override(providers.Object(InMemoryTaskRepository(clock)))
+    proc = c.processor()
+    assert proc.rubrics is c.rubrics() and proc.rubrics.get("install-guide").ref == "install-guide@1"
+
+
+@pytest.mark.parametrize(
+    "wrap", [lambda r: TimedReviewer(r, Metrics()), lambda r: SlowReviewer(r, 0)], ids=["timed", "slow"]
+)
+def test_the_reviewers_wrappers_pass_the_rubric_on(wrap):
+    report = asyncio.run(wrap(OfflineReviewer()).review("acmedb-install.md", GOLDEN, GUIDE))
+    assert "rubric:install-guide/banned-terms" in {f.get("check") for f in report["findings"]}

@@ -30,7 +30,7 @@ def test_a_known_rubric_is_returned_validated(catalog):
     assert [c.id for c in rubric.instructions] == ["steps-say-result"]
 
 
-@pytest.mark.parametrize("name", ["nope", "../install-guide", "Install-Guide", ""])
+@pytest.mark.parametrize("name", ["nope", "../install-guide", "Install-Guide", "", "install-guide\n"])
 def test_an_unknown_rubric_is_a_rubric_error_naming_it(catalog, name):
     with pytest.raises(RubricError, match=re.escape(repr(name))):
         catalog.get(name)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from docllm.domain.report import SEVERITIES
 
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")  # rubric names and check ids
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # rubric names and check ids (fullmatch)
 NAME_RULE = "lowercase letters, digits, '-' or '_' (at most 63)"
 
 
@@ -38,7 +38,7 @@ class Check:
     severity: str = "medium"
 
     def __post_init__(self) -> None:
-        _need(bool(NAME_PATTERN.match(self.id)), f"check id {self.id!r} must be {NAME_RULE}")
+        _need(bool(NAME_PATTERN.fullmatch(self.id)), f"check id {self.id!r} must be {NAME_RULE}")
         _need(self.severity in SEVERITIES, f"severity must be one of {', '.join(SEVERITIES)}; got {self.severity!r}")
 
 
@@ -79,7 +79,7 @@ class PreferredTerms(Check):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _terms(tuple(a for a, _ in self.replacements) + tuple(b for _, b in self.replacements), "use")
+        _terms(tuple(term for pair in self.replacements for term in pair), "replacements")
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class Rubric:
 
     def __post_init__(self) -> None:
         _need(
-            bool(NAME_PATTERN.match(self.name)),
+            bool(NAME_PATTERN.fullmatch(self.name)),
             f"rubric name {self.name!r} must be lowercase letters, digits, '-' or '_'",
         )
         _need(bool(self.version.strip()), "version must not be empty")

@@ -26,12 +26,11 @@ class YamlRubricCatalog:
             files = os.listdir(self.directory)
         except OSError:
             return []
-        return sorted(
-            f[: -len(".yaml")] for f in files if f.endswith(".yaml") and NAME_PATTERN.match(f[: -len(".yaml")])
-        )
+        stems = (f.removesuffix(".yaml") for f in files if f.endswith(".yaml"))
+        return sorted(stem for stem in stems if NAME_PATTERN.fullmatch(stem))
 
     def get(self, name: str) -> Rubric:
-        if not NAME_PATTERN.match(name):  # also keeps a name from reaching outside the directory
+        if not NAME_PATTERN.fullmatch(name):  # also keeps a name from reaching outside the directory
             raise RubricError(f"rubric name {name!r} must be {NAME_RULE}")
         path = os.path.join(self.directory, f"{name}.yaml")
         try:

@@ -67,8 +67,8 @@ def system_prompt(rubric: Rubric | None = None) -> str:
         return SYSTEM_PROMPT
     checks = "\n".join(f'- "{rubric.check_name(c)}": {" ".join(c.text.split())}' for c in rubric.instructions)
     return (
-        f"{SYSTEM_PROMPT}\n\nThis team's rubric {json.dumps(rubric.ref)} adds these checks. For each problem one of "
-        'them finds, add "check": the name before its rule, to the finding.\n'
+        f"{SYSTEM_PROMPT}\n\nThis team's rubric {json.dumps(rubric.ref)} adds the checks below. To a finding "
+        'one of them produces, add the field "check" with that check\'s quoted name.\n'
         f"{checks}"
     )
 

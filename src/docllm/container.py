@@ -175,6 +175,12 @@ def _reviewer(settings: Settings, metrics=None, rate_gate=None):
     return OfflineReviewer()
 
 
+def _rubrics(settings: Settings):
+    from docllm.adapters.rubrics.catalog import YamlRubricCatalog
+
+    return YamlRubricCatalog(settings.rubrics_dir)
+
+
 def _events(settings: Settings, metrics):
     from docllm.adapters.telemetry.log_events import LoggingEvents
     from docllm.adapters.telemetry.metrics import AttemptTimer, PrometheusEvents
@@ -204,6 +210,7 @@ class Container(containers.DeclarativeContainer):
     rate_limiter = providers.Singleton(_rate_limiter, redis_client.provider, settings, clock.provider)
     rate_gate = providers.Singleton(_rate_gate, rate_limiter, metrics)
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics, rate_gate)
+    rubrics = providers.Singleton(_rubrics, settings)
     breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis
     events = providers.Singleton(_events, settings, metrics)
     readiness = providers.Singleton(_readiness, redis_client, engine)
@@ -239,6 +246,7 @@ class Container(containers.DeclarativeContainer):
         worker_id=settings.provided.worker_id,
         limits=limits,
         events=events,
+        rubrics=rubrics,
     )
     reaper = providers.Factory(
         Reaper,

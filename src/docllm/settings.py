@@ -60,6 +60,7 @@ class Settings:
     llm_chunk_parallelism: int = 4
     llm_prices: str = ""  # PriceTable format; empty: no prices, no cost
     offline_latency_seconds: float = 0.0
+    rubrics_dir: str = "rubrics"  # NAME.yaml files a task's --rubric NAME names; relative to the working directory
     llm_rpm: int | None = None  # the fleet's requests per minute to one base URL and model; None: off
     llm_tpm: int | None = None  # the fleet's tokens per minute; None: off
     log_format: str = "text"
@@ -315,6 +316,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "llm_chunk_parallelism": ("DOCLLM_LLM_CHUNK_PARALLELISM", _number(int)),
     "llm_prices": ("DOCLLM_LLM_PRICES", str),
     "offline_latency_seconds": ("DOCLLM_OFFLINE_LATENCY_SECONDS", _number(float)),
+    "rubrics_dir": ("DOCLLM_RUBRICS_DIR", str),
     "llm_rpm": ("DOCLLM_LLM_RPM", _number(int)),
     "llm_tpm": ("DOCLLM_LLM_TPM", _number(int)),
     "log_format": ("DOCLLM_LOG_FORMAT", str.lower),

@@ -489,3 +489,13 @@ def test_a_group_of_starts_over_pending_and_processing_rows(repo):
     # A start repeated after its answer was lost finds its own token: started, nothing changes.
     again = repo.write_group([], [StartRequest(pending.task_id, "tok-a")]).started[0]
     assert (again.result, again.task.attempt) == (StartResult.started, 1)
+
+
+# -- rubric ---------------------------------------------------------------------------------------
+
+
+def test_a_task_keeps_the_rubric_it_names_and_none_by_default(repo):
+    named, plain = repo.create("guide.md", "body", rubric="install-guide"), repo.create("notes.md", "body")
+    assert (named.rubric, plain.rubric) == ("install-guide", None)
+    assert [t.rubric for t in repo.get_many([named.task_id, plain.task_id])] == ["install-guide", None]
+    assert repo.start_attempt(named.task_id, "tok").task.rubric == "install-guide"

@@ -71,12 +71,12 @@ def world(redis_url: str, mysql_url: str) -> Iterator[World]:
                         quote=QUOTE,
                         suggestion="Write `make install`.",
                     ),
-                    finding("style", "low", "Passive voice.", quote="it is done"),
+                    finding("style", "low", "Passive voice.", quote="it is done") | {"check": "rubric:team/voice"},
                 ],
                 "Two findings.",
                 "offline",
                 "rules",
-            )
+            ) | {"rubric": "team@2"}
             assert repo.commit(task.task_id, row.attempt, report) and queue.ack(delivery.token)
         else:
             assert repo.fail(task.task_id, row.attempt, "the document is not a document")
@@ -123,6 +123,7 @@ def test_every_page_renders_what_the_services_hold(world: World):
     assert "Run `make instal` to set it up." in report  # the quote, escaped text, not markup
     assert "Guide &gt; Install · line 3" in report and "Suggestion: Write `make install`." in report
     assert report.index(">high <") < report.index(">low <")  # grouped, worst first
+    assert "· rubric team@2" in report and " · rubric:team/voice</p>" in report  # which rubric and check
     failed = client.get(f"/tasks/{world.dead}").get_data(as_text=True)
     assert "the document is not a document" in failed and "dead letter" in failed
     running = client.get(f"/tasks/{world.waiting}").get_data(as_text=True)

@@ -52,7 +52,7 @@ REPORT = {
 class StubReviewer:
     name = "stub"
 
-    async def review(self, task_name: str, document: str) -> dict:
+    async def review(self, task_name: str, document: str, rubric: object = None) -> dict:
         return dict(REPORT, summary=f"reviewed {task_name}")
 
     async def check(self) -> None:

@@ -16,4 +16,4 @@ CLOSED_BREAKER = {
 STATUS_FIELDS = frozenset(
     {"task_id", "task_name", "status", "attempt", "retry_count", "result", "error", "created_at", "finished_at"}
 )
-SHOW_FIELDS = STATUS_FIELDS | {"max_attempts", "processing_started_at", "updated_at", "usage"}
+SHOW_FIELDS = STATUS_FIELDS | {"max_attempts", "processing_started_at", "updated_at", "usage", "rubric"}

@@ -32,7 +32,7 @@ class Reviewer:
 
     name = "stub"
 
-    def review(self, task_name, document):
+    def review(self, task_name, document, rubric=None):
         raise AssertionError("not called")
 
     def check(self):

@@ -37,3 +37,8 @@ class PermanentError(DocllmError):
 
 class ConfigurationError(DocllmError):
     """The deployment is wrong (bad setting, 401/403, unknown model): no task is to blame."""
+
+
+class RubricError(PermanentError):
+    """A rubric that cannot be used: unknown, or invalid (the message names its file and line).
+    At submit nothing is queued; on a worker the task fails with this message, its row kept."""

@@ -52,6 +52,7 @@ class Task:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     usage: Usage | None = None  # the LLM's, summed over the attempts that wrote an outcome; None: none
+    rubric: str | None = None  # the name of the rubric its review follows (domain/rubric.py); None: none
 
     def budget(self, default_max_attempts: int) -> int:
         return self.max_attempts or default_max_attempts

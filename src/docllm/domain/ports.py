@@ -23,6 +23,7 @@ from docllm.domain.model import (
     TaskStatus,
 )
 from docllm.domain.rate_limits import ProviderHints
+from docllm.domain.rubric import Rubric
 from docllm.domain.usage import Usage
 from docllm.domain.workers import WorkerRecord
 
@@ -220,7 +221,9 @@ class TaskLookup(Protocol):
 class TaskStore(TaskLookup, Protocol):
     """The writes: every write of an attempt is fenced on ``attempt``."""
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task: ...
+    def create(
+        self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None
+    ) -> Task: ...
 
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:
         """pending -> processing, attempt + 1, lease_token = token; reports what it found otherwise."""
@@ -299,12 +302,31 @@ class DocumentReviewer(Protocol):
 
     name: str
 
-    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
         """Cancelling the call cancels the request in flight and sends no further one (I11).
-        Each LLM call is reported with ``docllm.domain.usage.record`` (the attempt's meter)."""
+        Each LLM call is reported with ``docllm.domain.usage.record`` (the attempt's meter).
+        ``rubric``: the task's (the offline reviewer runs its rules, the LLM's prompt carries its
+        instructions); callers pass it only when the task names one, so None is the old call."""
 
     async def check(self) -> None:
         """Cheap probe of the configuration; raises ConfigurationError when it is wrong."""
+
+
+async def review_with(
+    reviewer: DocumentReviewer, task_name: str, document: str, rubric: Rubric | None
+) -> dict[str, Any]:
+    """How every caller calls a reviewer: the rubric is passed only when there is one, so a
+    reviewer written before rubrics (a test double, a wrapper) gets exactly the call it always got."""
+    if rubric is None:
+        return await reviewer.review(task_name, document)
+    return await reviewer.review(task_name, document, rubric)
+
+
+class RubricCatalog(Protocol):
+    """Where rubrics are found by name (``DOCLLM_RUBRICS_DIR``)."""
+
+    def get(self, name: str) -> Rubric:
+        """The rubric, validated; RubricError when there is none of that name or it is invalid."""
 
 
 class WorkerRegistry(Protocol):

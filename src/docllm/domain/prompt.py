@@ -11,6 +11,7 @@ import hashlib
 import json
 
 from docllm.domain.report import CATEGORIES, SEVERITIES
+from docllm.domain.rubric import Rubric
 
 BEGIN = "<<<DOCUMENT {nonce}>>>"
 END = "<<<END DOCUMENT {nonce}>>>"
@@ -59,9 +60,24 @@ def document_message(task_name: str, text: str, heading: str = "", part: int = 1
     )
 
 
-def build_messages(task_name: str, text: str, heading: str = "", part: int = 1, parts: int = 1) -> list[dict[str, str]]:
+def system_prompt(rubric: Rubric | None = None) -> str:
+    """The instructions; a rubric's are ours (the operator's files), so they belong here, never
+    with the document's data."""
+    if rubric is None or not rubric.instructions:
+        return SYSTEM_PROMPT
+    checks = "\n".join(f'- "{rubric.check_name(c)}": {" ".join(c.text.split())}' for c in rubric.instructions)
+    return (
+        f"{SYSTEM_PROMPT}\n\nThis team's rubric {json.dumps(rubric.ref)} adds the checks below. To a finding "
+        'one of them produces, add the field "check" with that check\'s quoted name.\n'
+        f"{checks}"
+    )
+
+
+def build_messages(
+    task_name: str, text: str, heading: str = "", part: int = 1, parts: int = 1, rubric: Rubric | None = None
+) -> list[dict[str, str]]:
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt(rubric)},
         {"role": "user", "content": document_message(task_name, text, heading, part, parts)},
     ]
 

@@ -2,7 +2,7 @@
 
 A finding's ``location`` is ``{"heading": "Install > Linux", "line_start": 12, "line_end": 14}``:
 the heading path (" > "-joined, "" before the first heading) and whole-document lines (1-based),
-either line None where unknown.
+either line None where unknown. Its optional ``check`` names the rubric check that produced it.
 """
 
 from __future__ import annotations
@@ -130,6 +130,11 @@ def _finding(value: Any, where: str) -> dict[str, Any]:
         out[field] = text
     if not out["message"].strip():
         raise ValueError(f"{where}.message must not be empty")
+    # Which check produced it ("rubric:install-guide/banned-terms"); reports before rubrics have none.
+    if value.get("check") is None:
+        out.pop("check", None)
+    elif not isinstance(value["check"], str):
+        raise ValueError(f"{where}.check must be a string, got {type(value['check']).__name__}")
     out["location"] = _location(value.get("location"), where)
     return out
 

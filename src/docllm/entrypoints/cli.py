@@ -21,6 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("submit", help="queue one task per file")
     s.add_argument("paths", nargs="+", metavar="PATH")
     s.add_argument("--name", help="task name (default: the file name)")
+    s.add_argument("--rubric", metavar="NAME", help="review with the rubric NAME.yaml of DOCLLM_RUBRICS_DIR")
     s.add_argument("--json", action="store_true")
     st = sub.add_parser("status", help="show tasks (default: the newest 50)")
     st.add_argument("task_ids", nargs="*", type=parse_task_id, metavar="TASK_ID")

@@ -43,16 +43,33 @@ def init_db(args: argparse.Namespace) -> int:
 
 def submit(args: argparse.Namespace) -> int:
     from docllm.adapters.files.documents import DocumentError, read_document
+    from docllm.domain.errors import RubricError
 
     with _container() as c:
         limit = c.settings().max_document_bytes
+        try:
+            if args.rubric is not None:  # before any file: a bad rubric creates no task at all
+                c.rubrics().get(args.rubric)
+        except RubricError as exc:
+            raise CommandError(str(exc)) from None
         docs = []
         for path in args.paths:  # read every file first: a bad one creates no task at all
             try:
                 docs.append((args.name or os.path.basename(path), read_document(path, limit)))
             except DocumentError as exc:
                 raise CommandError(str(exc)) from None
-        created = [submit_task(c.repository(), c.queue(), name, text, c.settings().max_attempts) for name, text in docs]
+        created = [
+            submit_task(
+                c.repository(),
+                c.queue(),
+                name,
+                text,
+                c.settings().max_attempts,
+                rubric=args.rubric,
+                rubrics=c.rubrics(),
+            )
+            for name, text in docs
+        ]
     if args.json:
         print_json([{"task_id": t.task_id, "task_name": t.task_name} for t in created])
     else:

@@ -28,6 +28,7 @@ def show_json(task: Task) -> dict[str, Any]:
         "max_attempts": task.max_attempts,
         "processing_started_at": _iso(task.processing_started_at),
         "updated_at": _iso(task.updated_at),
+        "rubric": task.rubric,
     }
 
 
@@ -57,6 +58,8 @@ def _header(task: Task, default_max_attempts: int) -> RenderableType:
         ("updated", task.updated_at),
     ]
     lines.append("   ".join(f"{name} {_iso(at)}" for name, at in times if at is not None))
+    if task.rubric:
+        lines.append(f"rubric {escape(task.rubric)}")
     if task.error:
         lines.append(f"[red]error[/] {escape(task.error)}")
     return Panel("\n".join(lines), expand=False)
@@ -70,7 +73,9 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
             f"[bold]summary[/] {escape(str(report.get('summary') or '-'))}\n"
             f"[dim]{len(findings)} finding(s); reviewer {escape(str(report.get('reviewer', '?')))}, "
             f"model {escape(str(report.get('model', '?')))}, chunks {report.get('chunks', '?')}, tokens "
-            f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out[/]"
+            f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out"
+            + (f", rubric {escape(str(report['rubric']))}" if report.get("rubric") else "")
+            + "[/]"
         )
     ]
     known = [s for s in reversed(SEVERITIES)]
@@ -89,6 +94,8 @@ def _finding(number: int, f: dict[str, Any]) -> RenderableType:
     text.append(f"{number:>3}. ")
     text.append(f"[{f.get('category', 'other')}] ", style="bold")
     text.append(_where(f.get("location")), style="dim")
+    if f.get("check"):  # the rubric check that produced it
+        text.append(f"  {f['check']}", style="dim")
     text.append(f"\n     {f.get('message', '')}")
     if f.get("quote"):
         text.append(f'\n     "{f["quote"]}"', style="italic")

@@ -116,7 +116,7 @@ class InMemoryTaskRepository:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None) -> Task:
+    def create(self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None) -> Task:
         with self._lock:
             now = self._now()
             task = Task(
@@ -124,6 +124,7 @@ class InMemoryTaskRepository:
                 task_name=task_name,
                 status=PENDING,
                 document=document,
+                rubric=rubric,
                 max_attempts=self._default_max_attempts if max_attempts is None else max_attempts,
                 created_at=now,
                 updated_at=now,

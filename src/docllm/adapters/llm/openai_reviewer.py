@@ -36,6 +36,7 @@ from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import build_messages, repair_messages
 from docllm.domain.rate_limits import MAX_COUNT, estimate_tokens
 from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
+from docllm.domain.rubric import Rubric
 from docllm.domain.services.rate_gate import NoGate, RateGate
 from docllm.domain.usage import LlmCall, record
 
@@ -130,18 +131,18 @@ class OpenAIReviewer:
         except openai.OpenAIError as e:
             raise self._translate(e) from None
 
-    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
         """Up to ``chunk_parallelism`` chunks at a time, merged in chunk order whatever order they
         end in. The first chunk that fails cancels the others; a cancelled review cancels every
         request in flight, and no chunk not yet sent is sent (I11)."""
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
         if len(chunks) == 1:
-            return merge_reports([await self._review_chunk(task_name, chunks[0], 1, 1)])
+            return merge_reports([await self._review_chunk(task_name, chunks[0], 1, 1, rubric)])
         turns = asyncio.Semaphore(self._parallelism)
 
         async def one(part: int, chunk: Chunk) -> dict[str, Any]:
             async with turns:
-                return await self._review_chunk(task_name, chunk, part, len(chunks))
+                return await self._review_chunk(task_name, chunk, part, len(chunks), rubric)
 
         parts: list[asyncio.Task[dict[str, Any]]] = []
         try:
@@ -156,8 +157,10 @@ class OpenAIReviewer:
             raise
         return merge_reports([p.result() for p in parts])
 
-    async def _review_chunk(self, task_name: str, chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
-        messages = build_messages(task_name, chunk.text, chunk.heading, part, parts)
+    async def _review_chunk(
+        self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None = None
+    ) -> dict[str, Any]:
+        messages = build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         for repairing in (False, True):
             answer = await self._complete(messages, usage)

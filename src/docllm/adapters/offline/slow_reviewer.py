@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer
+from docllm.domain.ports import DocumentReviewer, review_with
+from docllm.domain.rubric import Rubric
 
 
 class SlowReviewer:
@@ -13,9 +14,9 @@ class SlowReviewer:
         self.inner, self.seconds = inner, seconds
         self.name = inner.name
 
-    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
         await asyncio.sleep(self.seconds)
-        return await self.inner.review(task_name, document)
+        return await review_with(self.inner, task_name, document, rubric)
 
     async def check(self) -> None:
         await self.inner.check()

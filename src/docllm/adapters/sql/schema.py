@@ -83,6 +83,8 @@ task_doc_llm = Table(
     Column("max_attempts", Integer, nullable=True),
     Column("lease_token", String(64), nullable=True),
     Column("document", LongText, nullable=True),
+    # The rubric its review follows, by name (migration 0005); NULL: none, as every older row.
+    Column("rubric", String(64), nullable=True),
     Column("result", JsonText, nullable=True),
     Column("error", Text, nullable=True),
     timestamp("processing_started_at"),

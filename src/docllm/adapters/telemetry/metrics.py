@@ -19,7 +19,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from docllm.domain import events as ev
 from docllm.domain.errors import Unavailable
-from docllm.domain.ports import Clock, DocumentReviewer, EventSink, QueueInspection
+from docllm.domain.ports import Clock, DocumentReviewer, EventSink, QueueInspection, review_with
+from docllm.domain.rubric import Rubric
 from docllm.domain.services.outcome import Reason
 from docllm.domain.usage import LlmCall
 
@@ -185,10 +186,10 @@ class TimedReviewer:
     def __init__(self, inner: DocumentReviewer, metrics: Metrics):
         self.inner, self.m, self.name = inner, metrics, inner.name
 
-    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+    async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         try:
-            report = await self.inner.review(task_name, document)
+            report = await review_with(self.inner, task_name, document, rubric)
         except Exception as exc:
             self.m.llm_seconds.labels(self.name, "error").observe(time.perf_counter() - started)
             self.m.llm_errors.labels(self.name, type(exc).__name__).inc()

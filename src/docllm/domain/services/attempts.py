@@ -10,12 +10,23 @@ from __future__ import annotations
 from typing import Protocol
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload
+from docllm.domain.errors import BadPayload, RubricError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.ports import CancelMarks, Claims, Clock, DocumentReviewer, EventSink, Leases, TaskStore
+from docllm.domain.ports import (
+    CancelMarks,
+    Claims,
+    Clock,
+    DocumentReviewer,
+    EventSink,
+    Leases,
+    RubricCatalog,
+    TaskStore,
+    review_with,
+)
+from docllm.domain.rubric import Rubric
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
 from docllm.domain.usage import metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
@@ -37,10 +48,12 @@ class TaskProcessor:
         worker_id: str,
         limits: Limits = Limits(),
         events: EventSink | None = None,
+        rubrics: RubricCatalog | None = None,
     ):
         self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock
         self.retry, self.lease, self.worker_id, self.limits = retry, lease, worker_id, limits
         self.events = events or NullEvents()
+        self.rubrics = rubrics
 
     # -- claim and begin ---------------------------------------------------------------------
     def claim(self) -> Delivery | None:
@@ -189,12 +202,25 @@ class TaskProcessor:
             error = f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}"
             return self.facts(attempt, Happened.invalid_document, error)
         try:
+            rubric = self._rubric(attempt.task)
             with metering(attempt.meter):
-                report = await self.reviewer.review(attempt.task.task_name or "", document)
+                report = await review_with(self.reviewer, attempt.task.task_name or "", document, rubric)
         except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker: decide() says who pays
             seen = facts_of(exc)
             return self.facts(attempt, seen.happened, seen.error, seen.retry_after)
+        if rubric is not None:  # which rubric, at which version, this report followed
+            report = {**report, "rubric": rubric.ref}
         return Outcome.success(report)
+
+    def _rubric(self, task: Task) -> Rubric | None:
+        """The task's rubric, read now (an edited file counts from the next attempt); one that is
+        gone or broken is a RubricError, which fails the task with the file and line to fix. On the
+        event loop: the catalog stats a small local file and parses it only when it changed."""
+        if task.rubric is None:
+            return None
+        if self.rubrics is None:
+            raise RubricError(f"rubric {task.rubric!r}: this worker has no rubrics configured")
+        return self.rubrics.get(task.rubric)
 
     async def review(self, attempt: Attempt) -> Outcome:
         """``observe`` and ``decide``, with no LLM gate to judge a provider failure (tests, tools)."""

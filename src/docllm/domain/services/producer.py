@@ -5,10 +5,19 @@ from __future__ import annotations
 from typing import Protocol
 
 from docllm.domain import events as ev
+from docllm.domain.errors import RubricError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Task, TaskStatus
 from docllm.domain.payload import make_payload
-from docllm.domain.ports import CancelMarks, Claims, EventSink, QueueInspection, TaskRepository, TaskStore
+from docllm.domain.ports import (
+    CancelMarks,
+    Claims,
+    EventSink,
+    QueueInspection,
+    RubricCatalog,
+    TaskRepository,
+    TaskStore,
+)
 
 
 class RetryQueue(Claims, QueueInspection, CancelMarks, Protocol):
@@ -22,9 +31,18 @@ def submit(
     document: str,
     max_attempts: int | None = None,
     events: EventSink | None = None,
+    rubric: str | None = None,
+    rubrics: RubricCatalog | None = None,
 ) -> Task:
-    """Row first, then payload (as existing producers do); a crash between is the reconciler's."""
-    task = repo.create(task_name, document, max_attempts)
+    """Row first, then payload (as existing producers do); a crash between is the reconciler's.
+
+    ``rubric`` names the rubric its review follows; it is looked up in ``rubrics`` first, so an
+    unknown or invalid one raises RubricError with nothing written or queued."""
+    if rubric is not None:
+        if rubrics is None:
+            raise RubricError(f"rubric {rubric!r}: no rubrics are configured here")
+        rubrics.get(rubric)
+    task = repo.create(task_name, document, max_attempts, rubric)
     queue.push(make_payload(task.task_id, task.task_name))
     (events or NullEvents()).emit(ev.SUBMITTED, task_id=task.task_id)
     return task

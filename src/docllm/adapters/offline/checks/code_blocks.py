@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import yaml
@@ -50,9 +50,12 @@ PARSERS: dict[str, tuple[str, Callable[[str], tuple[str, int] | None]]] = {
 }
 
 
-def unparsable_code(doc: Doc) -> Iterator[dict[str, Any]]:
+def unparsable_code(doc: Doc, languages: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
+    """``languages``: those to parse ("json", "yaml", "python"; a rubric's choice); None: all three."""
     for fence in doc.outline.fences:
         kind = PARSERS.get(fence.language)
+        if kind is not None and languages is not None and kind[0].lower() not in languages:
+            continue
         if fence.end is None or kind is None or not fence.body.strip():
             continue
         name, parse = kind

@@ -46,7 +46,7 @@ def _paragraphs(doc: Doc) -> Iterator[list[tuple[int, str]]]:
         yield run
 
 
-def long_sentences(doc: Doc) -> Iterator[dict[str, Any]]:
+def long_sentences(doc: Doc, max_words: int = MAX_SENTENCE_WORDS) -> Iterator[dict[str, Any]]:
     for run in _paragraphs(doc):
         starts, text = [], ""
         for _, line in run:
@@ -56,7 +56,7 @@ def long_sentences(doc: Doc) -> Iterator[dict[str, Any]]:
         for sentence in _SENTENCE_END.split(text):
             at = text.index(sentence, at)
             words = len(sentence.split())
-            if words > MAX_SENTENCE_WORDS:
+            if words > max_words:
                 first = run[bisect.bisect_right(starts, at) - 1][0]
                 last = run[bisect.bisect_right(starts, at + len(sentence.rstrip()) - 1) - 1][0]
                 yield doc.finding(

@@ -1,0 +1,1 @@
+"""Rubrics read from YAML files (``DOCLLM_RUBRICS_DIR``)."""

@@ -34,6 +34,7 @@ class ProductActor(Actor):
         self.sys = system
         self.no_beat_until = self.last_no_beat_end = 0
         self.lost_replies = 0  # database writes to come whose reply is lost (sim.faults)
+        self.lost_start_replies = 0  # the same for its groups of starts (worker:start_reply_lost)
 
     def ports(self) -> tuple[Any, Any]:
         queue, repo = self.sys.ports_for(self)

@@ -16,7 +16,7 @@ from typing import Any
 
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import TaskStatus, WriteKind
+from docllm.domain.model import Attempt, TaskStatus, WriteKind
 from docllm.domain.payload import parse_payload
 from docllm.domain.rate_limits import MAX_COUNT, MAX_RETRY_AFTER_S, ProviderHints
 from docllm.domain.usage import Usage, UsageMeter
@@ -165,11 +165,12 @@ class ProcessorWithMeter(ProcessorWrapper):
         super().__init__(proc)
         self._meter = meter
 
-    def begin(self, delivery: Any) -> Any:
-        attempt = self._proc.begin(delivery)
-        if attempt is not None:
-            attempt.meter = self._meter(attempt.meter)
-        return attempt
+    def begin_batch(self, deliveries: Any) -> Any:
+        begun = self._proc.begin_batch(deliveries)
+        for attempt in begun:
+            if isinstance(attempt, Attempt):
+                attempt.meter = self._meter(attempt.meter)
+        return begun
 
 
 class UnheldMeter:

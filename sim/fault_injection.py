@@ -45,7 +45,25 @@ class Faulty:
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            self._budget.tick(f"{self._name}.{attr}")
+            self._budget.tick(f"{self._name}.{call_name(attr, args, kwargs)}")
             return value(*args, **kwargs)
 
         return call
+
+
+def call_name(attr: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The name a crash point is armed on. A store's group (``write_group``, which carries every
+    start and end-of-attempt write since issue 31) is named by what it holds, as its single-row
+    form was: "start_attempt" for starts alone, the write's kind ("commit", "retry", "fail",
+    "hand_back") when all its writes are of one kind and it has no starts; a mixed group keeps
+    "write_group". Without this, the points armed on "repo.commit" and the like never fire."""
+    if attr != "write_group":
+        return attr
+    writes = kwargs.get("writes", args[0] if args else ())
+    starts = kwargs.get("starts", args[1] if len(args) > 1 else ())
+    kinds = {w.kind.value for w in writes}
+    if starts and not writes:
+        return "start_attempt"
+    if len(kinds) == 1 and not starts:
+        return kinds.pop()
+    return attr

@@ -321,15 +321,23 @@ class LostReplies:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = value(*args, **kwargs)
-            if self._actor.lost_replies > 0:
-                self._actor.lost_replies -= 1
-                task = args[0] if args and isinstance(args[0], int) else None
-                actor = self._actor
-                actor.world.log("call", f"repo.{attr} landed; its reply is lost", task)
-                if actor.kind == "reaper":  # its cycle failed: as if the database were down for one
-                    now = actor.world.now
-                    actor.world.windows.add("db", now, now + actor.sys.interval_ms)
-                raise Unavailable(f"the database's reply to {attr} was lost after the write landed (simulated)")
-            return result
+            actor = self._actor
+            starting = attr == "write_group" and len(args) > 1 and bool(args[1])
+            if starting and actor.lost_start_replies > 0:
+                actor.lost_start_replies -= 1
+            elif actor.lost_replies > 0:
+                actor.lost_replies -= 1
+            else:
+                return result
+            task = args[0] if args and isinstance(args[0], int) else None
+            held = ""
+            if attr == "write_group":
+                writes, starts = (list(args) + [(), ()])[:2]
+                held = f" ({len(writes)} writes, {len(starts)} starts)"
+            actor.world.log("call", f"repo.{attr}{held} landed; its reply is lost", task)
+            if actor.kind == "reaper":  # its cycle failed: as if the database were down for one
+                now = actor.world.now
+                actor.world.windows.add("db", now, now + actor.sys.interval_ms)
+            raise Unavailable(f"the database's reply to {attr} was lost after the write landed (simulated)")
 
         return call

@@ -140,6 +140,8 @@ class OriginalSystem(System):
         }
         if point == "worker:after_commit":
             actor.budget.arm_at("db.write_result", after=True)
+        elif point not in mapping:
+            return  # a point of the product's own steps (grouped starts): the note has none
         else:
             actor.armed.add(mapping[point])
 

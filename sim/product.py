@@ -254,6 +254,8 @@ class ProductSystem(System):
             actor.budget.arm_at(("repo.commit", "repo.retry", "repo.fail"), after=False)
         elif point == "worker:after_commit":
             actor.budget.arm_at("repo.commit", after=True)
+        elif point == "worker:start_reply_lost":  # its next group of starts lands; the reply is lost
+            actor.lost_start_replies += 1
         elif point == "reaper:after_reclaim":
             actor.budget.arm_at("repo.retry", after=True)
 

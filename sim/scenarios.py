@@ -295,6 +295,28 @@ SCENARIOS: dict[str, Scenario] = {
             },
             settings_changes={"llm_rpm": 600},
         ),
+        Scenario(
+            "groups",
+            "grouped starts and commits (issue 31): bursts claimed in batches whose starts go to the "
+            "store as one group; workers die before a group, after it, and lose its reply; clocks skewed",
+            tasks=40,
+            seeds=5,
+            workers=3,
+            slots=6,
+            reapers=1,
+            arrival_s=0.2,
+            faults={
+                "worker:before_start": 3,
+                "worker:after_claim": 2,
+                "worker:after_commit": 2,
+                "lost_reply": 3,
+                "worker:start_reply_lost": 6,  # a group of starts lands and its reply is lost
+                "crash_worker": 2,
+                "duplicate": 2,
+                "malformed": 2,
+            },
+            clocks=ClockSpec(skew_h=1, drift_ppm=200, skew_redis=True),
+        ),
     )
 }
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import Delivery
+from docllm.domain.model import Attempt, Delivery
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.verdict import JUDGED, Happened, decide
@@ -142,11 +143,23 @@ class Worker:
                 self.log.exception("unexpected error while claiming; next try in 1 s")
                 await sleep_unless(self.stop_requested, 1.0)
                 continue
-            for delivery in found:
-                self._start(delivery)
+            if found:
+                begun = asyncio.ensure_future(self._begin_batch(found))
+                for i, delivery in enumerate(found):
+                    self._start(delivery, begun, i)
 
-    def _start(self, delivery: Delivery) -> None:
-        task = asyncio.create_task(self._attempt(delivery), name=f"attempt-{delivery.token}")
+    async def _begin_batch(self, found: list[Delivery]) -> list[Attempt | None | Unavailable] | None:
+        """The claimed batch's starts, one group in the store (``TaskProcessor.begin_batch``);
+        None when the stop came first (each delivery is handed back untouched)."""
+        if self.stop_requested.is_set():
+            return None
+        try:
+            return await self.calls.call(self.proc.begin_batch, found)
+        except Unavailable as exc:  # before any row started (a malformed payload's dead letter)
+            return [exc] * len(found)
+
+    def _start(self, delivery: Delivery, begun: asyncio.Future[Any], i: int) -> None:
+        task = asyncio.create_task(self._attempt(delivery, begun, i), name=f"attempt-{delivery.token}")
         self.claimed[delivery.token] = task
         task.add_done_callback(lambda done: self._settled(delivery.token, done))
 
@@ -161,15 +174,16 @@ class Worker:
             )
 
     # -- one attempt -------------------------------------------------------------------------
-    async def _attempt(self, delivery: Delivery) -> None:
+    async def _attempt(self, delivery: Delivery, begun: asyncio.Future[Any], i: int) -> None:
         loop = asyncio.get_running_loop()
-        if self.stop_requested.is_set():  # claimed while the stop came: hand it back untouched
+        batch = await asyncio.shield(begun)  # shared by the batch: one attempt's cancel must not end it
+        if batch is None:  # claimed while the stop came: hand it back untouched
             await self._persist("release", self.proc.queue.requeue, delivery.token, True)
             return
-        try:
-            attempt = await self.calls.call(self.proc.begin, delivery)
-        except Unavailable as exc:
+        attempt = batch[i]
+        if isinstance(attempt, Unavailable):
             # The database is down: hand the payload back now rather than at lease expiry.
+            exc = attempt
             self.resume_at = loop.time() + self.outage.failed(exc)
             try:
                 await self.calls.call(self.proc.queue.requeue, delivery.token, True)

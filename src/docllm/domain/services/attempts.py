@@ -7,12 +7,13 @@ safe to lose: whatever a crash leaves behind is a lease that expires and is sett
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload, RubricError
+from docllm.domain.errors import BadPayload, RubricError, Unavailable
 from docllm.domain.events import NullEvents
-from docllm.domain.model import Attempt, Delivery, StartResult, Task, TaskStatus
+from docllm.domain.model import Attempt, Delivery, StartOutcome, StartRequest, StartResult, Task, TaskRef, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import (
@@ -80,24 +81,50 @@ class TaskProcessor:
 
     def begin(self, delivery: Delivery) -> Attempt | None:
         """Start the attempt on the row (fenced), or settle a delivery that must not run."""
+        begun = self.begin_batch([delivery])[0]
+        if isinstance(begun, Unavailable):
+            raise begun
+        return begun
+
+    def begin_batch(self, deliveries: Sequence[Delivery]) -> list[Attempt | None | Unavailable]:
+        """Start a claimed batch: the starts of its rows go to the store as one group (one
+        transaction, each row fenced on its own status), then each delivery is settled as a lone
+        one would be. Per delivery: its attempt, None (dead-lettered, a duplicate, cancelled), or
+        the ``Unavailable`` that stopped it (the caller hands that one back), so one row's trouble
+        never strands the rest of the batch. A crash anywhere leaves leases the reaper settles."""
+        refs = [self._ref(delivery) for delivery in deliveries]
+        requests = [StartRequest(ref.task_id, d.token) for d, ref in zip(deliveries, refs, strict=True) if ref]
         try:
-            ref = parse_payload(delivery.raw, self.limits.max_payload_bytes)
+            outcomes = iter(self.repo.write_group((), requests).started if requests else ())
+        except Unavailable as exc:  # the group did not land: no row of it started
+            return [exc if ref else None for ref in refs]
+        begun: list[Attempt | None | Unavailable] = []
+        for delivery, ref in zip(deliveries, refs, strict=True):
+            try:
+                begun.append(self._begun(delivery, ref.task_id, next(outcomes)) if ref else None)
+            except Unavailable as exc:
+                begun.append(exc)
+        return begun
+
+    def _ref(self, delivery: Delivery) -> TaskRef | None:
+        try:
+            return parse_payload(delivery.raw, self.limits.max_payload_bytes)
         except BadPayload as exc:
             self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
             return None
-        started = self.repo.start_attempt(ref.task_id, delivery.token)
+
+    def _begun(self, delivery: Delivery, task_id: int, started: StartOutcome) -> Attempt | None:
+        """What a delivery's start found, settled: run it, or dead-letter it, or ack a duplicate."""
         if started.result is StartResult.busy and self._orphaned(started.task):
-            started = self.repo.start_attempt(ref.task_id, delivery.token)
+            started = self.repo.start_attempt(task_id, delivery.token)
         if started.result is StartResult.missing:
-            self._dead_letter(
-                delivery, Reason.unknown_task, f"unknown task: no row with task_id {ref.task_id}", ref.task_id
-            )
+            self._dead_letter(delivery, Reason.unknown_task, f"unknown task: no row with task_id {task_id}", task_id)
             return None
         if started.result in (StartResult.terminal, StartResult.busy):
             # A duplicate delivery: the row is finished, or another live attempt holds it.
             self.queue.ack(delivery.token)
             status = started.task.status.value if started.task else "?"
-            self.events.emit(ev.DUPLICATE, task_id=ref.task_id, status=status, worker=self.worker_id)
+            self.events.emit(ev.DUPLICATE, task_id=task_id, status=status, worker=self.worker_id)
             return None
         task = started.task
         assert task is not None

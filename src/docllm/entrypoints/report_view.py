@@ -70,7 +70,7 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
             f"[bold]summary[/] {escape(str(report.get('summary') or '-'))}\n"
             f"[dim]{len(findings)} finding(s); reviewer {escape(str(report.get('reviewer', '?')))}, "
             f"model {escape(str(report.get('model', '?')))}, chunks {report.get('chunks', '?')}, tokens "
-            f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out[/]"
+            f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out{_versions(report)}[/]"
         )
     ]
     known = [s for s in reversed(SEVERITIES)]
@@ -82,6 +82,13 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
             out.append(Text(f"\n{severity.upper()} ({len(group)})", style=style))
             out += [_finding(i, f) for i, f in enumerate(group, 1)]
     return out
+
+
+def _versions(report: dict[str, Any]) -> str:
+    """", prompt v1, schema v1": the versions that made the report, those it records (older reports
+    record none; a reviewer without a prompt or a rubric records None)."""
+    named = [(what, report.get(f"{what}_version")) for what in ("prompt", "schema", "rubric")]
+    return "".join(f", {what} v{escape(str(v))}" for what, v in named if v is not None)
 
 
 def _finding(number: int, f: dict[str, Any]) -> RenderableType:

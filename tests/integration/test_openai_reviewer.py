@@ -261,6 +261,7 @@ def test_chunks_refused_the_same_rung_at_once_step_down_one_rung_not_two():
     r = OpenAIReviewer("http://127.0.0.1:9/v1", KEY, "test-model")  # no request is sent
     assert RUNGS[r._step_down(0)] == RUNGS[r._step_down(0)] == {"type": "json_object"}  # two chunks refused json_schema
     assert RUNGS[r._step_down(1)] is None
+    assert RUNGS[r._step_down(0)] is None  # a late refusal of a higher rung never moves it back up
 
 
 def test_400_is_permanent_and_never_echoes_the_key(llm):

@@ -249,6 +249,12 @@ def test_a_server_without_structured_output_is_asked_for_json_object_from_then_o
         assert formats(llm)[3:] == ["json_schema", "json_object"]
 
 
+def test_a_refusal_that_names_only_json_schema_steps_down_too(llm):
+    llm.script(error(400, "Grammar error: json_schema with strict is not supported by this model"))
+    reviewer(llm).review("install", DOC)
+    assert formats(llm) == ["json_schema", "json_object"]
+
+
 def test_a_rejected_response_format_falls_back_rung_by_rung_to_plain_requests():
     with FakeLLM(reject_response_format=True) as llm:
         r = reviewer(llm)

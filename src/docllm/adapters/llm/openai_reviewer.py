@@ -190,7 +190,7 @@ class OpenAIReviewer:
                     except openai.BadRequestError as e:
                         if RUNGS[rung] is None or not _about_response_format(e):
                             raise
-                        rung = self._step_down(rung)
+                        rung = self._step_down(rung)  # always a lower rung: the loop ends by the last
             except openai.OpenAIError as e:
                 ticket.hints = hints_from_headers(e.response.headers if isinstance(e, openai.APIStatusError) else None)
                 raise self._translate(e) from None  # the chained error could carry what the server echoed

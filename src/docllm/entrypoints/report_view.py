@@ -85,8 +85,8 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
 
 
 def _versions(report: dict[str, Any]) -> str:
-    """ ", prompt v1, schema v1": the versions that made the report, those it records (older reports
-    record none; a reviewer without a prompt or a rubric records None)."""
+    """The versions that made the report, as ``, prompt v1, schema v1``: those it records (older
+    reports record none; a reviewer without a prompt or a rubric records None)."""
     named = [(what, report.get(f"{what}_version")) for what in ("prompt", "schema", "rubric")]
     return "".join(f", {what} v{escape(str(v))}" for what, v in named if v is not None)
 

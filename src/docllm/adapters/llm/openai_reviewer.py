@@ -10,6 +10,10 @@ sent with the client's ``request`` and options built once per reviewer (no typed
 transform); the answer the raw response decoded once, ``usage`` and the message read from the
 dict (no pydantic model). The SDK still builds the request, applies the timeout, sends the
 credentials and raises its error types, which ``_translate`` maps as before.
+
+The answer's form is asked for as strictly as the server allows (``RUNGS``): the domain's answer
+schema as a strict ``json_schema``, else ``json_object``, else the prompt's words; every answer is
+checked against that one schema whatever was asked (``report.parse_answer``).
 """
 
 from __future__ import annotations

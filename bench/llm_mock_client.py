@@ -63,13 +63,14 @@ class MockLLM:
 def request_body() -> bytes:
     """What docllm sends for the bench document: the real prompt, so the mock parses real sizes."""
     from bench.llm_task import DOCUMENT
+    from docllm.adapters.llm.openai_reviewer import STRICT_SCHEMA
     from docllm.domain.prompt import build_messages
 
     return json.dumps(
         {
             "model": "bench-model",
             "messages": build_messages("bench-0", DOCUMENT),
-            "response_format": {"type": "json_object"},
+            "response_format": STRICT_SCHEMA,  # what the reviewer asks a server first
         }
     ).encode()
 

@@ -1,5 +1,5 @@
 """The peers' LLM-bound job: one chat completion against the mock LLM, made as docllm's
-OpenAIReviewer makes it (the same prompt for the same document, ``response_format`` JSON, the
+OpenAIReviewer makes it (the same prompt for the same document, ``response_format`` json_schema, the
 openai client with ``max_retries=0`` and a 60 s timeout) and its answer parsed as a docllm report.
 
 The client's connection pool is sized to the worker's concurrency (``BENCH_LLM_CONCURRENCY``), as
@@ -60,12 +60,13 @@ def async_client():
 
 
 def _request(task_id: int) -> dict[str, Any]:
+    from docllm.adapters.llm.openai_reviewer import STRICT_SCHEMA
     from docllm.domain.prompt import build_messages
 
     return {
         "model": MODEL,
         "messages": build_messages(f"bench-{task_id}", DOCUMENT),
-        "response_format": {"type": "json_object"},
+        "response_format": STRICT_SCHEMA,  # what the reviewer asks a server first
     }
 
 

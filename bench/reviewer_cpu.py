@@ -58,10 +58,10 @@ class _Httpx(OpenAIReviewer):
 class _Create(OpenAIReviewer):
     """The request as before issue 24: typed parameters through ``create``, the raw response kept."""
 
-    async def _request(self, messages: list[dict[str, str]]) -> Any:
+    async def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> Any:
         create = self._client.chat.completions.with_raw_response.create
-        if self._json_mode:
-            return await create(model=self.model, messages=messages, response_format=JSON_MODE)  # type: ignore[arg-type]
+        if response_format is not None:
+            return await create(model=self.model, messages=messages, response_format=response_format)  # type: ignore[arg-type]
         return await create(model=self.model, messages=messages)  # type: ignore[arg-type]
 
 
@@ -101,18 +101,18 @@ class HttpxPost(_Httpx):
 
 
 class OptionsPerCall(OpenAIReviewer):
-    async def _request(self, messages: list[dict[str, str]]) -> httpx.Response:
+    async def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> httpx.Response:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self._json_mode:
-            body["response_format"] = JSON_MODE
+        if response_format is not None:
+            body["response_format"] = response_format
         return await self._client.post("/chat/completions", cast_to=httpx.Response, content=orjson.dumps(body))
 
 
 class StdlibJson(OpenAIReviewer):
-    async def _request(self, messages: list[dict[str, str]]) -> httpx.Response:
+    async def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> httpx.Response:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self._json_mode:
-            body["response_format"] = JSON_MODE
+        if response_format is not None:
+            body["response_format"] = response_format
         options = self._chat.model_copy(update={"content": json.dumps(body).encode()})
         return await self._client.request(httpx.Response, options)
 

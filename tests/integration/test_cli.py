@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from docllm.domain.answer_schema import SCHEMA_VERSION
 from docllm.domain.report import finding, make_report
 from docllm.domain.workers import InFlight, WorkerRecord
 from docllm.entrypoints.bootstrap import build_container, load_settings
@@ -199,6 +200,7 @@ def test_show_renders_the_report_by_severity_and_has_a_json_shape(cli, ports, tm
     for text in ("task 1", "guide.md", "success", "Three problems.", "sk-live-123", "Install > Linux · lines 12-14"):
         assert text in out
     assert "Rotate the key and use a placeholder." in out
+    assert f", schema v{SCHEMA_VERSION}" in out and "prompt v" not in out  # the offline reviewer has no prompt
     assert out.index("CRITICAL (1)") < out.index("HIGH (1)") < out.index("LOW (1)")
 
     code, out, _ = cli("show", "1", "--json")

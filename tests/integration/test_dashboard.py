@@ -122,6 +122,7 @@ def test_every_page_renders_what_the_services_hold(world: World):
     report = client.get(f"/tasks/{world.done}").get_data(as_text=True)
     assert "Run `make instal` to set it up." in report  # the quote, escaped text, not markup
     assert "Guide &gt; Install · line 3" in report and "Suggestion: Write `make install`." in report
+    assert "· schema v1" in report and "prompt v" not in report  # the versions the report records
     assert report.index(">high <") < report.index(">low <")  # grouped, worst first
     assert "· rubric team@2" in report and " · rubric:team/voice</p>" in report  # which rubric and check
     failed = client.get(f"/tasks/{world.dead}").get_data(as_text=True)

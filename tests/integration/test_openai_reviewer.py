@@ -12,9 +12,11 @@ import time
 
 import pytest
 
-from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
+from docllm.adapters.llm.openai_reviewer import RUNGS, OpenAIReviewer
+from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_VERSION
 from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import ConfigurationError, PermanentError, TransientError
+from docllm.domain.prompt import PROMPT_VERSION
 from docllm.domain.report import validate_report
 from tests.support.llm_server import FakeLLM, Reply, error
 
@@ -69,11 +71,15 @@ def test_success_gives_a_valid_report_about_the_document(llm):
     assert report["usage"]["prompt_tokens"] > 0 and report["usage"]["completion_tokens"] > 0
     [request] = llm.requests
     assert request["body"]["model"] == "test-model"
-    assert request["body"]["response_format"] == {"type": "json_object"}
+    assert request["body"]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "docllm_findings", "strict": True, "schema": ANSWER_SCHEMA},
+    }
+    assert (report["prompt_version"], report["schema_version"]) == (PROMPT_VERSION, SCHEMA_VERSION)
     assert request["headers"]["authorization"] == f"Bearer {KEY}"
 
 
-def test_findings_keep_the_fields_the_llm_gave(llm):
+def test_findings_are_normalised_into_the_schema_spelling(llm):
     llm.script(
         answer(
             {
@@ -82,15 +88,25 @@ def test_findings_keep_the_fields_the_llm_gave(llm):
                 "message": "Wrong flag.",
                 "quote": "Run",
                 "suggestion": "Use --yes.",
-                "confidence": 0.9,
                 "location": {"line_start": 3},
             }
         )
     )
     [finding] = reviewer(llm).review("install", DOC)["findings"]
-    assert finding["confidence"] == 0.9 and finding["suggestion"] == "Use --yes."
+    assert finding["suggestion"] == "Use --yes."
     assert (finding["category"], finding["severity"]) == ("correctness", "high")
     assert finding["location"] == {"heading": "Install guide", "line_start": 3, "line_end": 3}
+    assert len(llm.requests) == 1
+
+
+def test_a_field_the_schema_does_not_name_is_left_out_without_a_repair(llm):
+    extra = {"category": "code", "severity": "low", "message": "m", "confidence": 0.9}
+    llm.script(answer(extra))
+    report = reviewer(llm).review("install", DOC)
+    assert len(llm.requests) == 1  # no repair request: nothing to charge the document for
+    assert [set(f) for f in report["findings"]] == [
+        {"category", "severity", "location", "quote", "message", "suggestion"}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -219,12 +235,41 @@ def test_check_an_unreachable_server_is_retryable():
         make(f"http://127.0.0.1:{port}/v1", KEY, "test-model", 1.0).check()
 
 
-def test_a_rejected_response_format_falls_back_to_plain_requests():
+def formats(server: FakeLLM) -> list[str | None]:
+    """The response_format type of every request the server saw (None: none asked)."""
+    return [(q["body"].get("response_format") or {}).get("type") for q in server.requests]
+
+
+def test_a_server_without_structured_output_is_asked_for_json_object_from_then_on():
+    with FakeLLM(reject_json_schema=True) as llm:
+        r = reviewer(llm)
+        first = r.review("install", DOC)
+        second = r.review("install", DOC)
+        assert formats(llm) == ["json_schema", "json_object", "json_object"]
+        assert first["findings"] == second["findings"] and first["schema_version"] == SCHEMA_VERSION
+        reviewer(llm).review("install", DOC)  # another reviewer (another server's memory) starts strict again
+        assert formats(llm)[3:] == ["json_schema", "json_object"]
+
+
+def test_a_refusal_that_names_only_json_schema_steps_down_too(llm):
+    llm.script(error(400, "Grammar error: json_schema with strict is not supported by this model"))
+    reviewer(llm).review("install", DOC)
+    assert formats(llm) == ["json_schema", "json_object"]
+
+
+def test_a_rejected_response_format_falls_back_rung_by_rung_to_plain_requests():
     with FakeLLM(reject_response_format=True) as llm:
         r = reviewer(llm)
         assert validate_report(r.review("install", DOC))
         r.review("install", DOC)
-        assert ["response_format" in q["body"] for q in llm.requests] == [True, False, False]
+        assert formats(llm) == ["json_schema", "json_object", None, None]
+
+
+def test_chunks_refused_the_same_rung_at_once_step_down_one_rung_not_two():
+    r = OpenAIReviewer("http://127.0.0.1:9/v1", KEY, "test-model")  # no request is sent
+    assert RUNGS[r._step_down(0)] == RUNGS[r._step_down(0)] == {"type": "json_object"}  # two chunks refused json_schema
+    assert RUNGS[r._step_down(1)] is None
+    assert RUNGS[r._step_down(0)] is None  # a late refusal of a higher rung never moves it back up
 
 
 def test_400_is_permanent_and_never_echoes_the_key(llm):

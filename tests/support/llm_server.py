@@ -11,7 +11,8 @@ In a test::
 Scripted replies are consumed in order, one per request (any route); then the default answers:
 401 to everything when ``unauthorized``, else chaos (latency, 429/500 at the seeded rates), else the
 route: ``GET /v1/models/{id}`` and ``POST /v1/chat/completions`` (404 for a model not in ``models``,
-400 when ``reject_response_format`` and the request asks for it, else a valid report whose one finding
+400 when ``reject_response_format`` and the request asks for it, or ``reject_json_schema`` and it asks for
+a ``json_schema`` (a server without structured output), else a valid report whose one finding
 quotes the first heading of the numbered document in the last user message that has one).
 With ``rpm``/``tpm`` (one number for every model, or a dict per model) the chat route enforces a
 provider's limits per model over a sliding window
@@ -107,6 +108,7 @@ class FakeLLM:
         unauthorized: bool = False,
         models: set[str] | None = None,
         reject_response_format: bool = False,
+        reject_json_schema: bool = False,
         rpm: int | dict[str, int] | None = None,
         tpm: int | dict[str, int] | None = None,
         window_s: float = 60.0,
@@ -115,6 +117,7 @@ class FakeLLM:
         self.served: list[tuple[float, str, int, int]] = []
         self.latency_ms, self.rate_429, self.rate_500 = latency_ms, rate_429, rate_500
         self.unauthorized, self.models, self.reject_response_format = unauthorized, models, reject_response_format
+        self.reject_json_schema = reject_json_schema
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0  # requests being answered now, and the most at once
         self._queue: collections.deque[Reply] = collections.deque()
@@ -204,6 +207,8 @@ class FakeLLM:
             return error(404, f"no route {method} {path}")
         if self.reject_response_format and "response_format" in body:
             return error(400, "response_format is not supported by this server", param="response_format")
+        if self.reject_json_schema and (body.get("response_format") or {}).get("type") == "json_schema":
+            return error(400, "response_format.type 'json_schema' is not supported; use 'json_object'")
         if self.rpm is None and self.tpm is None:
             return Reply(body=smart_answer(body))
         return self._within_limits(str(body.get("model", "")), smart_answer(body))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from docllm.domain.answer_schema import SCHEMA_VERSION
 from docllm.domain.errors import PermanentError
+from docllm.domain.prompt import PROMPT_VERSION
 from docllm.domain.report import (
     finding,
     make_report,
@@ -14,6 +16,8 @@ from docllm.domain.report import (
     validate_answer,
     validate_report,
 )
+
+VERSIONS = {"prompt_version", "schema_version", "rubric_version"}
 
 
 def report(*findings, chunks=1, usage=(3, 2), summary="ok"):
@@ -25,10 +29,21 @@ def test_a_built_report_is_valid_and_complete():
     r = report(finding("links", "medium", "Broken anchor.", heading="A > B", line_start=4, quote="[x](#y)"))
     assert validate_report(r) == r
     assert r["findings"][0]["location"] == {"heading": "A > B", "line_start": 4, "line_end": 4}
-    assert set(r) == {"findings", "summary", "reviewer", "model", "chunks", "usage"}
+    assert set(r) == {"findings", "summary", "reviewer", "model", "chunks", "usage"} | VERSIONS
+    assert (r["prompt_version"], r["schema_version"], r["rubric_version"]) == (None, SCHEMA_VERSION, None)
 
 
-def test_a_model_answer_is_normalised_and_keeps_its_extra_fields():
+def test_a_report_keeps_the_versions_that_made_it_through_a_merge():
+    one, two = (make_report([], "s", "openai", "m", prompt_version=PROMPT_VERSION, rubric_version="3") for _ in "ab")
+    merged = merge_reports([one, two])
+    assert (merged["prompt_version"], merged["schema_version"], merged["rubric_version"]) == (
+        PROMPT_VERSION,
+        SCHEMA_VERSION,
+        "3",
+    )
+
+
+def test_a_model_answer_is_normalised_into_the_schema_spelling():
     answer = validate_answer(
         {
             "summary": "s",
@@ -39,7 +54,6 @@ def test_a_model_answer_is_normalised_and_keeps_its_extra_fields():
                     "message": "Vague.",
                     "location": "Intro",
                     "quote": None,
-                    "confidence": 0.7,
                 },
                 {
                     "category": "code",
@@ -53,20 +67,22 @@ def test_a_model_answer_is_normalised_and_keeps_its_extra_fields():
     first, second = answer["findings"]
     assert (first["category"], first["severity"], first["quote"], first["suggestion"]) == ("clarity", "low", "", "")
     assert first["location"] == {"heading": "Intro", "line_start": None, "line_end": None}
-    assert first["confidence"] == 0.7
+    assert set(first) == {"category", "severity", "location", "quote", "message", "suggestion"}
     assert second["location"] == {"heading": "", "line_start": 7, "line_end": 7}
 
 
 @pytest.mark.parametrize(
     "bad, field",
     [
-        ([], "must be a JSON object"),
-        ({"summary": "s"}, "findings must be a list"),
+        ([], "the answer must be an object"),
+        ({"summary": "s"}, "findings is missing"),
+        ({"findings": {}, "summary": "s"}, "findings must be a list"),
         ({"findings": [], "summary": 3}, "summary"),
         ({"findings": ["x"]}, r"findings[0] must be an object"),
         ({"findings": [{"category": "style!", "severity": "low", "message": "m"}]}, "findings[0].category"),
         ({"findings": [{"category": "code", "severity": "urgent", "message": "m"}]}, "findings[0].severity"),
         ({"findings": [{"category": "code", "severity": "low", "message": " "}]}, "findings[0].message"),
+        ({"findings": [{"category": "code", "severity": "low"}]}, "findings[0].message is missing"),
         ({"findings": [{"category": "code", "severity": "low", "message": "m", "quote": 3}]}, "findings[0].quote"),
         (
             {"findings": [{"category": "code", "severity": "low", "message": "m", "location": {"line_start": 0}}]},
@@ -92,6 +108,9 @@ def test_a_bad_answer_names_its_bad_field(bad, field):
         ({"chunks": -1}, "chunks"),
         ({"usage": None}, "usage"),
         ({"usage": {"prompt_tokens": 1, "completion_tokens": True}}, "usage.completion_tokens"),
+        ({"schema_version": None}, "schema_version"),
+        ({"prompt_version": "v1"}, "prompt_version"),
+        ({"rubric_version": 1.5}, "rubric_version"),
     ],
 )
 def test_a_bad_report_names_its_bad_field(change, field):
@@ -134,3 +153,36 @@ def test_an_answer_text_may_be_fenced_but_must_be_json():
 def test_an_empty_or_binary_document_cannot_be_reviewed(document):
     with pytest.raises(PermanentError):
         require_reviewable(document)
+
+
+def test_fields_the_schema_does_not_name_are_left_out_not_refused():
+    """A model's own extra words ("confidence", a "verdict") would otherwise cost a repair request
+    and charge the document; they are dropped, and the rest is checked as usual."""
+    answer = validate_answer(
+        {
+            "findings": [
+                {
+                    "category": "code",
+                    "severity": "low",
+                    "message": "m",
+                    "confidence": 0.7,
+                    "location": {"heading": "A", "line_start": 2, "page": 1},
+                }
+            ],
+            "summary": "s",
+            "verdict": "ok",
+        }
+    )
+    assert answer == {
+        "findings": [
+            {
+                "category": "code",
+                "severity": "low",
+                "message": "m",
+                "quote": "",
+                "suggestion": "",
+                "location": {"heading": "A", "line_start": 2, "line_end": 2},
+            }
+        ],
+        "summary": "s",
+    }

@@ -1,4 +1,8 @@
-"""The review report stored in a task's ``result``: its schema, validation, building and merging.
+"""The review report stored in a task's ``result``: validation, building and merging.
+
+A report is a reviewer's answer (``answer_schema.py``: findings and a summary) and what made it:
+reviewer, model, chunks, usage, and the versions of the prompt, the answer schema and the rubric
+(None where there was none; reports stored before these keys existed lack them).
 
 A finding's ``location`` is ``{"heading": "Install > Linux", "line_start": 12, "line_end": 14}``:
 the heading path (" > "-joined, "" before the first heading) and whole-document lines (1-based),
@@ -11,23 +15,15 @@ import json
 import re
 from typing import Any
 
+from docllm.domain.answer_schema import ANSWER_SCHEMA, FINDING_SCHEMA, SCHEMA_VERSION
+from docllm.domain.answer_schema import CATEGORIES as CATEGORIES  # re-exported: readers of reports use them
+from docllm.domain.answer_schema import SEVERITIES as SEVERITIES
 from docllm.domain.errors import PermanentError
+from docllm.domain.json_schema import check
 
-CATEGORIES = (
-    "correctness",
-    "consistency",
-    "completeness",
-    "clarity",
-    "formatting",
-    "links",
-    "code",
-    "style",
-    "security",
-    "other",
-)
-SEVERITIES = ("low", "medium", "high", "critical")
 REVIEWERS = ("openai", "offline")
-_TEXT_FIELDS = ("quote", "message", "suggestion")
+_FINDING_FIELDS = frozenset(FINDING_SCHEMA["properties"])
+_OPTIONAL_TEXT = ("quote", "suggestion")  # a model may leave these out; the message it may not
 _FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S)
 
 
@@ -74,7 +70,11 @@ def make_report(
     model: str,
     chunks: int = 1,
     usage: dict[str, int] | None = None,
+    *,
+    prompt_version: int | None = None,
+    rubric_version: int | str | None = None,
 ) -> dict[str, Any]:
+    """A report checked whole; ``prompt_version`` None for a reviewer without a prompt (offline)."""
     usage = usage or {}
     return validate_report(
         {
@@ -87,69 +87,70 @@ def make_report(
                 "prompt_tokens": usage.get("prompt_tokens", 0),
                 "completion_tokens": usage.get("completion_tokens", 0),
             },
+            "prompt_version": prompt_version,
+            "schema_version": SCHEMA_VERSION,
+            "rubric_version": rubric_version,
         }
     )
 
 
-def _line(value: Any, field: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
-        raise ValueError(f"{field} must be a positive integer or null, got {value!r}")
-    if int(value) < 1:
-        raise ValueError(f"{field} must be a positive integer or null, got {value!r}")
-    return int(value)
+def _line(value: Any) -> Any:
+    """A line number a model wrote as text ("12") as the integer; anything else as it is, for the schema to judge."""
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
 
-def _location(value: Any, where: str) -> dict[str, Any]:
+def _location(value: Any) -> Any:
     if value is None or isinstance(value, str):  # a model may answer a bare section name
         return location(value or "")
     if not isinstance(value, dict):
-        raise ValueError(f"{where}.location must be an object, got {type(value).__name__}")
-    heading = value.get("heading") or ""
-    if not isinstance(heading, str):
-        raise ValueError(f"{where}.location.heading must be a string")
-    start = _line(value.get("line_start"), f"{where}.location.line_start")
-    return location(heading, start, _line(value.get("line_end"), f"{where}.location.line_end"))
+        return value
+    return {  # only the schema's fields: a model's extra ones are left out, as in a finding
+        "heading": value.get("heading") or "",
+        "line_start": _line(value.get("line_start")),
+        "line_end": _line(value.get("line_end")),
+    }
 
 
-def _finding(value: Any, where: str) -> dict[str, Any]:
+def _lenient(value: Any) -> Any:
+    """A finding as the looser rungs (``json_object``, words) let a model write it, in the schema's
+    spelling: categories and severities in any case, null or missing text, a bare or partial
+    location, no ``check``. A field the schema does not name (a model's own "confidence") is left
+    out rather than refused: refusing would cost a repair request, and charge the document, for
+    words nobody reads. Nothing is invented beyond empty text, unknown lines and a null check."""
     if not isinstance(value, dict):
-        raise ValueError(f"{where} must be an object, got {type(value).__name__}")
-    out = dict(value)  # unknown fields of a model's finding are kept as given
-    for field, allowed in (("category", CATEGORIES), ("severity", SEVERITIES)):
-        raw = value.get(field)
-        norm = raw.strip().lower() if isinstance(raw, str) else raw
-        if norm not in allowed:
-            raise ValueError(f"{where}.{field} must be one of {', '.join(allowed)}; got {raw!r}")
-        out[field] = norm
-    for field in _TEXT_FIELDS:
-        text = "" if value.get(field) is None else value[field]
-        if not isinstance(text, str):
-            raise ValueError(f"{where}.{field} must be a string, got {type(text).__name__}")
-        out[field] = text
-    if not out["message"].strip():
-        raise ValueError(f"{where}.message must not be empty")
-    # Which check produced it ("rubric:install-guide/banned-terms"); reports before rubrics have none.
-    if value.get("check") is None:
-        out.pop("check", None)
-    elif not isinstance(value["check"], str):
-        raise ValueError(f"{where}.check must be a string, got {type(value['check']).__name__}")
-    out["location"] = _location(value.get("location"), where)
+        return value
+    out = {k: v for k, v in value.items() if k in _FINDING_FIELDS}
+    out.setdefault("check", None)
+    for field in ("category", "severity"):
+        if isinstance(out.get(field), str):
+            out[field] = out[field].strip().lower()
+    for field in _OPTIONAL_TEXT:
+        out.setdefault(field, "")
+    for field in (*_OPTIONAL_TEXT, "message"):
+        if field in out and out[field] is None:
+            out[field] = ""
+    out["location"] = _location(value.get("location"))
     return out
 
 
 def validate_answer(obj: Any) -> dict[str, Any]:
-    """Check and normalise the part a reviewer writes: ``{"findings": [...], "summary": "..."}``."""
-    if not isinstance(obj, dict):
-        raise ValueError(f"the report must be a JSON object, got {type(obj).__name__}")
-    findings = obj.get("findings")
-    if not isinstance(findings, list):
-        raise ValueError("findings must be a list")
-    summary = obj.get("summary", "")
-    if not isinstance(summary, str):
-        raise ValueError("summary must be a string")
-    return {"findings": [_finding(f, f"findings[{i}]") for i, f in enumerate(findings)], "summary": summary}
+    """Check and normalise the part a reviewer writes, ``{"findings": [...], "summary": "..."}``,
+    against the answer schema (``answer_schema.py``): ValueError names the first bad field."""
+    if isinstance(obj, dict):  # its own extra fields are left out (see _lenient)
+        obj = {k: v for k, v in obj.items() if k in ANSWER_SCHEMA["properties"]}
+        obj["summary"] = "" if obj.get("summary") is None else obj["summary"]
+        if isinstance(obj.get("findings"), list):
+            obj["findings"] = [_lenient(f) for f in obj["findings"]]
+    check(ANSWER_SCHEMA, obj)
+    findings = []
+    for i, f in enumerate(obj["findings"]):
+        if not f["message"].strip():  # beyond the schema: strict mode has no portable minLength
+            raise ValueError(f"findings[{i}].message must not be empty")
+        f = {**f, "location": location(**f["location"])}  # line_end not before line_start
+        if f["check"] is None:
+            del f["check"]  # a finding no check named reads as it did before rubrics
+        findings.append(f)
+    return {"findings": findings, "summary": obj["summary"]}
 
 
 def parse_answer(text: str) -> dict[str, Any]:
@@ -174,7 +175,9 @@ def _count(value: Any, field: str) -> int:
 
 def validate_report(obj: Any) -> dict[str, Any]:
     """Check and normalise a whole report; ValueError names the first bad field."""
-    report = validate_answer(obj)
+    if not isinstance(obj, dict):
+        raise ValueError(f"the report must be an object, got {type(obj).__name__}")
+    report = validate_answer({"findings": obj.get("findings"), "summary": obj.get("summary")})
     if obj.get("reviewer") not in REVIEWERS:
         raise ValueError(f"reviewer must be one of {', '.join(REVIEWERS)}; got {obj.get('reviewer')!r}")
     if not isinstance(obj.get("model"), str):
@@ -187,8 +190,18 @@ def validate_report(obj: Any) -> dict[str, Any]:
         model=obj["model"],
         chunks=_count(obj.get("chunks"), "chunks"),
         usage={k: _count(usage.get(k), f"usage.{k}") for k in ("prompt_tokens", "completion_tokens")},
+        prompt_version=_version(obj.get("prompt_version"), "prompt_version", int, type(None)),
+        schema_version=_version(obj.get("schema_version"), "schema_version", int),
+        rubric_version=_version(obj.get("rubric_version"), "rubric_version", int, str, type(None)),
     )
     return report
+
+
+def _version(value: Any, field: str, *kinds: type) -> Any:
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        wanted = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+        raise ValueError(f"{field} must be {wanted}, got {value!r}")
+    return value
 
 
 def _norm(text: str) -> str:
@@ -224,4 +237,6 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
         reports[0]["model"],
         chunks=sum(r["chunks"] for r in reports),
         usage=usage,
+        prompt_version=reports[0]["prompt_version"],  # one reviewer's chunks: one prompt, one rubric
+        rubric_version=reports[0]["rubric_version"],
     )

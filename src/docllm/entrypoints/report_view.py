@@ -75,7 +75,7 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
             f"model {escape(str(report.get('model', '?')))}, chunks {report.get('chunks', '?')}, tokens "
             f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out"
             + (f", rubric {escape(str(report['rubric']))}" if report.get("rubric") else "")
-            + "[/]"
+            + f"{_versions(report)}[/]"
         )
     ]
     known = [s for s in reversed(SEVERITIES)]
@@ -87,6 +87,13 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
             out.append(Text(f"\n{severity.upper()} ({len(group)})", style=style))
             out += [_finding(i, f) for i, f in enumerate(group, 1)]
     return out
+
+
+def _versions(report: dict[str, Any]) -> str:
+    """The versions that made the report, as ``, prompt v1, schema v1``: those it records (older
+    reports record none; a reviewer without a prompt records None). A rubric shows as NAME@VERSION."""
+    named = [(what, report.get(f"{what}_version")) for what in ("prompt", "schema")]
+    return "".join(f", {what} v{escape(str(v))}" for what, v in named if v is not None)
 
 
 def _finding(number: int, f: dict[str, Any]) -> RenderableType:

@@ -10,6 +10,10 @@ sent with the client's ``request`` and options built once per reviewer (no typed
 transform); the answer the raw response decoded once, ``usage`` and the message read from the
 dict (no pydantic model). The SDK still builds the request, applies the timeout, sends the
 credentials and raises its error types, which ``_translate`` maps as before.
+
+The answer's form is asked for as strictly as the server allows (``RUNGS``): the domain's answer
+schema as a strict ``json_schema``, else ``json_object``, else the prompt's words; every answer is
+checked against that one schema whatever was asked (``report.parse_answer``).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from openai._models import FinalRequestOptions
 
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
+from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_NAME
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
 from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, ProviderUnavailable, TransientError
 from docllm.domain.prices import PriceTable
-from docllm.domain.prompt import build_messages, repair_messages
+from docllm.domain.prompt import PROMPT_VERSION, build_messages, repair_messages
 from docllm.domain.rate_limits import MAX_COUNT, estimate_tokens
 from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
 from docllm.domain.rubric import Rubric
@@ -49,6 +54,11 @@ log = logging.getLogger(__name__)
 
 POOL_CONNECTIONS = 32  # the most connections one HTTP pool of the reviewer holds
 JSON_MODE = {"type": "json_object"}
+STRICT_SCHEMA = {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": ANSWER_SCHEMA}}
+# How the answer's form is asked for, strictest first: the answer schema enforced by the server,
+# any JSON object, then the prompt's words alone (None: no response_format). A server that refuses
+# a rung (a 400 about response_format) is asked with the next one from then on.
+RUNGS: tuple[dict[str, Any] | None, ...] = (STRICT_SCHEMA, JSON_MODE, None)
 
 
 class OpenAIReviewer:
@@ -75,7 +85,7 @@ class OpenAIReviewer:
         self._where = re.sub(r"//[^/@]*@", "//", base_url) if base_url else "the OpenAI API"  # no user:password
         self._timeout = timeout_seconds
         self._max_chunk_chars = max_chunk_chars
-        self._json_mode = True  # off for good once the server rejects response_format
+        self._rung = 0  # index in RUNGS; only goes down, once per refusal, for this server for good
         self._gate = gate or NoGate()  # the fleet's rate limits, one turn per request
         self._parallelism = max(1, chunk_parallelism)
         self._prices = prices or PriceTable()
@@ -172,19 +182,22 @@ class OpenAIReviewer:
                     raise TransientError(f"LLM answered an invalid report: {e}") from None
                 messages = repair_messages(messages, answer, str(e))
         findings = [place_finding(f, chunk) for f in parsed["findings"]]
-        return make_report(findings, parsed["summary"], self.name, self.model, chunks=1, usage=usage)
+        return make_report(
+            findings, parsed["summary"], self.name, self.model, chunks=1, usage=usage, prompt_version=PROMPT_VERSION
+        )
 
     async def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
         async with self._gate.request(estimate_tokens(messages)) as ticket:
+            rung = self._rung
             try:
-                try:
-                    raw, body = await self._create(messages)
-                except openai.BadRequestError as e:
-                    if not (self._json_mode and _about_response_format(e)):
-                        raise
-                    log.warning("the LLM at %s rejects response_format; asking for JSON in words only", self._where)
-                    self._json_mode = False
-                    raw, body = await self._create(messages)
+                while True:
+                    try:
+                        raw, body = await self._create(messages, RUNGS[rung])
+                        break
+                    except openai.BadRequestError as e:
+                        if RUNGS[rung] is None or not _about_response_format(e):
+                            raise
+                        rung = self._step_down(rung)  # always a lower rung: the loop ends by the last
             except openai.OpenAIError as e:
                 ticket.hints = hints_from_headers(e.response.headers if isinstance(e, openai.APIStatusError) else None)
                 raise self._translate(e) from None  # the chained error could carry what the server echoed
@@ -199,13 +212,24 @@ class OpenAIReviewer:
             usage["completion_tokens"] += reported[1]
         return _content(body)
 
-    async def _create(self, messages: list[dict[str, str]]) -> tuple[httpx.Response, dict[str, Any] | None]:
+    def _step_down(self, refused: int) -> int:
+        """The rung below the one the server refused, remembered. Chunks in flight at once may each
+        be refused the same rung: the first moves the reviewer down, the others find it there."""
+        if self._rung <= refused:
+            self._rung = refused + 1
+            asked = "JSON in words only" if RUNGS[self._rung] is None else "any JSON object"
+            log.warning("the LLM at %s refuses response_format %s; asking for %s", self._where, _kind(refused), asked)
+        return self._rung
+
+    async def _create(
+        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None
+    ) -> tuple[httpx.Response, dict[str, Any] | None]:
         """One request, recorded as one LLM call whatever its end (answered, failed, cancelled): the
         raw response (its headers carry the provider's rate-limit hints) and its body decoded, None
         when that is not a JSON object."""
         started, outcome, body = time.perf_counter(), "error", None
         try:
-            raw = await self._request(messages)
+            raw = await self._request(messages, response_format)
             body = self._decode(raw)
             if body is not None:
                 outcome = "ok"
@@ -224,12 +248,12 @@ class OpenAIReviewer:
         if self._on_call is not None:
             self._on_call(call)
 
-    async def _request(self, messages: list[dict[str, str]]) -> httpx.Response:
+    async def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> httpx.Response:
         """The chat completion's HTTP response, through the SDK: it adds the headers and the timeout,
         sends, and raises its errors (a status error for a 4xx or 5xx)."""
         body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self._json_mode:
-            body["response_format"] = JSON_MODE
+        if response_format is not None:
+            body["response_format"] = response_format
         options = self._chat.model_copy(update={"content": orjson.dumps(body)})
         return await self._client.request(httpx.Response, options)
 
@@ -314,4 +338,10 @@ def _refused(e: BaseException) -> bool:
 
 
 def _about_response_format(e: openai.BadRequestError) -> bool:
-    return e.param == "response_format" or "response_format" in str(e.body or e.message)
+    text = str(e.body or e.message)
+    return e.param == "response_format" or "response_format" in text or "json_schema" in text
+
+
+def _kind(rung: int) -> str:
+    form = RUNGS[rung]
+    return str(form["type"]) if form else "none"

@@ -236,7 +236,7 @@ class TaskProcessor:
             seen = facts_of(exc)
             return self.facts(attempt, seen.happened, seen.error, seen.retry_after)
         if rubric is not None:  # which rubric, at which version, this report followed
-            report = {**report, "rubric": rubric.ref}
+            report = {**report, "rubric": rubric.ref, "rubric_version": rubric.version}
         return Outcome.success(report)
 
     def _rubric(self, task: Task) -> Rubric | None:

@@ -1,0 +1,25 @@
+"""``docllm show`` names the versions that made a report, and only those the report records."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from docllm.domain.model import Task, TaskStatus
+from docllm.domain.report import make_report
+from docllm.entrypoints.report_view import render_task
+
+
+def shown(result: dict) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render_task(Task(task_id=1, task_name="doc", status=TaskStatus.success, result=result), 3))
+    return console.export_text()
+
+
+def test_the_versions_a_report_records_are_shown():
+    report = {**make_report([], "Fine.", "openai", "m", prompt_version=4, rubric_version="2"), "rubric": "team@2"}
+    assert "tokens 0 in / 0 out, rubric team@2, prompt v4, schema v1" in shown(report)
+
+
+def test_a_report_stored_before_versions_shows_none():
+    old = {k: v for k, v in make_report([], "Fine.", "offline", "m").items() if not k.endswith("_version")}
+    assert "tokens 0 in / 0 out\n" in shown(old) and " v" not in shown(old).split("tokens")[1]

@@ -29,7 +29,10 @@ def _lines(node: yaml.Node) -> tuple[int, int]:
     m = _RANGE.fullmatch(value)
     if not m:
         raise Bad(node, f"lines must be N or N-M (line numbers of the document), got {value!r}")
-    return int(m.group(1)), int(m.group(2) or m.group(1))
+    start, end = int(m.group(1)), int(m.group(2) or m.group(1))
+    if not 1 <= start <= end:
+        raise Bad(node, f"lines must be N or N-M with 1 <= N <= M; got {value!r}")
+    return start, end
 
 
 def _expected(node: yaml.Node) -> Expected:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from docllm.domain.report import CATEGORIES
 from docllm.entrypoints.cli import main
 from tests.support.llm_server import FakeLLM
 
@@ -80,10 +81,8 @@ def test_a_bad_golden_set_is_one_line_on_stderr(cli, tmp_path):
     (tmp_path / "guide.expected.yaml").write_text("findings:\n  - category: stlye\n")
     code, out, err = cli("eval", str(tmp_path))
     assert code == 1 and out == ""
-    assert err.strip() == f"docllm: {tmp_path / 'guide.expected.yaml'}:2: category must be one of " + (
-        "correctness, consistency, completeness, clarity, formatting, links, code, style, security, other; "
-        "got 'stlye'"
-    )
+    where = f"{tmp_path / 'guide.expected.yaml'}:2"
+    assert err.strip() == f"docllm: {where}: category must be one of {', '.join(CATEGORIES)}; got 'stlye'"
 
 
 def test_an_openai_compatible_server_is_scored_with_its_cost_per_document(cli, monkeypatch):

@@ -153,10 +153,13 @@ def evaluate(args: argparse.Namespace) -> int:
     from docllm.entrypoints.eval_view import eval_json, eval_table
     from docllm.entrypoints.evaluation import run_eval
 
-    settings = replace(load_settings(), log_level="WARNING", metrics_port=None)
+    settings = replace(load_settings(), log_level="WARNING", metrics_port=None)  # no metrics server either
     container = build_container(settings)
-    cases = load_cases(args.directory, settings.max_document_bytes, container.rubrics())
-    results, name, model = asyncio.run(run_eval(container, cases))
+    try:
+        cases = load_cases(args.directory, settings.max_document_bytes, container.rubrics())
+        results, name, model = asyncio.run(run_eval(container, cases))
+    finally:
+        container.shutdown_resources()
     if args.json:
         print_json(eval_json(results, name, model))
     else:

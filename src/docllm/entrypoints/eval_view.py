@@ -35,11 +35,8 @@ def score_json(score: Score) -> dict[str, Any]:
 
 
 def expected_json(e: Expected) -> dict[str, Any]:
-    lines = list(e.lines) if e.lines else None
-    return {"line": e.line, "check": e.check, "category": e.category, "severity": e.severity} | {
-        "lines": lines,
-        "section": e.section,
-    }
+    where = {"lines": list(e.lines) if e.lines else None, "section": e.section}
+    return {"line": e.line, "check": e.check, "category": e.category, "severity": e.severity, **where}
 
 
 def _unexpected_json(f: dict[str, Any]) -> dict[str, Any]:

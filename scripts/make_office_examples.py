@@ -1,9 +1,12 @@
 """Writes examples/docs/quickstart.pdf and examples/docs/admin-guide.docx: small files with known
-problems, for `docllm submit` of PDF and Word files. Run from the repository root:
+problems, for `docllm submit` of PDF and Word files; and the PDF and Word documents of the eval
+golden set, examples/eval/ (their expected findings are the .expected.yaml files beside them).
+Run from the repository root:
 
     PYTHONPATH=. python scripts/make_office_examples.py
 
-The files are committed; tests/unit/test_office_documents.py checks the findings they give.
+The files are committed; tests/unit/test_office_documents.py checks the findings they give, and
+tests/integration/test_cli_eval.py the eval figures of the golden set.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 from tests.support.office_files import docx_bytes, pdf_bytes
 
 DOCS = Path(__file__).resolve().parents[1] / "examples" / "docs"
+EVAL = DOCS.parent / "eval"
 LONG = (
     "If the server does not start after the installer has finished and you have already checked that the "
     "port is free and that the data directory belongs to the service user then you should read the log file "
@@ -39,10 +43,36 @@ ADMIN_GUIDE = [
     ("p", LONG),
 ]
 
+# Golden documents: each problem is listed in its .expected.yaml, some only a model can see.
+EVAL_QUICKSTART = [
+    [
+        "AcmeDB quickstart",
+        "Install the package, then start the server.",
+        "Lines that start with TODO in acmedb.conf are comments.",  # not a marker: a rule-based false alarm
+    ],
+    ["Configure", "Set the port in acmedb.conf.", "TBD: the proxy settings.", *textwrap.wrap(LONG, 90)],
+]
+
+EVAL_BACKUP_GUIDE = [
+    ("Title", "AcmeDB backups"),
+    ("h1", "Install"),
+    ("p", "Install the backup agent on each server."),
+    ("h2", "Linux"),
+    ("List Bullet", "Download the agent."),
+    ("List Bullet", "FIXME: name the package for Debian."),
+    ("h2", "Windows"),
+    ("h1", "Backup"),
+    ("h3", "Schedule"),
+    ("table", "Backup;When/full;Sunday/incremental;every night"),
+    ("p", "Backups older than 30 days are deleted. Keep every backup for 90 days."),  # contradicts itself
+]
+
 
 def main() -> None:
     (DOCS / "quickstart.pdf").write_bytes(pdf_bytes(QUICKSTART))
     (DOCS / "admin-guide.docx").write_bytes(docx_bytes(ADMIN_GUIDE))
+    (EVAL / "quickstart.pdf").write_bytes(pdf_bytes(EVAL_QUICKSTART))
+    (EVAL / "backup-guide.docx").write_bytes(docx_bytes(EVAL_BACKUP_GUIDE))
 
 
 if __name__ == "__main__":

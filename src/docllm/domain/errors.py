@@ -42,3 +42,8 @@ class ConfigurationError(DocllmError):
 class RubricError(PermanentError):
     """A rubric that cannot be used: unknown, or invalid (the message names its file and line).
     At submit nothing is queued; on a worker the task fails with this message, its row kept."""
+
+
+class EvaluationError(DocllmError):
+    """``docllm eval`` cannot go on: a golden set or expectations file that is wrong (the message
+    names the file and line), or a review that failed (it names the document)."""

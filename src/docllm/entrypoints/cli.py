@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")
     demo.add_argument("--workers", type=int, default=3)
     demo.add_argument("--dashboard", action="store_true", help="then serve the dashboard over the demo's data")
+    ev = sub.add_parser("eval", help="score the reviewer on a golden set: precision, recall and cost per document")
+    ev.add_argument("directory", metavar="DIR", help="documents, each beside its NAME.expected.yaml")
+    ev.add_argument("--json", action="store_true")
     db = sub.add_parser("dashboard", help="serve the web dashboard (loopback unless DOCLLM_DASHBOARD_TOKEN is set)")
     db.add_argument("--host", default="127.0.0.1")
     db.add_argument("--port", type=int, default=8765)
@@ -105,6 +108,8 @@ def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | N
         return {"list": commands.dead_list, "retry": commands.dead_retry, "discard": commands.dead_discard}[
             args.dead_command
         ]
+    if args.command == "eval":  # not the builtin's name
+        return commands.evaluate
     return getattr(commands, args.command.replace("-", "_"))
 
 

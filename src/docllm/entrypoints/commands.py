@@ -145,6 +145,28 @@ def dead_discard(args: argparse.Namespace) -> int:
     return 0
 
 
+def evaluate(args: argparse.Namespace) -> int:
+    """In-process, without Redis or a database: the settings' reviewer, as a worker builds it."""
+    import asyncio
+
+    from docllm.adapters.evaluation.golden_set import load_cases
+    from docllm.entrypoints.eval_view import eval_json, eval_table
+    from docllm.entrypoints.evaluation import run_eval
+
+    settings = replace(load_settings(), log_level="WARNING", metrics_port=None)  # no metrics server either
+    container = build_container(settings)
+    try:
+        cases = load_cases(args.directory, settings.max_document_bytes, container.rubrics())
+        results, name, model = asyncio.run(run_eval(container, cases))
+    finally:
+        container.shutdown_resources()
+    if args.json:
+        print_json(eval_json(results, name, model))
+    else:
+        console().print(eval_table(results, name, model))
+    return 0
+
+
 def dashboard(args: argparse.Namespace) -> int:
     from docllm.entrypoints.dashboard.serve import check_bind, serve
 

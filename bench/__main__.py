@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--llm-latency", type=float, metavar="SECONDS", help="the mock LLM's latency (default 1.0; --quick: 0.2)"
     )
-    parser.add_argument("--c", nargs="+", type=int, help="hotpath: concurrencies (default 64 256 1024)")
+    parser.add_argument("--c", nargs="+", type=int, help="hotpath, store-load: concurrencies (default 64 256 1024)")
     parser.add_argument("--latency", nargs="+", type=float, help="hotpath: mock latencies in s (default 1 5)")
     parser.add_argument("--processes", nargs="+", type=int, help="hotpath: worker processes (default 1 2)")
     parser.add_argument("--repeats", type=int, help="hotpath (default 3), store-load (default 1): repeats")

@@ -2,6 +2,7 @@
 
     python -m bench store-load                                   # this checkout's docllm, and the peer
     python -m bench store-load --before-src /path/to/old/src --repeats 2   # before/after, interleaved
+    python -m bench store-load --c 256 --before-src OLD/src --repeats 3   # one concurrency
     python -m bench store-load --quick                           # C = 16, L = 0.2 s
 
 Per run: ``SHOW GLOBAL STATUS`` deltas of Com_commit and Questions per task, the peak of
@@ -127,6 +128,8 @@ def run(env: Env, results: dict) -> list[Table]:
     o = env.options
     latency = 0.2 if env.quick else 1.0
     configs = [(16, 1)] if env.quick else [(1024, 1), (1024, 2), (256, 1), (64, 1)]
+    if o.get("hp_c"):  # --c: only these concurrencies (the peer runs at the largest)
+        configs = [(c, p) for c, p in configs if c in o["hp_c"]] or [(c, 1) for c in o["hp_c"]]
     repeats = o.get("hp_repeats") or 1
     before_src = o.get("before_src")
     sides = [("after", None), ("before", str(Path(before_src).resolve()))] if before_src else [("docllm", None)]
@@ -137,7 +140,8 @@ def run(env: Env, results: dict) -> list[Table]:
             for c, procs in configs:
                 for side, src in order:
                     runs.append(_one(env, mock, c, procs, side, src, rep, latency))
-            runs.append(_one(env, mock, configs[0][0], 1, "peer", None, rep, latency))
+            if not o.get("hp_c") or 1024 in o["hp_c"]:
+                runs.append(_one(env, mock, configs[0][0], 1, "peer", None, rep, latency))
     results["store_load"] = {"runs": runs}
     t = Table(
         "store_load",

@@ -45,7 +45,13 @@ Doc = dict[str, Any]
 
 # Lists that a strategic merge patch merges item by item (Kubernetes' patchMergeKey); every other
 # list, and every list of a custom resource, is replaced whole.
-MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name", "volumes": "name", "volumeMounts": "mountPath"}
+MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+}
 KUSTOMIZATION_KEYS = {"apiVersion", "kind", "resources", "patches"}
 
 
@@ -87,10 +93,14 @@ def _load(path: Path) -> list[Doc]:
 def render(directory: Path) -> list[Doc]:
     """``kubectl kustomize DIRECTORY`` for the features the overlays use (anything else fails)."""
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    assert set(kustomization) <= KUSTOMIZATION_KEYS, f"the loader does not know {set(kustomization) - KUSTOMIZATION_KEYS}"
+    assert set(kustomization) <= KUSTOMIZATION_KEYS, (
+        f"the loader does not know {set(kustomization) - KUSTOMIZATION_KEYS}"
+    )
     docs: list[Doc] = []
     for entry in kustomization.get("resources", []):
         path = (directory / entry).resolve()
+        # kustomize loads a file only from within its kustomization's directory; a directory anywhere
+        assert path.is_dir() or path.is_relative_to(directory.resolve()), f"{entry}: outside {directory}"
         docs += render(path) if path.is_dir() else _load(path)
     for entry in kustomization.get("patches", []):
         assert set(entry) == {"path"}, f"only whole-file strategic merge patches: {entry}"
@@ -216,7 +226,11 @@ def test_every_built_in_document_is_valid_kubernetes(docs):
 # (config/crd/bases/keda.sh_scaledobjects.yaml, keda.sh_triggerauthentications.yaml). Fields the CRDs
 # have and these leave out are refused, like a typo would be.
 _NAME_REF = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string", "minLength": 1}}}
-_METADATA = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "labels": {"type": "object"}}}
+_METADATA = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": {"type": "string"}, "labels": {"type": "object"}},
+}
 SCALED_OBJECT = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -287,7 +301,11 @@ TRIGGER_AUTHENTICATION = {
                         "type": "object",
                         "required": ["parameter", "name", "key"],
                         "additionalProperties": False,
-                        "properties": {"parameter": {"type": "string"}, "name": {"type": "string"}, "key": {"type": "string"}},
+                        "properties": {
+                            "parameter": {"type": "string"},
+                            "name": {"type": "string"},
+                            "key": {"type": "string"},
+                        },
                     },
                 },
             },

@@ -59,11 +59,17 @@ def call_name(attr: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     "write_group". Without this, the points armed on "repo.commit" and the like never fire."""
     if attr != "write_group":
         return attr
-    writes = kwargs.get("writes", args[0] if args else ())
-    starts = kwargs.get("starts", args[1] if len(args) > 1 else ())
+    writes, starts = group_of(args, kwargs)
     kinds = {w.kind.value for w in writes}
     if starts and not writes:
         return "start_attempt"
     if len(kinds) == 1 and not starts:
         return kinds.pop()
     return attr
+
+
+def group_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The writes and the starts of a ``write_group(writes, starts=())`` call, from its arguments."""
+    writes = kwargs.get("writes", args[0] if args else ())
+    starts = kwargs.get("starts", args[1] if len(args) > 1 else ())
+    return writes, starts

@@ -16,6 +16,7 @@ from docllm.domain.model import Delivery, FencedWrite, GroupOutcome, StartReques
 from docllm.domain.payload import task_id_of
 from docllm.domain.services.outcome import CANCELLED_ERROR
 from docllm.domain.usage import Usage
+from sim.fault_injection import group_of
 from sim.ledger import FAILED, PENDING, Ledger
 
 task_of = task_id_of  # the one payload -> task id helper, under the name the simulation uses
@@ -322,18 +323,15 @@ class LostReplies:
         def call(*args: Any, **kwargs: Any) -> Any:
             result = value(*args, **kwargs)
             actor = self._actor
-            starting = attr == "write_group" and len(args) > 1 and bool(args[1])
-            if starting and actor.lost_start_replies > 0:
+            writes, starts = group_of(args, kwargs) if attr == "write_group" else ((), ())
+            if starts and actor.lost_start_replies > 0:
                 actor.lost_start_replies -= 1
             elif actor.lost_replies > 0:
                 actor.lost_replies -= 1
             else:
                 return result
             task = args[0] if args and isinstance(args[0], int) else None
-            held = ""
-            if attr == "write_group":
-                writes, starts = (list(args) + [(), ()])[:2]
-                held = f" ({len(writes)} writes, {len(starts)} starts)"
+            held = f" ({len(writes)} writes, {len(starts)} starts)" if attr == "write_group" else ""
             actor.world.log("call", f"repo.{attr}{held} landed; its reply is lost", task)
             if actor.kind == "reaper":  # its cycle failed: as if the database were down for one
                 now = actor.world.now

@@ -9,7 +9,6 @@ fences of the rows the transaction locked first. Nothing is read, changed and wr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 from sqlalchemy import BigInteger, Double, Integer, String, case, delete, false, func, insert, literal, select, update
@@ -228,18 +227,16 @@ def _usage_values(writes: Sequence[FencedWrite]) -> dict[str, Any]:
     """Each row's attempt usage added to the row's (columns no write of the group adds to are left out)."""
     values: dict[str, Any] = {}
     used = [w for w in writes if w.usage is not None and w.usage.calls]
+    params = {w.task_id: usage_params(w.usage) for w in used}  # once per write, not once per column
     for name, (column, kind) in USAGE_KINDS.items():
-        added = _per_row(used, partial(_usage_value, f"b_{name}"), kind)
+        key = f"b_{name}"
+        added = _per_row(used, lambda w: params[w.task_id][key], kind)  # noqa: B023 - called in this turn
         if added is None:
             continue
         values[name] = (
             func.coalesce(added, column) if name == "llm_model" else func.coalesce(column + added, column, added)
         )
     return values
-
-
-def _usage_value(param: str, write: FencedWrite) -> Any:
-    return usage_params(write.usage)[param]
 
 
 USAGE_KINDS = {

@@ -20,7 +20,6 @@ between a delivery's ``claimed`` line and its ``started`` line (paired by lease 
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import threading
@@ -52,15 +51,11 @@ def _connected(conn) -> int:
 
 def claim_to_start_ms(log: Path) -> list[float]:
     """Milliseconds from each ``claimed`` JSON line to the ``started`` line with its token."""
+    from tests.e2e.harness.logs import json_lines
+
     claimed: dict[str, datetime] = {}
     waits = []
-    for line in log.read_text(errors="replace").splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
+    for rec in json_lines(log):
         event, token = rec.get("event"), rec.get("token")
         if token is None:
             continue

@@ -13,7 +13,8 @@ answer is set when its group ends. A group may go when:
 So under load the groups form while earlier ones are in flight, and a request waits at most
 one linger plus the groups ahead of it. A group that fails (the database is down) fails every
 request it carried with the same error: each caller retries as it would a single write.
-The simulation runs the same code inline (one request at a time: groups of one, no waits).
+The simulation runs the same code inline: one request at a time, so a group is one request (a
+claimed batch's starts, ``TaskProcessor.begin_batch``, or one attempt's end), with no waits.
 """
 
 from __future__ import annotations

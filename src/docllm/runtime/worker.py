@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff
@@ -39,6 +38,8 @@ HEARTBEAT_RETRY_SECONDS = 1.0
 RELEASE_SECONDS = 5.0
 
 log = logging.getLogger("docllm.worker")
+# A claimed batch's starts, per delivery (``TaskProcessor.begin_batch``); None: the stop came first.
+Begun = list[Attempt | None | Unavailable] | None
 
 # Failures of a review the provider answered (an invalid report, a permanent error): it serves.
 SERVED = frozenset({Happened.invalid_answer, Happened.permanent})
@@ -148,7 +149,7 @@ class Worker:
                 for i, delivery in enumerate(found):
                     self._start(delivery, begun, i)
 
-    async def _begin_batch(self, found: list[Delivery]) -> list[Attempt | None | Unavailable] | None:
+    async def _begin_batch(self, found: list[Delivery]) -> Begun:
         """The claimed batch's starts, one group in the store (``TaskProcessor.begin_batch``);
         None when the stop came first (each delivery is handed back untouched)."""
         if self.stop_requested.is_set():
@@ -158,7 +159,7 @@ class Worker:
         except Unavailable as exc:  # before any row started (a malformed payload's dead letter)
             return [exc] * len(found)
 
-    def _start(self, delivery: Delivery, begun: asyncio.Future[Any], i: int) -> None:
+    def _start(self, delivery: Delivery, begun: asyncio.Future[Begun], i: int) -> None:
         task = asyncio.create_task(self._attempt(delivery, begun, i), name=f"attempt-{delivery.token}")
         self.claimed[delivery.token] = task
         task.add_done_callback(lambda done: self._settled(delivery.token, done))
@@ -174,7 +175,7 @@ class Worker:
             )
 
     # -- one attempt -------------------------------------------------------------------------
-    async def _attempt(self, delivery: Delivery, begun: asyncio.Future[Any], i: int) -> None:
+    async def _attempt(self, delivery: Delivery, begun: asyncio.Future[Begun], i: int) -> None:
         loop = asyncio.get_running_loop()
         batch = await asyncio.shield(begun)  # shared by the batch: one attempt's cancel must not end it
         if batch is None:  # claimed while the stop came: hand it back untouched
@@ -183,8 +184,7 @@ class Worker:
         attempt = batch[i]
         if isinstance(attempt, Unavailable):
             # The database is down: hand the payload back now rather than at lease expiry.
-            exc = attempt
-            self.resume_at = loop.time() + self.outage.failed(exc)
+            self.resume_at = loop.time() + self.outage.failed(attempt)
             try:
                 await self.calls.call(self.proc.queue.requeue, delivery.token, True)
             except Unavailable:

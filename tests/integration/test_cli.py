@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import re
 import uuid
@@ -14,7 +13,7 @@ from docllm.domain.answer_schema import SCHEMA_VERSION
 from docllm.domain.report import finding, make_report
 from docllm.domain.workers import InFlight, WorkerRecord
 from docllm.entrypoints.bootstrap import build_container, load_settings
-from docllm.entrypoints.cli import main
+from tests.support.cli_runner import cli_runner
 from tests.support.cli_shapes import CLOSED_BREAKER, SHOW_FIELDS, STATUS_FIELDS
 
 
@@ -24,14 +23,7 @@ def cli(redis_url, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DOCLLM_DATABASE_URL", f"sqlite:///{tmp_path / 'docllm.db'}")
     monkeypatch.setenv("DOCLLM_QUEUE_PREFIX", f"cli{uuid.uuid4().hex[:6]}")
 
-    def run(*argv):
-        # Garbage of earlier tests in this process (an HTTP pool nobody closed) logs when it is
-        # collected; collect it now, outside the command whose stderr is checked line by line.
-        gc.collect()
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
+    run = cli_runner(capsys)
 
     return run
 

@@ -3,7 +3,6 @@ and no database, by the offline reviewer and by an OpenAI-compatible server (the
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 import yaml
 
 from docllm.domain.report import CATEGORIES
-from docllm.entrypoints.cli import main
+from tests.support.cli_runner import cli_runner
 from tests.support.llm_server import FakeLLM
 
 GOLDEN = Path(__file__).resolve().parents[2] / "examples" / "eval"
@@ -33,12 +32,7 @@ def cli(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("DOCLLM_REDIS_URL", "redis://127.0.0.1:1/0")
     monkeypatch.setenv("DOCLLM_DATABASE_URL", f"sqlite:///{tmp_path / 'db' / 'docllm.db'}")
 
-    def run(*argv):
-        gc.collect()  # see tests/integration/test_cli.py: earlier garbage logs when collected
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
+    run = cli_runner(capsys)
 
     yield run
     assert not (tmp_path / "db").exists()

@@ -3,14 +3,13 @@ written, so an unknown or broken one is one line on stderr with no task and no p
 
 from __future__ import annotations
 
-import gc
 import json
 import uuid
 from pathlib import Path
 
 import pytest
 
-from docllm.entrypoints.cli import main
+from tests.support.cli_runner import cli_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rubrics"
 
@@ -22,12 +21,7 @@ def cli(redis_url, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DOCLLM_QUEUE_PREFIX", f"cli{uuid.uuid4().hex[:6]}")
     monkeypatch.setenv("DOCLLM_RUBRICS_DIR", str(EXAMPLES))
 
-    def run(*argv):
-        gc.collect()  # see tests/integration/test_cli.py: earlier garbage logs when collected
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
+    run = cli_runner(capsys)
 
     assert run("init-db")[0] == 0
     return run

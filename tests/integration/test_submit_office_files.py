@@ -5,14 +5,13 @@ Real Redis and SQLite, files made in the test."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import uuid
 
 import pytest
 
 from docllm.entrypoints.bootstrap import build_container, load_settings
-from docllm.entrypoints.cli import main
+from tests.support.cli_runner import cli_runner
 from tests.support.office_files import docx_bytes, encrypted_pdf, pdf_bytes, with_member
 
 
@@ -23,12 +22,7 @@ def cli(redis_url, tmp_path, monkeypatch, capsys):  # as in test_cli.py
     monkeypatch.setenv("DOCLLM_QUEUE_PREFIX", f"office{uuid.uuid4().hex[:6]}")
     monkeypatch.setenv("DOCLLM_LLM_PROVIDER", "offline")
 
-    def run(*argv):
-        gc.collect()  # an earlier test's garbage logs when collected: not inside this command's stderr
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
+    run = cli_runner(capsys)
 
     return run
 

@@ -66,7 +66,13 @@ def _clock(client, settings: Settings):
 def _queue(client, settings: Settings, clock, metrics):
     from docllm.adapters.redis.queue import RedisTaskQueue
 
-    queue = RedisTaskQueue(client, settings.queue_prefix, clock=clock, wait_replicas=settings.redis_wait_replicas)
+    queue = RedisTaskQueue(
+        client,
+        settings.queue_prefix,
+        clock=clock,
+        wait_replicas=settings.redis_wait_replicas,
+        lanes=settings.lane_policy,
+    )
     return metrics.counting(queue, "redis") if metrics else queue
 
 

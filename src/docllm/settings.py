@@ -15,6 +15,7 @@ from typing import Any
 
 from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.errors import ConfigurationError
+from docllm.domain.lanes import DEFAULT_WEIGHTS, LanePolicy, parse_caps, parse_weights
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.prices import PriceTable
 
@@ -79,6 +80,11 @@ class Settings:
     redis_failover_seconds: float | None = None
     # Replicas that must have a claim or an ack before it counts as done (WAIT, up to 1 s; 0: off).
     redis_wait_replicas: int = 0
+    # Lanes and tenants (issue 26, domain/lanes.py): claim weights; tasks in flight per tenant
+    # (0: no cap), and per-tenant overrides "acme=4,beta=2".
+    lane_weights: str = DEFAULT_WEIGHTS
+    tenant_max_in_flight: int = 0
+    tenant_caps: str = ""
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
@@ -88,6 +94,10 @@ class Settings:
     @property
     def price_table(self) -> PriceTable:
         return PriceTable.parse(self.llm_prices)
+
+    @property
+    def lane_policy(self) -> LanePolicy:
+        return LanePolicy(parse_weights(self.lane_weights), self.tenant_max_in_flight, parse_caps(self.tenant_caps))
 
     @property
     def sqlite_path(self) -> str:
@@ -177,6 +187,7 @@ class Settings:
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
         need(self.metrics_port is None or 0 <= self.metrics_port <= 65535, "metrics_port", "must be a port number")
         self._validate_redis(need)
+        self._validate_lanes(need)
         need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
         need(
             not self.dashboard_on_worker or self.metrics_port is not None,
@@ -217,6 +228,14 @@ class Settings:
             "redis_failover_seconds",
             "must not be negative",
         )
+
+    def _validate_lanes(self, need: Callable[[bool, str, str], None]) -> None:
+        for name, parse in (("lane_weights", parse_weights), ("tenant_caps", parse_caps)):
+            try:
+                parse(getattr(self, name))
+            except ValueError as exc:
+                need(False, name, str(exc))
+        need(self.tenant_max_in_flight >= 0, "tenant_max_in_flight", "must not be negative (0: no cap)")
 
     @property
     def failover_seconds(self) -> float:
@@ -332,6 +351,9 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "breaker_open_seconds": ("DOCLLM_BREAKER_OPEN_SECONDS", _number(float)),
     "redis_failover_seconds": ("DOCLLM_REDIS_FAILOVER_SECONDS", _number(float)),
     "redis_wait_replicas": ("DOCLLM_REDIS_WAIT_REPLICAS", _number(int)),
+    "lane_weights": ("DOCLLM_LANE_WEIGHTS", str),
+    "tenant_max_in_flight": ("DOCLLM_TENANT_MAX_IN_FLIGHT", _number(int)),
+    "tenant_caps": ("DOCLLM_TENANT_CAPS", str),
 }
 SECRETS = ("llm_api_key", "dashboard_token")
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}

@@ -25,6 +25,12 @@ def test_defaults_run_on_a_laptop():
         ({"DOCLLM_LLM_PROVIDER": "openai"}, "DOCLLM_LLM_API_KEY"),
         ({"DOCLLM_DATABASE_TIMEOUT_SECONDS": "0"}, "DOCLLM_DATABASE_TIMEOUT_SECONDS"),
         ({"DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS": "-1"}, "DOCLLM_DATABASE_CONNECT_TIMEOUT_SECONDS"),
+        ({"DOCLLM_LANE_WEIGHTS": "interactive=8,default=3"}, "DOCLLM_LANE_WEIGHTS"),
+        ({"DOCLLM_LANE_WEIGHTS": "interactive=8,default=3,bulk=0"}, "DOCLLM_LANE_WEIGHTS"),
+        ({"DOCLLM_LANE_WEIGHTS": "urgent=8,default=3,bulk=1"}, "DOCLLM_LANE_WEIGHTS"),
+        ({"DOCLLM_TENANT_MAX_IN_FLIGHT": "-1"}, "DOCLLM_TENANT_MAX_IN_FLIGHT"),
+        ({"DOCLLM_TENANT_CAPS": "acme=four"}, "DOCLLM_TENANT_CAPS"),
+        ({"DOCLLM_TENANT_CAPS": "a|b=2"}, "DOCLLM_TENANT_CAPS"),
     ],
 )
 def test_a_bad_setting_names_its_variable(env, named):

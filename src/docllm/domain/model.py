@@ -53,6 +53,8 @@ class Task:
     updated_at: datetime | None = None
     usage: Usage | None = None  # the LLM's, summed over the attempts that wrote an outcome; None: none
     rubric: str | None = None  # the name of the rubric its review follows (domain/rubric.py); None: none
+    priority: str | None = None  # its lane (domain/lanes.py, migration 0006); None: the default lane
+    tenant: str | None = None  # who submitted it, for per-tenant fairness; None: no tenant
 
     def budget(self, default_max_attempts: int) -> int:
         return self.max_attempts or default_max_attempts
@@ -72,6 +74,8 @@ class TaskRef:
 
     task_id: int
     task_name: str | None = None
+    priority: str | None = None  # its lane (domain/lanes.py); None: the default lane
+    tenant: str | None = None  # None: no tenant
 
 
 @dataclass(frozen=True)

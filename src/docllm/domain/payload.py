@@ -16,6 +16,11 @@ on fakeredis and on a real redis-server):
   spaces and the escapes ``\\t \\n \\r`` at most, leading zeros ignored.
 - Its value is from 1 to ``MAX_TASK_ID`` (2**53 - 1): every id a double holds exactly.
 - Other members are free; ``task_name`` is read when it is a string and ignored otherwise.
+- ``priority`` and ``tenant`` (issue 26) are optional; absent or ``null`` mean the default lane
+  and no tenant. When present they are plain JSON strings (no escapes): ``priority`` one of
+  ``domain.lanes.LANES``, ``tenant`` as ``domain.lanes.TENANT``; anything else is malformed here.
+  The scripts (``lane_of``/``tenant_of`` in lanes.lua) route such a payload to the default lane
+  with no tenant, where its claimer dead-letters it with this module's reason.
 - ``parse_payload`` also caps the payload's size (``max_bytes``, a setting the scripts do not
   know); ``task_id_of`` does not, like the scripts.
 
@@ -32,9 +37,11 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import TaskRef
+from docllm.domain.lanes import DEFAULT_LANE, lane_error, tenant_error
+from docllm.domain.model import Task, TaskRef
 
 MAX_TASK_ID = 2**53 - 1  # the queue's Lua scripts keep task ids in doubles (lib.lua, lease data)
 
@@ -48,6 +55,7 @@ _LITERALS = (b"true", b"false", b"null")
 _INTEGER = re.compile(rb"-?[0-9]+")  # a token that is an integer, for the reason given
 _PADDING = re.compile(rb"\\[tnr]")
 _DIGITS = re.compile(rb" *0*([0-9]+) *")
+_PLAIN_STRING = re.compile(rb'"[^"\\]*"')  # no escapes: lane and tenant names are plain
 
 
 def parse_payload(raw: str | bytes, max_bytes: int) -> TaskRef:
@@ -66,6 +74,8 @@ def parse_payload(raw: str | bytes, max_bytes: int) -> TaskRef:
     return TaskRef(
         task_id=_task_id(members[b'"task_id"']),
         task_name=json.loads(name) if name.startswith(b'"') else None,
+        priority=_label(members.get(b'"priority"'), "priority", lane_error),
+        tenant=_label(members.get(b'"tenant"'), "tenant", tenant_error),
     )
 
 
@@ -77,9 +87,32 @@ def task_id_of(raw: str | bytes) -> int | None:
         return None
 
 
-def make_payload(task_id: int, task_name: str | None) -> str:
-    """The payload existing producers push, byte-compatible with the original note."""
-    return json.dumps({"task_id": task_id, "task_name": task_name}, ensure_ascii=False)
+def make_payload(task_id: int, task_name: str | None, priority: str | None = None, tenant: str | None = None) -> str:
+    """The payload existing producers push, byte-compatible with the original note; ``priority``
+    and ``tenant`` are added only when set, so a default-lane task's payload is the note's."""
+    data: dict[str, object] = {"task_id": task_id, "task_name": task_name}
+    if priority is not None and priority != DEFAULT_LANE:
+        data["priority"] = priority
+    if tenant is not None:
+        data["tenant"] = tenant
+    return json.dumps(data, ensure_ascii=False)
+
+
+def payload_of(task: Task) -> str:
+    """The payload of a row: its id, name, lane and tenant (a re-queue keeps its lane)."""
+    return make_payload(task.task_id, task.task_name, task.priority, task.tenant)
+
+
+def _label(token: bytes | None, what: str, error: Callable[[str], str | None]) -> str | None:
+    """A ``priority``/``tenant`` member: absent or null is None; else a plain string that passes."""
+    if token is None or token == b"null":
+        return None
+    text = token.decode("utf-8")
+    plain = _PLAIN_STRING.fullmatch(token)
+    reason = error(text[1:-1]) if plain else f"{what} must be a plain JSON string, got {text[:80]}"
+    if reason:
+        raise BadPayload(reason)
+    return text[1:-1]
 
 
 def _task_id(token: bytes) -> int:

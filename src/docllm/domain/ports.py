@@ -222,7 +222,13 @@ class TaskStore(TaskLookup, Protocol):
     """The writes: every write of an attempt is fenced on ``attempt``."""
 
     def create(
-        self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None
+        self,
+        task_name: str,
+        document: str,
+        max_attempts: int | None = None,
+        rubric: str | None = None,
+        priority: str | None = None,  # its lane (domain/lanes.py); None: the default lane
+        tenant: str | None = None,
     ) -> Task: ...
 
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:

@@ -7,11 +7,19 @@ import sys
 from collections.abc import Callable, Sequence
 
 from docllm.domain.errors import DocllmError
+from docllm.domain.lanes import LANES, tenant_error
 from docllm.entrypoints.output import CommandError
 from docllm.entrypoints.processes import parse_processes
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def parse_tenant(text: str) -> str:
+    reason = tenant_error(text)
+    if reason:
+        raise argparse.ArgumentTypeError(reason)
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="+", metavar="PATH")
     s.add_argument("--name", help="task name (default: the file name)")
     s.add_argument("--rubric", metavar="NAME", help="review with the rubric NAME.yaml of DOCLLM_RUBRICS_DIR")
+    s.add_argument("--priority", choices=LANES, help="its lane (default: default); weights: DOCLLM_LANE_WEIGHTS")
+    s.add_argument("--tenant", type=parse_tenant, help="who it is for: tenants are served in turn, under their caps")
     s.add_argument("--json", action="store_true")
     st = sub.add_parser("status", help="show tasks (default: the newest 50)")
     st.add_argument("task_ids", nargs="*", type=parse_task_id, metavar="TASK_ID")

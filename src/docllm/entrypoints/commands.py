@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from docllm.container import Container
+from docllm.domain.model import Task
 from docllm.domain.services.producer import discard_dead, retry_dead
 from docllm.domain.services.producer import submit as submit_task
 from docllm.entrypoints import views
@@ -41,6 +42,12 @@ def init_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _submitted(t: Task) -> dict[str, object]:
+    """``{"task_id", "task_name"}``, and ``priority``/``tenant`` when set (the shape stays as it was)."""
+    lane = {"priority": t.priority, "tenant": t.tenant}
+    return {"task_id": t.task_id, "task_name": t.task_name, **{k: v for k, v in lane.items() if v is not None}}
+
+
 def submit(args: argparse.Namespace) -> int:
     from docllm.adapters.files.documents import DocumentError, read_document
     from docllm.domain.errors import RubricError
@@ -67,11 +74,13 @@ def submit(args: argparse.Namespace) -> int:
                 c.settings().max_attempts,
                 rubric=args.rubric,
                 rubrics=c.rubrics(),
+                priority=args.priority,
+                tenant=args.tenant,
             )
             for name, text in docs
         ]
     if args.json:
-        print_json([{"task_id": t.task_id, "task_name": t.task_name} for t in created])
+        print_json([_submitted(t) for t in created])
     else:
         for t in created:
             print(f"submitted task {t.task_id} ({t.task_name})")

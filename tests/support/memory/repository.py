@@ -116,7 +116,15 @@ class InMemoryTaskRepository:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None) -> Task:
+    def create(
+        self,
+        task_name: str,
+        document: str,
+        max_attempts: int | None = None,
+        rubric: str | None = None,
+        priority: str | None = None,
+        tenant: str | None = None,
+    ) -> Task:
         with self._lock:
             now = self._now()
             task = Task(
@@ -125,6 +133,8 @@ class InMemoryTaskRepository:
                 status=PENDING,
                 document=document,
                 rubric=rubric,
+                priority=priority,
+                tenant=tenant,
                 max_attempts=self._default_max_attempts if max_attempts is None else max_attempts,
                 created_at=now,
                 updated_at=now,

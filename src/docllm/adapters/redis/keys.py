@@ -19,7 +19,22 @@ _SUFFIXES = {
     "clock": "list:clock_steps",  # quiet windows after steps of the authority's clock (lib.lua)
     "cancelled": "hash:cancelled",  # task_id -> when an operator cancelled it (ms): read at heartbeats
     "workers": "zset:workers",  # worker id scored by when its record expires (ms): the registry's index
+    # Lanes and tenants (lua/lanes.lua): the default lane's plain list is `ready` itself.
+    "ready_interactive": "queue:ready:interactive",  # list: interactive payloads with no tenant
+    "ready_bulk": "queue:ready:bulk",  # list: bulk payloads with no tenant
+    "ring_interactive": "queue:tenants:interactive",  # list: tenants with work in the lane, each once
+    "ring_default": "queue:tenants:default",
+    "ring_bulk": "queue:tenants:bulk",
+    "tenant_queue_interactive": "hash:tenant_queue:interactive",  # each tenant's payloads in the lane
+    "tenant_queue_default": "hash:tenant_queue:default",
+    "tenant_queue_bulk": "hash:tenant_queue:bulk",
+    "parked_interactive": "set:parked:interactive",  # tenants at their cap, out of the ring
+    "parked_default": "set:parked:default",
+    "parked_bulk": "set:parked:bulk",
+    "tenant_in_flight": "hash:tenant_in_flight",  # tenant -> leases it holds
+    "lane_state": "hash:lanes",  # weighted round-robin credit per lane, and whose turn in a lane
 }
+_LANE_KEYS = tuple(name for name in _SUFFIXES if name.startswith(("ready_", "ring_", "tenant_", "parked_", "lane_")))
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,19 @@ class RedisKeys:
     clock: str = field(init=False)
     cancelled: str = field(init=False)
     workers: str = field(init=False)
+    ready_interactive: str = field(init=False)
+    ready_bulk: str = field(init=False)
+    ring_interactive: str = field(init=False)
+    ring_default: str = field(init=False)
+    ring_bulk: str = field(init=False)
+    tenant_queue_interactive: str = field(init=False)
+    tenant_queue_default: str = field(init=False)
+    tenant_queue_bulk: str = field(init=False)
+    parked_interactive: str = field(init=False)
+    parked_default: str = field(init=False)
+    parked_bulk: str = field(init=False)
+    tenant_in_flight: str = field(init=False)
+    lane_state: str = field(init=False)
 
     def __post_init__(self) -> None:
         for name, suffix in _SUFFIXES.items():
@@ -47,7 +75,8 @@ class RedisKeys:
 
     @property
     def script_keys(self) -> list[str]:
-        """KEYS[1..11] of every queue script, in the order their headers name them (lua/lib.lua)."""
+        """KEYS[1..24] of every queue script, in the order their headers name them (lua/lib.lua,
+        then lua/lanes.lua)."""
         return [
             self.ready,
             self.processing,
@@ -60,7 +89,13 @@ class RedisKeys:
             self.staging_seen,
             self.clock,
             self.cancelled,
+            *self.lane_keys,
         ]
+
+    @property
+    def lane_keys(self) -> list[str]:
+        """The lanes' keys (KEYS[12..24], lua/lanes.lua), in _SUFFIXES order."""
+        return [getattr(self, name) for name in _LANE_KEYS]
 
     @property
     def breaker(self) -> str:

@@ -8,7 +8,8 @@ from docllm.domain import events as ev
 from docllm.domain.errors import RubricError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Task, TaskStatus
-from docllm.domain.payload import make_payload
+from docllm.domain.lanes import lane_error, tenant_error
+from docllm.domain.payload import payload_of
 from docllm.domain.ports import (
     CancelMarks,
     Claims,
@@ -33,17 +34,24 @@ def submit(
     events: EventSink | None = None,
     rubric: str | None = None,
     rubrics: RubricCatalog | None = None,
+    priority: str | None = None,
+    tenant: str | None = None,
 ) -> Task:
     """Row first, then payload (as existing producers do); a crash between is the reconciler's.
 
     ``rubric`` names the rubric its review follows; it is looked up in ``rubrics`` first, so an
-    unknown or invalid one raises RubricError with nothing written or queued."""
+    unknown or invalid one raises RubricError with nothing written or queued. ``priority`` (a lane
+    of domain/lanes.py) and ``tenant`` go on the row and in the payload; a bad one raises
+    ValueError, also with nothing written."""
+    for reason in (priority and lane_error(priority), tenant is not None and tenant_error(tenant)):
+        if reason:
+            raise ValueError(reason)
     if rubric is not None:
         if rubrics is None:
             raise RubricError(f"rubric {rubric!r}: no rubrics are configured here")
         rubrics.get(rubric)
-    task = repo.create(task_name, document, max_attempts, rubric)
-    queue.push(make_payload(task.task_id, task.task_name))
+    task = repo.create(task_name, document, max_attempts, rubric, priority, tenant)
+    queue.push(payload_of(task))
     (events or NullEvents()).emit(ev.SUBMITTED, task_id=task.task_id)
     return task
 
@@ -75,7 +83,7 @@ def retry_dead(
         queue.remove_dead_letters([row.task_id for row in reopened])
         queue.clear_cancelled([row.task_id for row in reopened])  # a cancelled task, reopened, runs
     for row in reopened:
-        queue.push(make_payload(row.task_id, row.task_name))
+        queue.push(payload_of(row))
         sink.emit(ev.REOPENED, task_id=row.task_id)
     return [row.task_id for row in reopened]
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from docllm.domain import events as ev
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Task, TaskStatus
-from docllm.domain.payload import make_payload
+from docllm.domain.payload import payload_of
 from docllm.domain.ports import Claims, Clock, EventSink, Leadership, QueueScan, TaskRepository
 from docllm.domain.services.leftovers import LeftoverSweep
 
@@ -115,6 +115,6 @@ class Reconciler:
         self._suspects.pop(row.task_id, None)
         if row.status is TaskStatus.processing and not self.repo.hand_back(row.task_id, row.attempt, RECOVERED):
             return False  # the row moved on meanwhile: it is alive
-        self.queue.push(make_payload(row.task_id, row.task_name))
+        self.queue.push(payload_of(row))  # back to its own lane and tenant (the row's columns)
         self.events.emit(ev.RECONCILED, task_id=row.task_id, status=row.status.value)
         return True

@@ -7,6 +7,8 @@ local READY, PROCESSING, LEASE_INDEX, LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4
 local DELAYED, DEAD, PROCESSING_TS = KEYS[5], KEYS[6], KEYS[7]
 local STAGING, STAGING_SEEN, CLOCK = KEYS[8], KEYS[9], KEYS[10]
 local CANCELLED = KEYS[11]
+-- Lanes and tenants (lanes.lua, prepended after this file) fill these in: where a payload goes.
+local route, route_of, count_in_flight
 
 -- Steps of the authority clock (DESIGN section 6: an NTP step, a VM resume, a failover to a host
 -- whose clock is elsewhere). A process's clock (redis_clock.py) sees a step when TIME disagrees
@@ -170,22 +172,23 @@ local function value_end(s, i)
   end
 end
 
--- The raw value token of the payload's last top-level member written "task_id" (keys are
--- compared as written), or nil when the payload is not a JSON object that has one.
-local function task_id_token(raw)
+-- The raw value tokens of the payload's last top-level members written "task_id", "priority" and
+-- "tenant" (keys are compared as written), by those names; nil when the payload is not a JSON
+-- object. One pass reads all three.
+local WANTED = {['"task_id"'] = 'task_id', ['"priority"'] = 'priority', ['"tenant"'] = 'tenant'}
+local function member_tokens(raw)
   if not utf8_ok(raw) then return nil end
-  local i, token = skip_ws(raw, 1), nil
+  local i, found = skip_ws(raw, 1), {}
   if string.sub(raw, i, i) ~= '{' then return nil end
   i = skip_ws(raw, i + 1)
-  if string.sub(raw, i, i) == '}' then return nil end
+  if string.sub(raw, i, i) == '}' then return found end
   while true do
     local v = key_end(raw, i)
     if not v then return nil end
     local e = value_end(raw, v)
     if not e then return nil end
-    if string.sub(raw, i, i + 8) == '"task_id"' then
-      token = string.sub(raw, v, e - 1)
-    end
+    local name = WANTED[string.sub(raw, i, string_end(raw, i) - 1)]
+    if name then found[name] = string.sub(raw, v, e - 1) end
     i = skip_ws(raw, e)
     local c = string.sub(raw, i, i)
     if c == '}' then break end
@@ -193,7 +196,13 @@ local function task_id_token(raw)
     i = skip_ws(raw, i + 1)
   end
   if skip_ws(raw, i + 1) <= #raw then return nil end
-  return token
+  return found
+end
+
+-- The raw value token of the payload's "task_id" member, or nil.
+local function task_id_token(raw)
+  local found = member_tokens(raw)
+  return found and found.task_id
 end
 
 -- The task id a payload names, in decimal without leading zeros, or nil for a malformed one. A
@@ -217,12 +226,12 @@ local function cancelled(raw)
   return task_id ~= nil and redis.call('HEXISTS', CANCELLED, task_id) == 1
 end
 
--- Move up to `limit` delayed payloads due at `now` (inclusive) to the far end of ready, oldest
--- due first. Returns how many moved.
+-- Move up to `limit` delayed payloads due at `now` (inclusive) to the far end of their lane's
+-- ready list (lanes.lua), oldest due first. Returns how many moved.
 local function promote(now, limit)
   local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, limit)
   for _, raw in ipairs(due) do
-    redis.call('LPUSH', READY, raw)
+    route(raw, false)
     redis.call('ZREM', DELAYED, raw)
   end
   return #due
@@ -252,6 +261,7 @@ local function take_lease(token)
   if type(lease.task_id) == 'number' then
     redis.call('HDEL', PROCESSING_TS, string.format('%d', lease.task_id))
   end
+  count_in_flight(lease.tenant, -1)
   return lease
 end
 
@@ -259,7 +269,9 @@ end
 local function lease(raw, token, holder, now, lease_ms)
   redis.call('LPUSH', PROCESSING, raw)
   local task_id = task_id_of(raw)
-  local data = {raw = raw, holder = holder, claimed_at = now, task_id = tonumber(task_id)}
+  local _, tenant = route_of(raw)
+  local data = {raw = raw, holder = holder, claimed_at = now, task_id = tonumber(task_id), tenant = tenant}
+  count_in_flight(tenant, 1)
   redis.call('HSET', LEASES, token, cjson.encode(data))
   redis.call('ZADD', LEASE_INDEX, now + lease_ms, token)
   if task_id then

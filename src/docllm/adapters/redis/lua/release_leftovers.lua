@@ -27,7 +27,7 @@ for i = 3, n + 2 do
   end
   -- From the tail: the processing list is in claim order and leftovers are the oldest entries.
   if not claimed and redis.call('LREM', PROCESSING, -1, raw) == 1 then
-    redis.call('RPUSH', READY, raw)
+    route(raw, true)
     moved = moved + 1
   end
 end

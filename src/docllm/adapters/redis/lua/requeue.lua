@@ -6,9 +6,5 @@
 -- Returns 1 when the token held the lease, 0 (and nothing changes) otherwise.
 local lease = take_lease(ARGV[1])
 if not lease then return 0 end
-if ARGV[2] == '1' then
-  redis.call('RPUSH', READY, lease.raw)
-else
-  redis.call('LPUSH', READY, lease.raw)
-end
+route(lease.raw, ARGV[2] == '1')  -- back to its own lane and tenant (lanes.lua)
 return 1

@@ -16,5 +16,5 @@ else
   local data = first[1] and redis.call('HGET', LEASES, first[1])
   if data then oldest = cjson.decode(data).claimed_at end
 end
-return {redis.call('LLEN', READY), redis.call('ZCARD', LEASE_INDEX), redis.call('ZCARD', DELAYED),
+return {ready_count(), redis.call('ZCARD', LEASE_INDEX), redis.call('ZCARD', DELAYED),
   redis.call('LLEN', DEAD), oldest}

@@ -16,7 +16,7 @@ for _, raw in ipairs(redis.call('LRANGE', STAGING, 0, tonumber(ARGV[3]) - 1)) do
   elseif now - seen >= grace then
     redis.call('LREM', STAGING, 1, raw)
     redis.call('HDEL', STAGING_SEEN, raw)
-    redis.call('RPUSH', READY, raw)
+    route(raw, true)
     moved = moved + 1
   else
     present[raw] = true

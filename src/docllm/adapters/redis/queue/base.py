@@ -22,11 +22,13 @@ from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.topology import node_for, recover
+from docllm.domain.lanes import LanePolicy
 from docllm.domain.model import DeadLetter, Delivery
 from docllm.domain.ports import Clock
 
 SCRIPT_NAMES = (
     "claim",
+    "push",
     "clock_step",
     "lease_staged",
     "unstage",
@@ -54,8 +56,10 @@ BLOCK_READ_MARGIN_S = 5.0
 
 
 def with_lib(body: str) -> str:
-    """A queue script's source: lib.lua's helpers, then ``body`` (a script cannot include another)."""
-    return (resources.files("docllm.adapters.redis") / "lua" / "lib.lua").read_text("utf-8") + "\n" + body
+    """A queue script's source: lib.lua's and lanes.lua's helpers, then ``body`` (a script cannot
+    include another)."""
+    lua = resources.files("docllm.adapters.redis") / "lua"
+    return "\n".join((lua / name).read_text("utf-8") for name in ("lib.lua", "lanes.lua")) + "\n" + body
 
 
 @functools.cache
@@ -82,6 +86,7 @@ class QueueBase:
         page_size: int = 1000,
         wait_replicas: int = 0,
         wait_timeout_ms: int = WAIT_TIMEOUT_MS,
+        lanes: LanePolicy | None = None,
     ):
         self._client = client
         self._keys = RedisKeys.of(keys_or_prefix)
@@ -93,6 +98,7 @@ class QueueBase:
         self._page_size = page_size
         self._scripts = queue_scripts(client)
         self._wait = (wait_replicas, wait_timeout_ms) if wait_replicas > 0 else None
+        self._lanes = (lanes or LanePolicy()).script_arg()  # told to every claim (claim.lua)
 
     @property
     def keys(self) -> RedisKeys:

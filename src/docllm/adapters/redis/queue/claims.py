@@ -8,11 +8,8 @@ from docllm.domain.model import Delivery
 
 class ClaimsOps(QueueBase):
     def push(self, raw: str, front: bool = False) -> None:
-        with self._errors("push"):
-            if front:
-                self._client.rpush(self._keys.ready, wire(raw))
-            else:
-                self._client.lpush(self._keys.ready, wire(raw))
+        """Into the payload's lane and tenant queue (lanes.lua): one script, as every other push."""
+        self._run("push", wire(raw), "1" if front else "0")
 
     def claim(self, worker_id: str, lease_ms: int) -> Delivery | None:
         found = self.claim_batch(worker_id, lease_ms, 1)
@@ -23,7 +20,7 @@ class ClaimsOps(QueueBase):
             return []
         now = self._clock.now_ms()
         tokens = [self._new_token() for _ in range(limit)]
-        found = self._run("claim", now, lease_ms, worker_id, self._promote_batch, *tokens)
+        found = self._run("claim", now, lease_ms, worker_id, self._promote_batch, self._lanes, *tokens)
         return [
             Delivery(text(raw), token, now + lease_ms, worker_id, now, cancelled=bool(marked))
             for raw, marked, token in zip(found[::2], found[1::2], tokens, strict=False)

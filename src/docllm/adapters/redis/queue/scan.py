@@ -9,6 +9,13 @@ from docllm.adapters.redis.queue.base import QueueBase, text
 from docllm.domain.payload import task_id_of
 
 
+# The lanes' structures in the order payloads move through them (ready first, as before lanes).
+_LISTS = ("ready", "ready_interactive", "ready_bulk")
+_TENANT_QUEUES = ("tenant_queue_interactive", "tenant_queue_default", "tenant_queue_bulk")
+_ORDER = (*_LISTS, *_TENANT_QUEUES, "staging")
+_NEXT = dict(zip(_ORDER, _ORDER[1:], strict=False))
+
+
 class ScanOps(QueueBase):
     def referenced_task_ids(self) -> set[int]:
         named, cursor = self.referenced_page(None, self._page_size)
@@ -18,8 +25,9 @@ class ScanOps(QueueBase):
         return named
 
     def referenced_page(self, cursor: Any, limit: int) -> tuple[set[int], Any]:
-        """Delayed (ZSCAN), then ready (LRANGE by index from the newest end: a claim takes from
-        the other end and an LPUSH only makes a page read again), then staging, then leases (HSCAN): the order
+        """Delayed (ZSCAN), then the lanes' lists: ready and the other lanes' plain lists (LRANGE
+        by index from the newest end: a claim takes from the other end and an LPUSH only makes a
+        page read again) and tenant queues (HSCAN), then staging, then leases (HSCAN): the order
         payloads move in, so one moving during the lap is seen at least once. (A move against
         that flow, a requeue or a retry during the lap, can be missed; the reconciler's grace
         and fencing cover it.) About ``limit`` payloads per call, whatever the queue holds; a
@@ -40,9 +48,13 @@ class ScanOps(QueueBase):
         if stage == "delayed":
             at, found = client.zscan(keys.delayed, at, count=limit)
             return [member for member, _ in found], ("delayed", at) if at else ("ready", 0)
-        if stage == "ready":
-            raws = client.lrange(keys.ready, at, at + limit - 1)
-            return raws, ("ready", at + limit) if len(raws) == limit else ("staging", 0)
+        if stage in _LISTS:
+            raws = client.lrange(getattr(keys, stage), at, at + limit - 1)
+            return raws, (stage, at + limit) if len(raws) == limit else (_NEXT[stage], 0)
+        if stage in _TENANT_QUEUES:  # payloads under "tenant|seq"; counters ("t|h", "#n") are skipped
+            at, found = client.hscan(getattr(keys, stage), at, count=limit)
+            items = [raw for f, raw in cast(dict[Any, Any], found).items() if not text(f).endswith(("|h", "|t", "#n"))]
+            return items, (stage, at) if at else (_NEXT[stage], 0)
         if stage == "staging":  # payloads between a blocking claimer's two steps: a handful
             return client.lrange(keys.staging, 0, -1), ("leases", 0)
         at, found_fields = client.hscan(keys.leases, at, count=limit)

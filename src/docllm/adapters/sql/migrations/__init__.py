@@ -45,6 +45,8 @@ def require_schema(engine: Engine) -> None:
         raise ConfigurationError("the task_doc_llm table lacks the handbacks column: run `docllm init-db` first")
     if "rubric" not in columns:  # migration 0005
         raise ConfigurationError("the task_doc_llm table lacks the rubric column: run `docllm init-db` first")
+    if not {"priority", "tenant"} <= columns:  # migration 0006
+        raise ConfigurationError("the task_doc_llm table lacks the lane columns: run `docllm init-db` first")
 
 
 def alembic_config() -> Config:

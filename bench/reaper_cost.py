@@ -18,6 +18,7 @@ import time
 import uuid
 
 from bench.common import Env, Table, payload, verdict
+from docllm.domain.lanes import LanePolicy
 
 PREFIX = "reap"
 DB = 7
@@ -60,7 +61,8 @@ def fill(client, scripts, keys, now_ms: int, live: int, expired: int, first_id: 
             stale = i < first_id + expired
             now = now_ms - 120_000 if stale else now_ms
             lease = 60_000 if stale else 3_600_000
-            scripts["claim"](keys=keys.script_keys, args=[now, lease, "bench", 100, token], client=pipe)
+            args = [now, lease, "bench", 100, LanePolicy().script_arg(), token]
+            scripts["claim"](keys=keys.script_keys, args=args, client=pipe)
             if stale:
                 expired_pairs.append((i, token))
         pipe.execute()

@@ -15,6 +15,7 @@ from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.queue import RedisTaskQueue, queue_scripts
 from docllm.domain.errors import Unavailable
+from docllm.domain.lanes import LanePolicy
 from docllm.domain.payload import make_payload
 from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
@@ -209,7 +210,8 @@ def _reap_ten_among(client: redis.Redis, in_flight: int) -> dict[str, int]:
         client.lpush(keys.ready, *(make_payload(i, "live") for i in ids))
         with client.pipeline(transaction=False) as pipe:
             for i in ids:
-                claim(keys=keys.script_keys, args=[clock.now_ms(), 10**9, "busy", 0, f"live-{i}"], client=pipe)
+                args = [clock.now_ms(), 10**9, "busy", 0, LanePolicy().script_arg(), f"live-{i}"]
+                claim(keys=keys.script_keys, args=args, client=pipe)
             pipe.execute()
     assert queue.stats().processing == in_flight + 10
     assert queue.expired(100) == [] and not queue.requeue("no-such-token")  # scripts loaded

@@ -17,6 +17,7 @@ import fakeredis
 
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.adapters.redis.queue.base import text
+from docllm.domain.lanes import LanePolicy
 from docllm.domain.payload import task_id_of
 from docllm.domain.ports import Clock
 
@@ -24,9 +25,17 @@ POLL_SECONDS = 0.005  # how often a blocked stage looks again when no push woke 
 
 
 class InMemoryTaskQueue(RedisTaskQueue):
-    def __init__(self, clock: Clock, token_factory: Callable[[], str] | None = None, promote_batch: int = 100):
+    def __init__(
+        self,
+        clock: Clock,
+        token_factory: Callable[[], str] | None = None,
+        promote_batch: int = 100,
+        lanes: LanePolicy | None = None,
+    ):
         self.client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-        super().__init__(self.client, "docllm", clock=clock, token_factory=token_factory, promote_batch=promote_batch)
+        super().__init__(
+            self.client, "docllm", clock=clock, token_factory=token_factory, promote_batch=promote_batch, lanes=lanes
+        )
         self._pushed = threading.Condition()
 
     def push(self, raw: str, front: bool = False) -> None:

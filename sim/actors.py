@@ -21,6 +21,7 @@ from docllm.runtime.service import Service
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
 from sim.fault_injection import Crash, Faulty
+from sim.lanes import lane_for
 from sim.observers import LostReplies, StuckBeats
 from sim.world import Actor
 
@@ -228,7 +229,8 @@ class Producer(ProductActor):
             return
         before = len(self.sys.ledger.books)
         try:
-            submit(self.repo, self.queue, name, doc, events=self.sys.events)
+            priority, tenant = lane_for(name) if self.sys.scenario.lanes else (None, None)
+            submit(self.repo, self.queue, name, doc, events=self.sys.events, priority=priority, tenant=tenant)
         except Unavailable:
             if len(self.sys.ledger.books) > before:  # the row is in, the push failed
                 self.sys.arrival_done(name)

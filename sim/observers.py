@@ -71,6 +71,7 @@ class QueueObserver:
     def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
         found = self._q.claim_batch(worker_id, lease_ms, limit)
         self._s.ready_dirty = True  # the claim script promotes due retries first
+        self._s.lane_watch.claimed([d.raw for d in found])  # I13 (sim/lanes.py)
         for delivery in found:
             self._claimed(delivery, "queue.claim")
         return found

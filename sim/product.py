@@ -31,6 +31,7 @@ from docllm.runtime.assembly import Wiring
 from docllm.runtime.service import Service
 from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, WorkerActor
 from sim.breaks import get as get_break
+from sim.lanes import LaneWatch
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
 from sim.system import System
 
@@ -149,8 +150,11 @@ class ProductSystem(System):
         counter = itertools.count(1)
         self.new_token = lambda: f"tok-{next(counter)}"
         queue_class = brk.queue_class if brk and brk.queue_class else RedisTaskQueue
-        self.real_queue = queue_class(c.redis_client(), s.queue_prefix, clock=c.clock(), token_factory=self.new_token)
+        self.real_queue = queue_class(
+            c.redis_client(), s.queue_prefix, clock=c.clock(), token_factory=self.new_token, lanes=s.lane_policy
+        )
         c.queue.override(self.real_queue)
+        self.lane_watch = LaneWatch(self)
         repo = c.repository()
         self.real_repo = brk.wrap_repo(repo) if brk else repo
         self.queue_obs = QueueObserver(self.real_queue, self.ledger, self)
@@ -197,7 +201,8 @@ class ProductSystem(System):
         TIME per resync advanced by its monotonic clock, so it sees a step of the server's clock
         some time after it happened, and reports it."""
         queue_class = self.brk.queue_class if self.brk and self.brk.queue_class else RedisTaskQueue
-        own = queue_class(self.client, self.settings.queue_prefix, clock=clock, token_factory=self.new_token)
+        s = self.settings
+        own = queue_class(self.client, s.queue_prefix, clock=clock, token_factory=self.new_token, lanes=s.lane_policy)
         return Gate(QueueObserver(own, self.ledger, self), self.down, "redis", self.ledger)
 
     def service(self, actor: Any, roles: tuple[str, ...], wiring: Wiring, **overrides: Any) -> Service:
@@ -333,6 +338,9 @@ class ProductSystem(System):
     def _payloads(self) -> list[str]:
         k, c = self.keys, self.client
         raws = c.lrange(k.ready, 0, -1) + c.zrange(k.delayed, 0, -1) + c.lrange(k.staging, 0, -1)
+        raws += c.lrange(k.ready_interactive, 0, -1) + c.lrange(k.ready_bulk, 0, -1)
+        for tenant_queue in (k.tenant_queue_interactive, k.tenant_queue_default, k.tenant_queue_bulk):
+            raws += [v for f, v in c.hgetall(tenant_queue).items() if not f.endswith((b"|h", b"|t", b"#n"))]
         out = [r.decode("utf-8", "surrogateescape") for r in raws]
         out += [json.loads(v)["raw"] for v in c.hvals(k.leases)]
         return out
@@ -355,5 +363,8 @@ class ProductSystem(System):
             return False
         k, c = self.keys, self.client
         return (
-            c.llen(k.ready) == 0 and c.zcard(k.lease_index) == 0 and c.zcard(k.delayed) == 0 and c.llen(k.staging) == 0
+            self.real_queue.stats().ready == 0  # every lane's lists and tenant queues
+            and c.zcard(k.lease_index) == 0
+            and c.zcard(k.delayed) == 0
+            and c.llen(k.staging) == 0
         )

@@ -65,6 +65,7 @@ class Scenario:
     reaper_cost: bool = False
     expect_original: tuple[str, ...] = ()
     settings_changes: dict = field(default_factory=dict)
+    lanes: bool = False  # tasks get lanes and tenants (sim/lanes.py); I13 is checked on every run
 
     def settings(self) -> Settings:
         return replace(SETTINGS, **self.settings_changes)
@@ -174,6 +175,18 @@ SCENARIOS: dict[str, Scenario] = {
             llm=LlmProfile(median_s=12.0),
             faults={"redis_flush": (1, 0.1, 0.6), "redis_failover": (1.5, 0.1, 0.6), "crash_producer": (1.5, 0.0, 0.3)},
             expect_original=("I3",),
+        ),
+        Scenario(
+            "lanes",
+            "tasks in three lanes from three tenants (one at a cap of 1) while workers and reapers crash "
+            "and Redis loses data: every task ends, each lane is served by weight (I13)",
+            tasks=15,
+            workers=2,
+            arrival_s=30.0,
+            llm=LlmProfile(median_s=8.0),
+            faults={**CRASHES, "redis_flush": (1, 0.1, 0.6), "redis_failover": (1, 0.1, 0.6), "crash_producer": 1},
+            settings_changes={"tenant_caps": "acme=1"},
+            lanes=True,
         ),
         Scenario(
             "d11",

@@ -4,6 +4,7 @@
     python -m bench noop                 # the no-op tables 1-7 (under 10 minutes on 2 cores)
     python -m bench llm                  # 8: LLM-bound, mock LLM at 1.0 s, C = 16, 64, 256, 1024
     python -m bench idle-redis           # 9: idle Redis commands/s, and what one LPUSH wakes
+    python -m bench lanes                # issue 26: lanes and tenants, B's wait, A/C shares, claim cost
     python -m bench store-load           # issue 31: MariaDB's Com_commit, Questions per task, connections
     python -m bench --quick              # tiny N, no 100,000-lease reaper run, no 30 s lease, no peer recovery
     python -m bench --only floor queue_only
@@ -28,11 +29,12 @@ from pathlib import Path
 from bench import common
 
 NOOP = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
-SECTIONS = NOOP + ("llm", "idle_redis", "hotpath", "store_load")
+SECTIONS = NOOP + ("llm", "idle_redis", "lanes", "hotpath", "store_load")
 GROUPS = {
     "noop": NOOP,
     "llm": ("llm",),
     "idle-redis": ("idle_redis",),
+    "lanes": ("lanes",),
     "hotpath": ("hotpath",),
     "store-load": ("store_load",),
     "all": SECTIONS[:-2],

@@ -7,8 +7,8 @@ from typing import Protocol
 from docllm.domain import events as ev
 from docllm.domain.errors import RubricError
 from docllm.domain.events import NullEvents
-from docllm.domain.model import Task, TaskStatus
 from docllm.domain.lanes import lane_error, tenant_error
+from docllm.domain.model import Task, TaskStatus
 from docllm.domain.payload import payload_of
 from docllm.domain.ports import (
     CancelMarks,

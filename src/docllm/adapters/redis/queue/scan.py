@@ -8,7 +8,6 @@ from typing import Any, cast
 from docllm.adapters.redis.queue.base import QueueBase, text
 from docllm.domain.payload import task_id_of
 
-
 # The lanes' structures in the order payloads move through them (ready first, as before lanes).
 _LISTS = ("ready", "ready_interactive", "ready_bulk")
 _TENANT_QUEUES = ("tenant_queue_interactive", "tenant_queue_default", "tenant_queue_bulk")
@@ -52,8 +51,8 @@ class ScanOps(QueueBase):
             raws = client.lrange(getattr(keys, stage), at, at + limit - 1)
             return raws, (stage, at + limit) if len(raws) == limit else (_NEXT[stage], 0)
         if stage in _TENANT_QUEUES:  # payloads under "tenant|seq"; counters ("t|h", "#n") are skipped
-            at, found = client.hscan(getattr(keys, stage), at, count=limit)
-            items = [raw for f, raw in cast(dict[Any, Any], found).items() if not text(f).endswith(("|h", "|t", "#n"))]
+            at, queued = client.hscan(getattr(keys, stage), at, count=limit)
+            items = [raw for f, raw in cast(dict[Any, Any], queued).items() if not text(f).endswith(("|h", "|t", "#n"))]
             return items, (stage, at) if at else (_NEXT[stage], 0)
         if stage == "staging":  # payloads between a blocking claimer's two steps: a handful
             return client.lrange(keys.staging, 0, -1), ("leases", 0)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from docllm.domain.tracing import NULL_SPAN, Span
 from docllm.domain.usage import Usage, UsageMeter
 
 
@@ -53,6 +54,7 @@ class Task:
     updated_at: datetime | None = None
     usage: Usage | None = None  # the LLM's, summed over the attempts that wrote an outcome; None: none
     rubric: str | None = None  # the name of the rubric its review follows (domain/rubric.py); None: none
+    traceparent: str | None = None  # the trace its submit started (W3C); the reconciler's re-queue continues it
 
     def budget(self, default_max_attempts: int) -> int:
         return self.max_attempts or default_max_attempts
@@ -72,6 +74,7 @@ class TaskRef:
 
     task_id: int
     task_name: str | None = None
+    traceparent: str | None = None  # the task's trace (W3C), when its producer traced it
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,7 @@ class Attempt:
     started_ms: int
     meta: dict[str, Any] = field(default_factory=dict)
     meter: UsageMeter = field(default_factory=UsageMeter)  # this attempt's LLM calls so far
+    span: Span = field(default=NULL_SPAN, repr=False, compare=False)  # its span in the task's trace
 
     @property
     def usage(self) -> Usage:

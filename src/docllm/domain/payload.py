@@ -15,7 +15,9 @@ on fakeredis and on a real redis-server):
   true/false/null; or a string of ASCII digits that some producers send (``"7"``), padded with
   spaces and the escapes ``\\t \\n \\r`` at most, leading zeros ignored.
 - Its value is from 1 to ``MAX_TASK_ID`` (2**53 - 1): every id a double holds exactly.
-- Other members are free; ``task_name`` is read when it is a string and ignored otherwise.
+- Other members are free; ``task_name`` is read when it is a string and ignored otherwise;
+  ``traceparent`` (W3C Trace Context, domain/tracing.py) when it is a valid one, and ignored
+  otherwise: a malformed trace context loses the trace, never the task.
 - ``parse_payload`` also caps the payload's size (``max_bytes``, a setting the scripts do not
   know); ``task_id_of`` does not, like the scripts.
 
@@ -35,6 +37,7 @@ import sys
 
 from docllm.domain.errors import BadPayload
 from docllm.domain.model import TaskRef
+from docllm.domain.tracing import valid_traceparent
 
 MAX_TASK_ID = 2**53 - 1  # the queue's Lua scripts keep task ids in doubles (lib.lua, lease data)
 
@@ -63,9 +66,11 @@ def parse_payload(raw: str | bytes, max_bytes: int) -> TaskRef:
     if b'"task_id"' not in members:
         raise BadPayload("payload has no task_id")
     name = members.get(b'"task_name"', b"")
+    trace = members.get(b'"traceparent"', b"")
     return TaskRef(
         task_id=_task_id(members[b'"task_id"']),
         task_name=json.loads(name) if name.startswith(b'"') else None,
+        traceparent=valid_traceparent(json.loads(trace)) if trace.startswith(b'"') else None,
     )
 
 
@@ -77,9 +82,12 @@ def task_id_of(raw: str | bytes) -> int | None:
         return None
 
 
-def make_payload(task_id: int, task_name: str | None) -> str:
-    """The payload existing producers push, byte-compatible with the original note."""
-    return json.dumps({"task_id": task_id, "task_name": task_name}, ensure_ascii=False)
+def make_payload(task_id: int, task_name: str | None, traceparent: str | None = None) -> str:
+    """The payload existing producers push, byte-compatible with the original note; with the
+    task's trace context when it has one."""
+    if traceparent is None:
+        return json.dumps({"task_id": task_id, "task_name": task_name}, ensure_ascii=False)
+    return json.dumps({"task_id": task_id, "task_name": task_name, "traceparent": traceparent}, ensure_ascii=False)
 
 
 def _task_id(token: bytes) -> int:

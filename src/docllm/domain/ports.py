@@ -222,7 +222,12 @@ class TaskStore(TaskLookup, Protocol):
     """The writes: every write of an attempt is fenced on ``attempt``."""
 
     def create(
-        self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None
+        self,
+        task_name: str,
+        document: str,
+        max_attempts: int | None = None,
+        rubric: str | None = None,
+        traceparent: str | None = None,
     ) -> Task: ...
 
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:

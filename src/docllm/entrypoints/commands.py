@@ -67,6 +67,7 @@ def submit(args: argparse.Namespace) -> int:
                 c.settings().max_attempts,
                 rubric=args.rubric,
                 rubrics=c.rubrics(),
+                tracer=c.tracer(),
             )
             for name, text in docs
         ]

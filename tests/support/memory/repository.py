@@ -116,7 +116,14 @@ class InMemoryTaskRepository:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None) -> Task:
+    def create(
+        self,
+        task_name: str,
+        document: str,
+        max_attempts: int | None = None,
+        rubric: str | None = None,
+        traceparent: str | None = None,
+    ) -> Task:
         with self._lock:
             now = self._now()
             task = Task(
@@ -125,6 +132,7 @@ class InMemoryTaskRepository:
                 status=PENDING,
                 document=document,
                 rubric=rubric,
+                traceparent=traceparent,
                 max_attempts=self._default_max_attempts if max_attempts is None else max_attempts,
                 created_at=now,
                 updated_at=now,

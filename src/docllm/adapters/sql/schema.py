@@ -85,6 +85,8 @@ task_doc_llm = Table(
     Column("document", LongText, nullable=True),
     # The rubric its review follows, by name (migration 0005); NULL: none, as every older row.
     Column("rubric", String(64), nullable=True),
+    # The task's trace context (W3C traceparent, migration 0008); NULL: not traced.
+    Column("traceparent", String(64), nullable=True),
     Column("result", JsonText, nullable=True),
     Column("error", Text, nullable=True),
     timestamp("processing_started_at"),

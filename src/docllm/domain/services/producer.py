@@ -18,6 +18,7 @@ from docllm.domain.ports import (
     TaskRepository,
     TaskStore,
 )
+from docllm.domain.tracing import NullTracer, Tracer, running
 
 
 class RetryQueue(Claims, QueueInspection, CancelMarks, Protocol):
@@ -33,17 +34,22 @@ def submit(
     events: EventSink | None = None,
     rubric: str | None = None,
     rubrics: RubricCatalog | None = None,
+    tracer: Tracer | None = None,
 ) -> Task:
     """Row first, then payload (as existing producers do); a crash between is the reconciler's.
 
     ``rubric`` names the rubric its review follows; it is looked up in ``rubrics`` first, so an
-    unknown or invalid one raises RubricError with nothing written or queued."""
+    unknown or invalid one raises RubricError with nothing written or queued. With tracing on, the
+    submit span starts the task's trace: row and payload carry its traceparent."""
     if rubric is not None:
         if rubrics is None:
             raise RubricError(f"rubric {rubric!r}: no rubrics are configured here")
         rubrics.get(rubric)
-    task = repo.create(task_name, document, max_attempts, rubric)
-    queue.push(make_payload(task.task_id, task.task_name))
+    with running((tracer or NullTracer()).start("docllm.submit")) as span:
+        task = repo.create(task_name, document, max_attempts, rubric, traceparent=span.traceparent)
+        queue.push(make_payload(task.task_id, task.task_name, span.traceparent))
+        if span.recording:
+            span.set({"docllm.task_id": task.task_id})
     (events or NullEvents()).emit(ev.SUBMITTED, task_id=task.task_id)
     return task
 
@@ -75,7 +81,7 @@ def retry_dead(
         queue.remove_dead_letters([row.task_id for row in reopened])
         queue.clear_cancelled([row.task_id for row in reopened])  # a cancelled task, reopened, runs
     for row in reopened:
-        queue.push(make_payload(row.task_id, row.task_name))
+        queue.push(make_payload(row.task_id, row.task_name, row.traceparent))
         sink.emit(ev.REOPENED, task_id=row.task_id)
     return [row.task_id for row in reopened]
 

@@ -63,7 +63,14 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
         with self._engine.begin() as conn:
             return conn.execute(stmt, params).rowcount
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None) -> Task:
+    def create(
+        self,
+        task_name: str,
+        document: str,
+        max_attempts: int | None = None,
+        rubric: str | None = None,
+        traceparent: str | None = None,
+    ) -> Task:
         if max_attempts is None:
             max_attempts = self._default_max_attempts
 
@@ -72,6 +79,7 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
                 task_name=task_name,
                 document=document,
                 rubric=rubric,
+                traceparent=traceparent,
                 status=PENDING.value,
                 max_attempts=max_attempts,
                 created_at=utcnow(),

@@ -238,7 +238,7 @@ class OpenAIReviewer:
         """One request, recorded as one LLM call whatever its end (answered, failed, cancelled): the
         raw response (its headers carry the provider's rate-limit hints) and its body decoded, None
         when that is not a JSON object."""
-        started, outcome, body = time.perf_counter(), "error", None
+        started, outcome, body, error = time.perf_counter(), "error", None, None
         span = current().child(f"chat {self.model}", self._span_attributes)  # no-op when tracing is off
         try:
             raw = await self._request(messages, response_format)
@@ -246,18 +246,14 @@ class OpenAIReviewer:
             if body is not None:
                 outcome = "ok"
             return raw, body
-        except asyncio.CancelledError as e:
-            outcome = "cancelled"
-            span.end(e)
-            raise
         except BaseException as e:
-            span.end(e)
+            outcome, error = "cancelled" if isinstance(e, asyncio.CancelledError) else outcome, e
             raise
         finally:
             call = self._record(outcome, time.perf_counter() - started, body)
             if span.recording:
                 span.set(gen_ai_answer(body, call))
-            span.end()
+            span.end(error)
 
     def _record(self, outcome: str, seconds: float, body: dict[str, Any] | None) -> LlmCall:
         prompt, completion = _reported_tokens(body) or (0, 0)

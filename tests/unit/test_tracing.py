@@ -7,23 +7,26 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from docllm.adapters.telemetry.tracing import OtelTracer
 from docllm.adapters.telemetry.tracing_setup import tracing_on
 from docllm.domain.errors import ConfigurationError
-from docllm.domain.model import TaskStatus
+from docllm.domain.model import Attempt, Task, TaskStatus
 from docllm.domain.payload import make_payload, parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
+from docllm.domain.rubric import Rubric
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.producer import submit
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
-from docllm.domain.tracing import NULL_SPAN, NullTracer, traced, valid_traceparent
+from docllm.domain.tracing import NULL_SPAN, NullTracer, Tracer, traced, valid_traceparent
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository
@@ -81,17 +84,20 @@ def tracer(spans: InMemorySpanExporter) -> OtelTracer:
 
 
 class World:
-    def __init__(self, tracer) -> None:
+    def __init__(self, tracer: Tracer) -> None:
         self.clock = ManualClock()
         self.queue = InMemoryTaskQueue(self.clock)
         self.repo = InMemoryTaskRepository(self.clock)
         self.retry = RetryPolicy(max_attempts=3)
         self.tracer = tracer
 
+    def row(self, task_id: int) -> Task:
+        row = self.repo.get(task_id)
+        assert row is not None
+        return row
+
     def worker(self, name: str) -> TaskProcessor:
-        return TaskProcessor(
-            self.queue, self.repo, Reviewer(), self.clock, self.retry, LEASE, name, tracer=self.tracer
-        )
+        return TaskProcessor(self.queue, self.repo, Reviewer(), self.clock, self.retry, LEASE, name, tracer=self.tracer)
 
 
 class Reviewer:
@@ -99,18 +105,27 @@ class Reviewer:
 
     name = "stub"
 
-    async def review(self, task_name, document):
+    async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
         with traced("chat stub", {"gen_ai.system": "stub"}):
             return {"findings": [], "summary": "ok", "reviewer": "stub"}
 
-    async def check(self):
+    async def check(self) -> None:
         pass
 
 
-def _by_name(exported) -> dict[str, list]:
-    named: dict[str, list] = {}
+def _begun(proc: TaskProcessor) -> Attempt:
+    delivery = proc.claim()
+    assert delivery is not None
+    attempt = proc.begin(delivery)
+    assert attempt is not None
+    return attempt
+
+
+def _by_name(exported: Sequence[ReadableSpan]) -> dict[str, list[dict[str, Any]]]:
+    """The spans by name, each as the SDK writes it in JSON (as the e2e test reads them)."""
+    named: dict[str, list[dict[str, Any]]] = {}
     for span in exported:
-        named.setdefault(span.name, []).append(span)
+        named.setdefault(span.name, []).append(json.loads(span.to_json()))
     return named
 
 
@@ -119,42 +134,45 @@ def test_one_trace_from_submit_through_a_lost_lease_a_reap_and_the_commit(
 ) -> None:
     world = World(tracer)
     task = submit(world.repo, world.queue, "doc.md", "# T\n\ntext\n", tracer=tracer)
-    assert valid_traceparent(world.repo.get(task.task_id).traceparent)
+    assert valid_traceparent(world.row(task.task_id).traceparent)
     first = world.worker("w1")
-    attempt = first.begin(first.claim())
+    attempt = _begun(first)
     asyncio.run(first.review(attempt))
     first.lease_lost(attempt)  # the heartbeat found the lease gone; the reaper took it meanwhile
     world.clock.advance(LEASE.lease_ms + 1)
     Reaper(world.queue, world.repo, world.retry, tracer=tracer).reap_once()
     assert first.hand_back(attempt) is False  # the reaper's reclaim came first
     second = world.worker("w2")
-    again = second.begin(second.claim())
+    again = _begun(second)
     assert second.finish(again, asyncio.run(second.review(again)))
-    assert world.repo.get(task.task_id).status is TaskStatus.success
+    assert world.row(task.task_id).status is TaskStatus.success
 
     named = _by_name(spans.get_finished_spans())
     [submitted] = named["docllm.submit"]
-    trace_id = submitted.context.trace_id
-    attempts = sorted(named["docllm.attempt"], key=lambda s: s.attributes["docllm.attempt"])
-    assert [s.attributes["docllm.attempt"] for s in attempts] == [1, 2]
-    assert {s.context.trace_id for s in attempts} == {trace_id}
-    assert all(s.parent.span_id == submitted.context.span_id for s in attempts)
-    assert [s.attributes["docllm.worker"] for s in attempts] == ["w1", "w2"]
-    assert [e.name for e in attempts[0].events] == ["docllm.lease_lost"]
-    assert (attempts[0].attributes["docllm.verdict"], attempts[0].attributes["docllm.reason"]) == (
+    trace_id = submitted["context"]["trace_id"]
+    attempts = sorted(named["docllm.attempt"], key=lambda s: s["attributes"]["docllm.attempt"])
+    assert [s["attributes"]["docllm.attempt"] for s in attempts] == [1, 2]
+    assert {s["context"]["trace_id"] for s in attempts} == {trace_id}
+    assert all(s["parent_id"] == submitted["context"]["span_id"] for s in attempts)
+    assert [s["attributes"]["docllm.worker"] for s in attempts] == ["w1", "w2"]
+    assert [e["name"] for e in attempts[0]["events"]] == ["docllm.lease_lost"]
+    assert (attempts[0]["attributes"]["docllm.verdict"], attempts[0]["attributes"]["docllm.reason"]) == (
         "release",
         "lease_lost",
     )
-    assert attempts[0].attributes["docllm.landed"] is False
-    assert (attempts[1].attributes["docllm.verdict"], attempts[1].attributes["docllm.landed"]) == ("success", True)
+    assert attempts[0]["attributes"]["docllm.landed"] is False
+    assert (attempts[1]["attributes"]["docllm.verdict"], attempts[1]["attributes"]["docllm.landed"]) == (
+        "success",
+        True,
+    )
     chats = named["chat stub"]
-    assert sorted(c.parent.span_id for c in chats) == sorted(a.context.span_id for a in attempts)
-    assert {s.context.trace_id for s in named["docllm.claim"] + named["docllm.finish"]} == {trace_id}
+    assert sorted(c["parent_id"] for c in chats) == sorted(a["context"]["span_id"] for a in attempts)
+    assert {s["context"]["trace_id"] for s in named["docllm.claim"] + named["docllm.finish"]} == {trace_id}
     # The reaper's action is a trace of its own, linked to the task's.
     [reap] = named["docllm.reap"]
-    assert reap.context.trace_id != trace_id
-    assert [link.context.trace_id for link in reap.links] == [trace_id]
-    assert reap.attributes["docllm.action"] == "reclaimed"
+    assert reap["context"]["trace_id"] != trace_id
+    assert [link["context"]["trace_id"] for link in reap["links"]] == [trace_id]
+    assert reap["attributes"]["docllm.action"] == "reclaimed"
 
 
 def test_the_reconcilers_requeue_continues_the_trace(tracer: OtelTracer, spans: InMemorySpanExporter) -> None:
@@ -166,23 +184,23 @@ def test_the_reconcilers_requeue_continues_the_trace(tracer: OtelTracer, spans: 
         reconciler.reconcile_once()
         world.clock.advance(1001)
     assert parse_payload(world.queue.client.lrange("docllm:queue:ready", 0, -1)[0], 4096).traceparent == (
-        world.repo.get(task.task_id).traceparent
+        world.row(task.task_id).traceparent
     )
     proc = world.worker("w1")
-    attempt = proc.begin(proc.claim())
+    attempt = _begun(proc)
     proc.finish(attempt, asyncio.run(proc.review(attempt)))
     named = _by_name(spans.get_finished_spans())
-    trace_id = named["docllm.submit"][0].context.trace_id
-    assert named["docllm.attempt"][0].context.trace_id == trace_id
-    assert [link.context.trace_id for link in named["docllm.reconcile"][0].links] == [trace_id]
+    trace_id = named["docllm.submit"][0]["context"]["trace_id"]
+    assert named["docllm.attempt"][0]["context"]["trace_id"] == trace_id
+    assert [link["context"]["trace_id"] for link in named["docllm.reconcile"][0]["links"]] == [trace_id]
 
 
 def test_off_every_span_is_the_null_one() -> None:
     world = World(NullTracer())
     task = submit(world.repo, world.queue, "doc.md", "# T\n\ntext\n", tracer=world.tracer)
-    assert world.repo.get(task.task_id).traceparent is None
+    assert world.row(task.task_id).traceparent is None
     proc = world.worker("w1")
-    attempt = proc.begin(proc.claim())
+    attempt = _begun(proc)
     assert attempt.span is NULL_SPAN
     assert world.queue.client.lrange("docllm:queue:processing", 0, -1) == [
         make_payload(task.task_id, "doc.md").encode()
@@ -204,7 +222,7 @@ def test_off_every_span_is_the_null_one() -> None:
         ("off", "", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, False),
     ],
 )
-def test_tracing_is_on_only_when_an_exporter_is_configured(mode, file, environ, on) -> None:
+def test_tracing_is_on_only_when_an_exporter_is_configured(mode: str, file: str, environ: dict, on: bool) -> None:
     assert tracing_on(mode, file, environ) is on
 
 

@@ -75,7 +75,14 @@ NULL_SPAN: Span = _NullSpan()
 
 
 class NullTracer:
-    def start(self, name: str, parent=None, link=None, attributes=None, start_ns=None) -> Span:
+    def start(
+        self,
+        name: str,
+        parent: str | None = None,
+        link: str | None = None,
+        attributes: Attributes | None = None,
+        start_ns: int | None = None,
+    ) -> Span:
         return NULL_SPAN
 
 

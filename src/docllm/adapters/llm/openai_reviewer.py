@@ -180,7 +180,9 @@ class OpenAIReviewer:
         with traced("docllm.chunk", {"docllm.chunk.part": part, "docllm.chunk.parts": parts}):
             return await self._review_one(task_name, chunk, part, parts, rubric)
 
-    async def _review_one(self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None) -> dict[str, Any]:
+    async def _review_one(
+        self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None
+    ) -> dict[str, Any]:
         messages = build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         for repairing in (False, True):

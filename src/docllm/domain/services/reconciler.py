@@ -123,6 +123,8 @@ class Reconciler:
         self.events.emit(ev.RECONCILED, task_id=row.task_id, status=row.status.value)
         span = self.tracer.start("docllm.reconcile", link=row.traceparent)
         if span.recording:
-            span.set({"docllm.task_id": row.task_id, "docllm.row_status": row.status.value, "docllm.worker": self.worker_id})
+            span.set(
+                {"docllm.task_id": row.task_id, "docllm.row_status": row.status.value, "docllm.worker": self.worker_id}
+            )
             span.end()
         return True

@@ -163,8 +163,15 @@ class RepoObserver:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._r, attr)
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None):
-        task = self._r.create(task_name, document, max_attempts, rubric)
+    def create(
+        self,
+        task_name: str,
+        document: str,
+        max_attempts: int | None = None,
+        rubric: str | None = None,
+        traceparent: str | None = None,
+    ):
+        task = self._r.create(task_name, document, max_attempts, rubric, traceparent)
         self._log("call", f"repo.create -> task {task.task_id} {task_name}", task.task_id)
         self._l.created(task.task_id, task_name)
         return task

@@ -148,8 +148,15 @@ class GroupedStore(GroupOfOne):
     def get(self, task_id: int) -> Task | None:
         return self.store.get(task_id)
 
-    def create(self, task_name: str, document: str, max_attempts: int | None = None, rubric: str | None = None) -> Task:
-        return self.store.create(task_name, document, max_attempts, rubric)
+    def create(
+        self,
+        task_name: str,
+        document: str,
+        max_attempts: int | None = None,
+        rubric: str | None = None,
+        traceparent: str | None = None,
+    ) -> Task:
+        return self.store.create(task_name, document, max_attempts, rubric, traceparent)
 
     def reopen(self, task_id: int) -> bool:
         return self.store.reopen(task_id)

@@ -4,6 +4,7 @@ docllm from two source trees, run after run, in one process: the ratio of a patc
     git archive HEAD src | tar -x -C /tmp/base          # the committed product
     # ... apply a patch in a copy at /tmp/patched/src ...
     python -m bench.compare_src /tmp/patched/src --base /tmp/base/src
+    python -m bench.compare_src src --base src --other-env DOCLLM_TRACING=on   # a setting's cost
 
 Each (database, concurrency) runs base, then other, then base and other again; the table shows
 the median of each and their ratio.
@@ -27,14 +28,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--backends", nargs="+", choices=("sqlite", "mariadb"))
     parser.add_argument("--concurrency", nargs="+", type=int)
+    parser.add_argument("--other-env", nargs="+", default=[], metavar="NAME=VALUE", help="settings for other only")
     args = parser.parse_args()
     original_spawn = worker.spawn
+    other_env = dict(pair.split("=", 1) for pair in args.other_env)
 
-    def spawn_with(src: str | None):
+    def spawn_with(src: str | None, settings: dict[str, str]):
         def spawn(argv, env, log):
             if src:
                 env = dict(env, PYTHONPATH=os.pathsep.join([os.path.abspath(src), env.get("PYTHONPATH", "")]))
-            return original_spawn(argv, env, log)
+            return original_spawn(argv, {**env, **settings}, log)
 
         return spawn
 
@@ -59,7 +62,7 @@ def main() -> int:
                 runs: dict[str, list] = {"base": [], "other": []}
                 for _ in range(args.repeats):
                     for name, src in (("base", args.base), ("other", args.other)):
-                        worker.spawn = spawn_with(src)
+                        worker.spawn = spawn_with(src, other_env if name == "other" else {})
                         runs[name].append(worker.run_docllm(env, backend, c, args.n))
                 med = {k: statistics.median(r["tasks_per_s"] for r in v) for k, v in runs.items()}
                 cpu = {k: statistics.median(r["cpu_s_per_1000"]["worker"] for r in v) for k, v in runs.items()}

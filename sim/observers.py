@@ -172,8 +172,9 @@ class RepoObserver:
         rubric: str | None = None,
         priority: str | None = None,
         tenant: str | None = None,
+        traceparent: str | None = None,
     ):
-        task = self._r.create(task_name, document, max_attempts, rubric, priority, tenant)
+        task = self._r.create(task_name, document, max_attempts, rubric, priority, tenant, traceparent)
         self._log("call", f"repo.create -> task {task.task_id} {task_name}", task.task_id)
         self._l.created(task.task_id, task_name)
         return task

@@ -196,6 +196,13 @@ def _events(settings: Settings, metrics):
     return AttemptTimer(FanoutEvents(logs, PrometheusEvents(metrics)) if metrics else logs)
 
 
+def _tracer(settings: Settings):
+    """Spans of each task's trace (docs/DEPLOY.md, Tracing); NullTracer, with nothing imported, when off."""
+    from docllm.adapters.telemetry.tracing_setup import make_tracer
+
+    return make_tracer(settings.tracing, settings.tracing_file, os.environ)
+
+
 def _readiness(client, engine):
     from docllm.runtime.http_endpoints import readiness_checks
 
@@ -219,6 +226,7 @@ class Container(containers.DeclarativeContainer):
     rubrics = providers.Singleton(_rubrics, settings)
     breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis
     events = providers.Singleton(_events, settings, metrics)
+    tracer = providers.Singleton(_tracer, settings)
     readiness = providers.Singleton(_readiness, redis_client, engine)
 
     retry_policy = providers.Singleton(
@@ -253,6 +261,7 @@ class Container(containers.DeclarativeContainer):
         limits=limits,
         events=events,
         rubrics=rubrics,
+        tracer=tracer,
     )
     reaper = providers.Factory(
         Reaper,
@@ -263,6 +272,7 @@ class Container(containers.DeclarativeContainer):
         lease_ms=lease_policy.provided.lease_ms,
         events=events,
         worker_id=settings.provided.worker_id,
+        tracer=tracer,
     )
     reconcile_grace_ms = providers.Callable(
         lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds
@@ -284,4 +294,5 @@ class Container(containers.DeclarativeContainer):
         # that holds it keeps it (and its lap of the structures) while it lives.
         lead_ms=providers.Callable(lambda seconds: int(seconds * 3000), settings.provided.reconcile_interval_seconds),
         worker_id=settings.provided.worker_id,
+        tracer=tracer,
     )

@@ -23,6 +23,7 @@ EMBEDDED_REDIS = "embedded"
 PROVIDERS = ("offline", "openai")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+TRACING_MODES = ("auto", "on", "off")
 
 
 class SettingsError(ConfigurationError):
@@ -67,6 +68,8 @@ class Settings:
     log_format: str = "text"
     log_level: str = "INFO"
     metrics_port: int | None = None
+    tracing: str = "auto"  # auto: on when an OTEL_* exporter is configured and docllm[otel] installed; on; off
+    tracing_file: str = ""  # also write every span as a JSON line here (debugging, tests)
     metrics_host: str = "0.0.0.0"
     worker_id: str = ""
     dashboard_token: str = field(default="", repr=False)
@@ -186,6 +189,7 @@ class Settings:
         need(self.log_format in LOG_FORMATS, "log_format", f"must be one of {', '.join(LOG_FORMATS)}")
         need(self.log_level in LOG_LEVELS, "log_level", f"must be one of {', '.join(LOG_LEVELS)}")
         need(self.metrics_port is None or 0 <= self.metrics_port <= 65535, "metrics_port", "must be a port number")
+        need(self.tracing in TRACING_MODES, "tracing", f"must be one of {', '.join(TRACING_MODES)}")
         self._validate_redis(need)
         self._validate_lanes(need)
         need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
@@ -341,6 +345,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "log_format": ("DOCLLM_LOG_FORMAT", str.lower),
     "log_level": ("DOCLLM_LOG_LEVEL", str.upper),
     "metrics_port": ("DOCLLM_METRICS_PORT", _port),
+    "tracing": ("DOCLLM_TRACING", str.lower),
+    "tracing_file": ("DOCLLM_TRACING_FILE", str),
     "metrics_host": ("DOCLLM_METRICS_HOST", str),
     "worker_id": ("DOCLLM_WORKER_ID", str),
     "dashboard_token": ("DOCLLM_DASHBOARD_TOKEN", str),

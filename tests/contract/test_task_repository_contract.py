@@ -499,3 +499,15 @@ def test_a_task_keeps_the_rubric_it_names_and_none_by_default(repo):
     assert (named.rubric, plain.rubric) == ("install-guide", None)
     assert [t.rubric for t in repo.get_many([named.task_id, plain.task_id])] == ["install-guide", None]
     assert repo.start_attempt(named.task_id, "tok").task.rubric == "install-guide"
+
+
+# -- traceparent (migration 0008) -------------------------------------------------------------------
+
+
+def test_a_task_keeps_its_traceparent_and_none_by_default(repo):
+    tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    traced, plain = repo.create("a.md", "body", traceparent=tp), repo.create("b.md", "body")
+    assert (traced.traceparent, plain.traceparent) == (tp, None)
+    assert [t.traceparent for t in repo.get_many([traced.task_id, plain.task_id])] == [tp, None]
+    [listed] = [t for t in repo.non_terminal_after(None, 10) if t.task_id == traced.task_id]
+    assert listed.traceparent == tp  # the reconciler's pages carry it

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from docllm.domain.tracing import NULL_SPAN, Span
 from docllm.domain.usage import Usage, UsageMeter
 
 
@@ -55,6 +56,7 @@ class Task:
     rubric: str | None = None  # the name of the rubric its review follows (domain/rubric.py); None: none
     priority: str | None = None  # its lane (domain/lanes.py, migration 0006); None: the default lane
     tenant: str | None = None  # who submitted it, for per-tenant fairness; None: no tenant
+    traceparent: str | None = None  # the trace its submit started (W3C); the reconciler's re-queue continues it
 
     def budget(self, default_max_attempts: int) -> int:
         return self.max_attempts or default_max_attempts
@@ -76,6 +78,7 @@ class TaskRef:
     task_name: str | None = None
     priority: str | None = None  # its lane (domain/lanes.py); None: the default lane
     tenant: str | None = None  # None: no tenant
+    traceparent: str | None = None  # the task's trace (W3C), when its producer traced it
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,7 @@ class Attempt:
     started_ms: int
     meta: dict[str, Any] = field(default_factory=dict)
     meter: UsageMeter = field(default_factory=UsageMeter)  # this attempt's LLM calls so far
+    span: Span = field(default=NULL_SPAN, repr=False, compare=False)  # its span in the task's trace
 
     @property
     def usage(self) -> Usage:

@@ -15,7 +15,9 @@ on fakeredis and on a real redis-server):
   true/false/null; or a string of ASCII digits that some producers send (``"7"``), padded with
   spaces and the escapes ``\\t \\n \\r`` at most, leading zeros ignored.
 - Its value is from 1 to ``MAX_TASK_ID`` (2**53 - 1): every id a double holds exactly.
-- Other members are free; ``task_name`` is read when it is a string and ignored otherwise.
+- Other members are free; ``task_name`` is read when it is a string and ignored otherwise;
+  ``traceparent`` (W3C Trace Context, domain/tracing.py) when it is a valid one, and ignored
+  otherwise: a malformed trace context loses the trace, never the task.
 - ``priority`` and ``tenant`` (issue 26) are optional; absent or ``null`` mean the default lane
   and no tenant. When present they are plain JSON strings (no escapes): ``priority`` one of
   ``domain.lanes.LANES``, ``tenant`` as ``domain.lanes.TENANT``; anything else is malformed here.
@@ -42,6 +44,7 @@ from collections.abc import Callable
 from docllm.domain.errors import BadPayload
 from docllm.domain.lanes import DEFAULT_LANE, lane_error, tenant_error
 from docllm.domain.model import Task, TaskRef
+from docllm.domain.tracing import valid_traceparent
 
 MAX_TASK_ID = 2**53 - 1  # the queue's Lua scripts keep task ids in doubles (lib.lua, lease data)
 
@@ -71,11 +74,13 @@ def parse_payload(raw: str | bytes, max_bytes: int) -> TaskRef:
     if b'"task_id"' not in members:
         raise BadPayload("payload has no task_id")
     name = members.get(b'"task_name"', b"")
+    trace = members.get(b'"traceparent"', b"")
     return TaskRef(
         task_id=_task_id(members[b'"task_id"']),
         task_name=json.loads(name) if name.startswith(b'"') else None,
         priority=_label(members.get(b'"priority"'), "priority", lane_error),
         tenant=_label(members.get(b'"tenant"'), "tenant", tenant_error),
+        traceparent=valid_traceparent(json.loads(trace)) if trace.startswith(b'"') else None,
     )
 
 
@@ -87,20 +92,29 @@ def task_id_of(raw: str | bytes) -> int | None:
         return None
 
 
-def make_payload(task_id: int, task_name: str | None, priority: str | None = None, tenant: str | None = None) -> str:
-    """The payload existing producers push, byte-compatible with the original note; ``priority``
-    and ``tenant`` are added only when set, so a default-lane task's payload is the note's."""
+def make_payload(
+    task_id: int,
+    task_name: str | None,
+    priority: str | None = None,
+    tenant: str | None = None,
+    traceparent: str | None = None,
+) -> str:
+    """The payload existing producers push, byte-compatible with the original note; ``priority``,
+    ``tenant`` and ``traceparent`` are added only when set, so a default-lane untraced task's
+    payload is the note's."""
     data: dict[str, object] = {"task_id": task_id, "task_name": task_name}
     if priority is not None and priority != DEFAULT_LANE:
         data["priority"] = priority
     if tenant is not None:
         data["tenant"] = tenant
+    if traceparent is not None:
+        data["traceparent"] = traceparent
     return json.dumps(data, ensure_ascii=False)
 
 
 def payload_of(task: Task) -> str:
-    """The payload of a row: its id, name, lane and tenant (a re-queue keeps its lane)."""
-    return make_payload(task.task_id, task.task_name, task.priority, task.tenant)
+    """The payload of a row: its id, name, lane, tenant and trace (a re-queue keeps them)."""
+    return make_payload(task.task_id, task.task_name, task.priority, task.tenant, task.traceparent)
 
 
 def _label(token: bytes | None, what: str, error: Callable[[str], str | None]) -> str | None:

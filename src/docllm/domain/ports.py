@@ -229,6 +229,7 @@ class TaskStore(TaskLookup, Protocol):
         rubric: str | None = None,
         priority: str | None = None,  # its lane (domain/lanes.py); None: the default lane
         tenant: str | None = None,
+        traceparent: str | None = None,
     ) -> Task: ...
 
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:

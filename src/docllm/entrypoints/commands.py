@@ -76,6 +76,7 @@ def submit(args: argparse.Namespace) -> int:
                 rubrics=c.rubrics(),
                 priority=args.priority,
                 tenant=args.tenant,
+                tracer=c.tracer(),
             )
             for name, text in docs
         ]

@@ -156,8 +156,9 @@ class GroupedStore(GroupOfOne):
         rubric: str | None = None,
         priority: str | None = None,
         tenant: str | None = None,
+        traceparent: str | None = None,
     ) -> Task:
-        return self.store.create(task_name, document, max_attempts, rubric, priority, tenant)
+        return self.store.create(task_name, document, max_attempts, rubric, priority, tenant, traceparent)
 
     def reopen(self, task_id: int) -> bool:
         return self.store.reopen(task_id)

@@ -277,6 +277,8 @@ class Worker:
         a = run.attempt
         if verdict is None:
             self.proc.lease_lost(a)
+        elif a.span.recording:  # a lease loss is its own event (``lease_lost``)
+            a.span.event("docllm.abandoned", {"docllm.reason": str(verdict.reason)})
         self.proc.events.emit(
             ev.ABANDONED,
             task_id=a.task_id,

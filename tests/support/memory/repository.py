@@ -124,6 +124,7 @@ class InMemoryTaskRepository:
         rubric: str | None = None,
         priority: str | None = None,
         tenant: str | None = None,
+        traceparent: str | None = None,
     ) -> Task:
         with self._lock:
             now = self._now()
@@ -135,6 +136,7 @@ class InMemoryTaskRepository:
                 rubric=rubric,
                 priority=priority,
                 tenant=tenant,
+                traceparent=traceparent,
                 max_attempts=self._default_max_attempts if max_attempts is None else max_attempts,
                 created_at=now,
                 updated_at=now,

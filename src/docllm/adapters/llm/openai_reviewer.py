@@ -43,6 +43,7 @@ from docllm.domain.rate_limits import MAX_COUNT, estimate_tokens
 from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
 from docllm.domain.rubric import Rubric
 from docllm.domain.services.rate_gate import NoGate, RateGate
+from docllm.domain.tracing import current, traced
 from docllm.domain.usage import LlmCall, record
 
 try:  # openai 3 moved to httpx2; earlier versions use httpx
@@ -108,6 +109,12 @@ class OpenAIReviewer:
             for _ in range(shards)
         ]
         self._turn = itertools.cycle(self._clients)
+        # A chat request's span attributes (OpenTelemetry GenAI conventions), built once.
+        self._span_attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": model,
+        }
         # Every chat request's options but its body, built once: each request is a copy with the body.
         self._chat = FinalRequestOptions.construct(method="post", url="/chat/completions")
 
@@ -170,6 +177,12 @@ class OpenAIReviewer:
     async def _review_chunk(
         self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None = None
     ) -> dict[str, Any]:
+        with traced("docllm.chunk", {"docllm.chunk.part": part, "docllm.chunk.parts": parts}):
+            return await self._review_one(task_name, chunk, part, parts, rubric)
+
+    async def _review_one(
+        self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None
+    ) -> dict[str, Any]:
         messages = build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         for repairing in (False, True):
@@ -227,26 +240,31 @@ class OpenAIReviewer:
         """One request, recorded as one LLM call whatever its end (answered, failed, cancelled): the
         raw response (its headers carry the provider's rate-limit hints) and its body decoded, None
         when that is not a JSON object."""
-        started, outcome, body = time.perf_counter(), "error", None
+        started, outcome, body, error = time.perf_counter(), "error", None, None
+        span = current().child(f"chat {self.model}", self._span_attributes)  # no-op when tracing is off
         try:
             raw = await self._request(messages, response_format)
             body = self._decode(raw)
             if body is not None:
                 outcome = "ok"
             return raw, body
-        except asyncio.CancelledError:
-            outcome = "cancelled"
+        except BaseException as e:
+            outcome, error = "cancelled" if isinstance(e, asyncio.CancelledError) else outcome, e
             raise
         finally:
-            self._record(outcome, time.perf_counter() - started, body)
+            call = self._record(outcome, time.perf_counter() - started, body)
+            if span.recording:
+                span.set(gen_ai_answer(body, call))
+            span.end(error)
 
-    def _record(self, outcome: str, seconds: float, body: dict[str, Any] | None) -> None:
+    def _record(self, outcome: str, seconds: float, body: dict[str, Any] | None) -> LlmCall:
         prompt, completion = _reported_tokens(body) or (0, 0)
         cost = self._prices.cost(self.model, prompt, completion)
         call = LlmCall(self.model, outcome, seconds, prompt, completion, cost)
         record(call)
         if self._on_call is not None:
             self._on_call(call)
+        return call
 
     async def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> httpx.Response:
         """The chat completion's HTTP response, through the SDK: it adds the headers and the timeout,
@@ -312,6 +330,23 @@ def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int] | None:
             return None
         counts.append(int(value))
     return counts[0], counts[1]
+
+
+def gen_ai_answer(body: dict[str, Any] | None, call: LlmCall) -> dict[str, Any]:
+    """A call's GenAI span attributes: usage, finish reasons, response model; never the text."""
+    attributes: dict[str, Any] = {
+        "docllm.llm.outcome": call.outcome,
+        "gen_ai.usage.input_tokens": call.prompt_tokens,
+        "gen_ai.usage.output_tokens": call.completion_tokens,
+    }
+    if body is None:
+        return attributes
+    choices = body.get("choices")
+    reasons = [c.get("finish_reason") for c in choices if isinstance(c, dict)] if isinstance(choices, list) else []
+    attributes["gen_ai.response.finish_reasons"] = tuple(str(r)[:40] for r in reasons if r is not None)
+    if isinstance(body.get("model"), str):
+        attributes["gen_ai.response.model"] = body["model"][:200]
+    return attributes
 
 
 def _content(body: dict[str, Any]) -> str:

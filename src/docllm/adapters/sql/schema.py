@@ -88,6 +88,8 @@ task_doc_llm = Table(
     # Its lane and tenant (migration 0006, issue 26); NULL: the default lane, no tenant.
     Column("priority", String(16), nullable=True),
     Column("tenant", String(64), nullable=True),
+    # The task's trace context (W3C traceparent, migration 0008); NULL: not traced.
+    Column("traceparent", String(64), nullable=True),
     Column("result", JsonText, nullable=True),
     Column("error", Text, nullable=True),
     timestamp("processing_started_at"),

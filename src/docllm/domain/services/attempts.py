@@ -7,6 +7,7 @@ safe to lose: whatever a crash leaves behind is a lease that expires and is sett
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -29,6 +30,7 @@ from docllm.domain.ports import (
 )
 from docllm.domain.rubric import Rubric
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
+from docllm.domain.tracing import NullTracer, Span, Tracer, traced, within
 from docllm.domain.usage import metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
 
@@ -50,11 +52,13 @@ class TaskProcessor:
         limits: Limits = Limits(),
         events: EventSink | None = None,
         rubrics: RubricCatalog | None = None,
+        tracer: Tracer | None = None,
     ):
         self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock
         self.retry, self.lease, self.worker_id, self.limits = retry, lease, worker_id, limits
         self.events = events or NullEvents()
         self.rubrics = rubrics
+        self.tracer = tracer or NullTracer()
 
     # -- claim and begin ---------------------------------------------------------------------
     def claim(self) -> Delivery | None:
@@ -92,6 +96,7 @@ class TaskProcessor:
         one would be. Per delivery: its attempt, None (dead-lettered, a duplicate, cancelled), or
         the ``Unavailable`` that stopped it (the caller hands that one back), so one row's trouble
         never strands the rest of the batch. A crash anywhere leaves leases the reaper settles."""
+        opened = time.time_ns()  # a record for the trace (the claim's span starts here), no decision
         refs = [self._ref(delivery) for delivery in deliveries]
         requests = [StartRequest(ref.task_id, d.token) for d, ref in zip(deliveries, refs, strict=True) if ref]
         try:
@@ -101,7 +106,7 @@ class TaskProcessor:
         begun: list[Attempt | None | Unavailable] = []
         for delivery, ref in zip(deliveries, refs, strict=True):
             try:
-                begun.append(self._begun(delivery, ref.task_id, next(outcomes)) if ref else None)
+                begun.append(self._begun(delivery, ref, next(outcomes), opened) if ref else None)
             except Unavailable as exc:
                 begun.append(exc)
         return begun
@@ -113,8 +118,9 @@ class TaskProcessor:
             self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
             return None
 
-    def _begun(self, delivery: Delivery, task_id: int, started: StartOutcome) -> Attempt | None:
+    def _begun(self, delivery: Delivery, ref: TaskRef, started: StartOutcome, opened_ns: int) -> Attempt | None:
         """What a delivery's start found, settled: run it, or dead-letter it, or ack a duplicate."""
+        task_id = ref.task_id
         if started.result is StartResult.busy and self._orphaned(started.task):
             started = self.repo.start_attempt(task_id, delivery.token)
         if started.result is StartResult.missing:
@@ -129,6 +135,7 @@ class TaskProcessor:
         task = started.task
         assert task is not None
         attempt = Attempt(delivery=delivery, task=task, started_ms=self.clock.now_ms())
+        attempt.span = self._attempt_span(attempt, ref.traceparent or task.traceparent, opened_ns)
         # The token pairs this line with the claim's (debug) line: claim-to-start in the logs.
         self.events.emit(
             ev.STARTED, task_id=task.task_id, attempt=task.attempt, token=delivery.token, worker=self.worker_id
@@ -137,6 +144,32 @@ class TaskProcessor:
             self.finish(attempt, Outcome.cancelled())
             return None
         return attempt
+
+    def _attempt_span(self, attempt: Attempt, parent: str | None, opened_ns: int) -> Span:
+        """The attempt's span in the task's trace (from the payload, else the row), from the claim's
+        processing on; its first child covers the claim and the start on the row."""
+        span = self.tracer.start("docllm.attempt", parent=parent, start_ns=opened_ns)
+        if span.recording:
+            span.set(
+                {
+                    "docllm.task_id": attempt.task_id,
+                    "docllm.attempt": attempt.number,
+                    "docllm.worker": self.worker_id,
+                    "docllm.lease_token": attempt.token,
+                }
+            )
+            self.tracer.start("docllm.claim", parent=span.traceparent, start_ns=opened_ns).end()
+        return span
+
+    def _ended(self, attempt: Attempt, outcome: Outcome, landed: bool) -> None:
+        """The attempt's verdict and its Reason on its span, which ends here."""
+        span = attempt.span
+        if span.recording:
+            verdict = {"docllm.verdict": outcome.kind.value, "docllm.landed": landed}
+            if outcome.reason is not None:
+                verdict["docllm.reason"] = str(outcome.reason)
+            span.set(verdict)
+        span.end()
 
     def _orphaned(self, row: Task | None) -> bool:
         """A row ``processing`` under an attempt whose lease no longer exists (its claimer stalled
@@ -174,6 +207,7 @@ class TaskProcessor:
         return renewed
 
     def lease_lost(self, attempt: Attempt) -> None:
+        attempt.span.event("docllm.lease_lost", {"docllm.lease_token": attempt.token})
         self.events.emit(
             ev.LEASE_LOST, task_id=attempt.task_id, attempt=attempt.number, token=attempt.token, worker=self.worker_id
         )
@@ -187,7 +221,10 @@ class TaskProcessor:
         fenced, and the payload back to ready when that lands. When it does not land, someone else
         already settled the row (the reaper reclaimed it, or a newer attempt holds it)."""
         ending = self.ending(attempt, Happened.lease_lost)
-        if not self.repo.hand_back(attempt.task_id, attempt.number, ending.error or "", attempt.usage):
+        with traced("docllm.finish", parent=attempt.span):
+            landed = self.repo.hand_back(attempt.task_id, attempt.number, ending.error or "", attempt.usage)
+        self._ended(attempt, ending, landed)
+        if not landed:
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
             self.queue.push(attempt.delivery.raw, front=True)
@@ -230,7 +267,7 @@ class TaskProcessor:
             return self.facts(attempt, Happened.invalid_document, error)
         try:
             rubric = self._rubric(attempt.task)
-            with metering(attempt.meter):
+            with metering(attempt.meter), within(attempt.span):
                 report = await review_with(self.reviewer, attempt.task.task_name or "", document, rubric)
         except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker: decide() says who pays
             seen = facts_of(exc)
@@ -259,7 +296,13 @@ class TaskProcessor:
         """Write the outcome to the row (fenced), then settle the lease. False if the attempt was stale.
 
         Safe to call again after an ``Unavailable``: a write that already landed is recognised from
-        the row, and the queue step after it is token-checked."""
+        the row, and the queue step after it is token-checked (the attempt's span ends once it lands)."""
+        with traced("docllm.finish", parent=attempt.span):
+            landed = self._finish(attempt, outcome)
+        self._ended(attempt, outcome, landed)
+        return landed
+
+    def _finish(self, attempt: Attempt, outcome: Outcome) -> bool:
         task, n, usage = attempt.task, attempt.number, attempt.usage
         fields = dict(task_id=task.task_id, attempt=n, worker=self.worker_id)
         if outcome.kind is OutcomeKind.success:

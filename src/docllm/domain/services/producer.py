@@ -19,6 +19,7 @@ from docllm.domain.ports import (
     TaskRepository,
     TaskStore,
 )
+from docllm.domain.tracing import NullTracer, Tracer, running
 
 
 class RetryQueue(Claims, QueueInspection, CancelMarks, Protocol):
@@ -36,13 +37,15 @@ def submit(
     rubrics: RubricCatalog | None = None,
     priority: str | None = None,
     tenant: str | None = None,
+    tracer: Tracer | None = None,
 ) -> Task:
     """Row first, then payload (as existing producers do); a crash between is the reconciler's.
 
     ``rubric`` names the rubric its review follows; it is looked up in ``rubrics`` first, so an
     unknown or invalid one raises RubricError with nothing written or queued. ``priority`` (a lane
     of domain/lanes.py) and ``tenant`` go on the row and in the payload; a bad one raises
-    ValueError, also with nothing written."""
+    ValueError, also with nothing written. With tracing on, the submit span starts the task's
+    trace: row and payload carry its traceparent."""
     for reason in (priority and lane_error(priority), tenant is not None and tenant_error(tenant)):
         if reason:
             raise ValueError(reason)
@@ -50,8 +53,11 @@ def submit(
         if rubrics is None:
             raise RubricError(f"rubric {rubric!r}: no rubrics are configured here")
         rubrics.get(rubric)
-    task = repo.create(task_name, document, max_attempts, rubric, priority, tenant)
-    queue.push(payload_of(task))
+    with running((tracer or NullTracer()).start("docllm.submit")) as span:
+        task = repo.create(task_name, document, max_attempts, rubric, priority, tenant, span.traceparent)
+        queue.push(payload_of(task))
+        if span.recording:
+            span.set({"docllm.task_id": task.task_id})
     (events or NullEvents()).emit(ev.SUBMITTED, task_id=task.task_id)
     return task
 

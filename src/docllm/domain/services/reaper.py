@@ -18,6 +18,7 @@ from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import EventSink, Leases, Recovery, TaskStore
 from docllm.domain.services.outcome import ORPHANED_REASON, Reason
+from docllm.domain.tracing import NullTracer, Tracer, current, running
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
 
@@ -38,12 +39,14 @@ class Reaper:
         worker_id: str = "reaper",
         lease_ms: int = LeasePolicy().lease_ms,
         rng: random.Random | None = None,
+        tracer: Tracer | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
         self.max_payload_bytes, self.batch, self.worker_id = max_payload_bytes, batch, worker_id
         self.events = events or NullEvents()
         self.lease_ms = lease_ms
         self.rng = rng or random.Random()
+        self.tracer = tracer or NullTracer()
 
     def reap_once(self) -> int:
         """One cycle: move due retries to ready, payloads a dead claimer left staged back to ready
@@ -73,10 +76,23 @@ class Reaper:
         except BadPayload as exc:
             self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
             return
-        # A fenced write that finds the row changed is not a reason to skip (D2): look again.
-        for _ in range(3):
-            if self._settle_once(delivery, ref.task_id):
-                return
+        # One span per settled lease, linked to the task's trace (what the reaper did is its
+        # ``docllm.action``, set by ``_did``).
+        span = self.tracer.start("docllm.reap", link=ref.traceparent)
+        if span.recording:
+            span.set({"docllm.task_id": ref.task_id, "docllm.worker": self.worker_id})
+        with running(span):
+            # A fenced write that finds the row changed is not a reason to skip (D2): look again.
+            for _ in range(3):
+                if self._settle_once(delivery, ref.task_id):
+                    return
+
+    def _did(self, event: str, **fields: object) -> None:
+        """Report an action: as an event, and on the reap span of the lease being settled."""
+        self.events.emit(event, **fields)
+        span = current()
+        if span.recording:
+            span.set({"docllm.action": event, **{f"docllm.{k}": str(v) for k, v in fields.items() if k != "task_id"}})
 
     def _settle_once(self, delivery: Delivery, task_id: int) -> bool:
         """Settle one expired lease from what the row says; False when a fenced write found the
@@ -100,7 +116,7 @@ class Reaper:
             self._dead_letter(delivery, Reason.task_failed, row.error or "failed", row.task_id)  # failed, then crashed
         elif self.queue.requeue(delivery.token):
             # Pending: claimed but never started (D2), or a reaper died between its row write and this move.
-            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.never_started, worker=self.worker_id)
+            self._did(ev.REQUEUED, task_id=row.task_id, reason=Reason.never_started, worker=self.worker_id)
 
     def _settle_other_attempts_lease(self, delivery: Delivery, row: Task) -> bool:
         """The row is processing under another lease than this one."""
@@ -111,11 +127,11 @@ class Reaper:
             if not self.repo.hand_back(row.task_id, row.attempt, ORPHANED_REASON):
                 return False
             self.queue.requeue(delivery.token, front=True)
-            self.events.emit(ev.REQUEUED, task_id=row.task_id, reason=Reason.orphaned, worker=self.worker_id)
+            self._did(ev.REQUEUED, task_id=row.task_id, reason=Reason.orphaned, worker=self.worker_id)
             return True
         # A newer attempt holds the row; this lease is an old duplicate.
         self.queue.ack(delivery.token)
-        self.events.emit(ev.STALE_LEASE_DROPPED, task_id=row.task_id, worker=self.worker_id)
+        self._did(ev.STALE_LEASE_DROPPED, task_id=row.task_id, worker=self.worker_id)
         return True
 
     def _reclaim(self, delivery: Delivery, row: Task) -> bool:
@@ -133,7 +149,7 @@ class Reaper:
         # crashed worker's task runs again within lease + reaper interval (a waiting slot's BLMOVE
         # wakes at once). The attempt budget still ends a task that keeps killing its workers.
         self.queue.requeue(delivery.token, front=True)
-        self.events.emit(
+        self._did(
             ev.RECLAIMED,
             task_id=task_id,
             attempt=row.attempt,
@@ -145,4 +161,4 @@ class Reaper:
 
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
         if self.queue.dead_letter(delivery.token, delivery.raw, error, task_id):
-            self.events.emit(ev.DEAD_LETTERED, task_id=task_id, reason=reason, error=error, worker=self.worker_id)
+            self._did(ev.DEAD_LETTERED, task_id=task_id, reason=reason, error=error, worker=self.worker_id)

@@ -29,6 +29,7 @@ from docllm.domain.model import Task, TaskStatus
 from docllm.domain.payload import payload_of
 from docllm.domain.ports import Claims, Clock, EventSink, Leadership, QueueScan, TaskRepository
 from docllm.domain.services.leftovers import LeftoverSweep
+from docllm.domain.tracing import NullTracer, Tracer
 
 RECOVERED = "recovered by the reconciler: no Redis structure referred to the task"
 
@@ -58,11 +59,13 @@ class Reconciler:
         scan_page: int = 10_000,
         lead_ms: int | None = None,
         worker_id: str | None = None,
+        tracer: Tracer | None = None,
     ):
         self.queue, self.repo, self.clock, self.leftovers = queue, repo, clock, leftovers
         self.grace_ms, self.batch, self.scan_page, self.lead_ms = grace_ms, batch, scan_page, lead_ms
         self.worker_id = worker_id or f"reconciler-{uuid.uuid4().hex[:12]}"
         self.events = events or NullEvents()
+        self.tracer = tracer or NullTracer()
         self._cursor: tuple[Any, int] | None = None  # in the rows
         self._scan: Any = None  # in the structures; None: the next page starts a lap
         self._laps = 0  # structure laps ended
@@ -115,6 +118,13 @@ class Reconciler:
         self._suspects.pop(row.task_id, None)
         if row.status is TaskStatus.processing and not self.repo.hand_back(row.task_id, row.attempt, RECOVERED):
             return False  # the row moved on meanwhile: it is alive
-        self.queue.push(payload_of(row))  # back to its own lane and tenant (the row's columns)
+        # The row's payload: its own lane and tenant, and its trace context (the next attempt continues it).
+        self.queue.push(payload_of(row))
         self.events.emit(ev.RECONCILED, task_id=row.task_id, status=row.status.value)
+        span = self.tracer.start("docllm.reconcile", link=row.traceparent)
+        if span.recording:
+            span.set(
+                {"docllm.task_id": row.task_id, "docllm.row_status": row.status.value, "docllm.worker": self.worker_id}
+            )
+            span.end()
         return True

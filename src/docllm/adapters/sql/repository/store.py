@@ -71,6 +71,7 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
         rubric: str | None = None,
         priority: str | None = None,
         tenant: str | None = None,
+        traceparent: str | None = None,
     ) -> Task:
         if max_attempts is None:
             max_attempts = self._default_max_attempts
@@ -82,6 +83,7 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
                 rubric=rubric,
                 priority=priority,
                 tenant=tenant,
+                traceparent=traceparent,
                 status=PENDING.value,
                 max_attempts=max_attempts,
                 created_at=utcnow(),

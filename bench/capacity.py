@@ -1,7 +1,7 @@
 """Issue 29 (capacity) and 31 (MySQL for a fleet): what one worker process and one task cost
 Redis and MariaDB, with up to 120 worker processes, and the fleet sizes that follow.
 
-    python -m bench capacity                                   # P = 1, 25, 50, 100, 120; C = 4; L = 5 s
+    python -m bench capacity                                   # P = 1, 25, 50, 100, 120; C = 4; L = 10 s
     python -m bench capacity --processes-list 1 50 150 --llm-latency 5
     python -m bench capacity --quick                           # P = 1, 3; L = 0.2 s (the smoke test)
 
@@ -37,7 +37,7 @@ from bench.worker import prepare_rows, row_summary, worker_env
 PREFIX = "capacity"
 CONCURRENCY = 4
 LEVELS, QUICK_LEVELS = (1, 25, 50, 100, 120), (1, 3)
-LATENCY, QUICK_LATENCY = 5.0, 0.2  # long enough that the mock LLM, not 2 shared cores, bounds 480 slots
+LATENCY, QUICK_LATENCY = 10.0, 0.2  # long enough that the mock LLM, not 2 shared cores, bounds 480 slots
 ROUNDS, QUICK_ROUNDS = 3, 2
 SETTLE_S, IDLE_S = 5.0, 15.0
 QUICK_SETTLE_S, QUICK_IDLE_S = 1.0, 3.0
@@ -138,7 +138,9 @@ def busy(
     own_commands = 1 + pushes + 3 * polls + peaks.samples  # INFO, LPUSHes, polls, the sampler's INFOs
     own_questions = 2 + peaks.samples
     redis_cpu = b["redis_cpu"] - a["redis_cpu"]
-    idle_redis_cpu = idle_r["redis_cpu_pct"] / 100 * p * w
+    redis_commands = b["redis_commands"] - a["redis_commands"] - own_commands
+    idle_redis_cpu = idle_r["redis_cpu_pct"] / 100 * p * w  # what the idle fleet would have used meanwhile
+    idle_redis_commands = idle_r["redis_commands_per_s"] * p * w
     return {
         "n": n,
         "window_s": w,
@@ -148,7 +150,8 @@ def busy(
         "redis_cpu_marginal_ms": (redis_cpu - idle_redis_cpu) * 1000 / n,
         "mariadb_cpu_ms": (b["mariadb_cpu"] - a["mariadb_cpu"]) * 1000 / n,
         "worker_cpu_ms": (b["workers_cpu"] - a["workers_cpu"]) * 1000 / n,
-        "redis_commands": (b["redis_commands"] - a["redis_commands"] - own_commands) / n,
+        "redis_commands": redis_commands / n,
+        "redis_commands_marginal": (redis_commands - idle_redis_commands) / n,
         "com_commit": (b["Com_commit"] - a["Com_commit"]) / n,
         "questions": (b["Questions"] - a["Questions"] - own_questions) / n,
         "redo_bytes": (b["Innodb_os_log_written"] - a["Innodb_os_log_written"]) / n,
@@ -197,10 +200,15 @@ def run(env: Env, results: dict) -> list[Table]:
         grace = Settings.shutdown_grace_seconds
         with Fleet(run_env, RedisKeys(PREFIX).workers, client, env.dir / "capacity", grace) as fleet:
             base = reading(env, client, conn, fleet)  # no worker yet: the bench's own connections
+            limits = {
+                "maxclients": int(client.config_get("maxclients")["maxclients"]),
+                "max_connections": int(conn.execute(sa.text("SELECT @@max_connections")).scalar()),
+            }
             for p in levels:
                 start_s = fleet.grow(p)
-                step: dict[str, Any] = {"processes": p, "start_s": start_s, "load": _loadavg()}
+                step: dict[str, Any] = {"processes": p, "start_s": start_s}
                 step["idle"] = idle(env, client, conn, fleet, base, settle, seconds)
+                step["load"] = _loadavg()  # after the idle window, before the busy one
                 n = rounds * p * CONCURRENCY
                 cap = 60 + 10 * rounds * latency
                 step["busy"] = b = busy(env, client, conn, engine, fleet, base, url, n, cap, step["idle"])
@@ -217,9 +225,10 @@ def run(env: Env, results: dict) -> list[Table]:
         "latency_s": latency,
         "rounds": rounds,
         "steps": steps,
+        "limits": limits,
         "killed_at_stop": killed,  # pids that needed SIGKILL after the grace
     }
-    return [_costs(steps, latency), _fleet(steps, latency)]
+    return [_costs(steps, latency), _fleet(steps, latency, limits)]
 
 
 def _loadavg() -> str:
@@ -255,7 +264,7 @@ def _costs(steps: list[dict], latency: float) -> Table:
             "RSS / PSS MiB /proc",
             "tasks/s (ideal)",
             "Redis CPU ms/task (marginal)",
-            "Redis cmds/task",
+            "Redis cmds/task (marginal)",
             "mariadbd CPU ms/task",
             "Com_commit/task",
             "Questions/task",
@@ -279,7 +288,7 @@ def _costs(steps: list[dict], latency: float) -> Table:
             f"{i['rss_mib']:.0f} / {i['pss_mib']:.0f}",
             f"{b['per_s']:.1f} ({b['ideal_per_s']:.0f})",
             f"{b['redis_cpu_ms']:.3f} ({b['redis_cpu_marginal_ms']:.3f})",
-            b["redis_commands"],
+            f"{b['redis_commands']:.1f} ({b['redis_commands_marginal']:.1f})",
             b["mariadb_cpu_ms"],
             b["com_commit"],
             b["questions"],
@@ -291,21 +300,24 @@ def _costs(steps: list[dict], latency: float) -> Table:
         f"Idle: {steps[0]['idle']['window_s']:.0f} s on an empty queue after every process registered; per "
         "process = the server's figure / P. Busy: N = rounds x P x C tasks pushed at once, window from the "
         "push to all acked; the bench's own commands and statements subtracted. Marginal Redis CPU: busy "
-        "less the idle fleet's rate over the same window. Peaks: 100 ms samples during the busy window."
+        "and commands less the idle fleet's rate over the same window. Peaks: 100 ms samples during the busy "
+        "window. Load average: read after the idle window, before the busy one."
     )
     return t
 
 
-def _fleet(steps: list[dict], latency: float) -> Table:
+def _fleet(steps: list[dict], latency: float, limits: dict[str, int]) -> Table:
     """The largest step's costs turned into fleet sizes (the arithmetic docs/CAPACITY.md explains)."""
+    from docllm.settings import Settings
+
     s = steps[-1]
     i, b = s["idle"], s["busy"]
     rate = CONCURRENCY / latency  # tasks/s one process carries when the LLM is the bound
     t = Table(
         "capacity_fleet",
-        f"Fleet sizes from P = {s['processes']}: one Redis core and one MariaDB at {BUDGET:.0%} of a core, "
-        f"each process at C = {CONCURRENCY} and L = {latency:g} s ({rate:g} tasks/s a process)",
-        ["resource", "per idle process", "per task", "per process at C/L", "processes at the budget"],
+        f"Fleet sizes from P = {s['processes']}: CPU at {BUDGET:.0%} of one core of each server, connections at "
+        f"the servers' limits; each process at C = {CONCURRENCY} and L = {latency:g} s ({rate:g} tasks/s)",
+        ["resource", "per idle process", "per task", "per busy process", "limit", "processes at the limit"],
     )
     for name, idle_pct, task_ms in (
         ("Redis CPU", i["redis_cpu_pct"], b["redis_cpu_marginal_ms"]),
@@ -317,10 +329,19 @@ def _fleet(steps: list[dict], latency: float) -> Table:
             f"{idle_pct / 100 * 1000:.3f} ms/s",
             f"{task_ms:.3f} ms",
             f"{per_process * 1000:.3f} ms/s",
+            f"{BUDGET * 1000:.0f} ms/s",
             int(BUDGET / per_process) if per_process > 0 else None,
         )
+    pool = Settings.store_connections
+    for name, idle_n, peak, limit in (
+        ("Redis clients", i["redis_clients"], b["redis_clients_peak"], limits["maxclients"]),
+        ("MariaDB connections", i["mariadb_connections"], b["mariadb_connections_peak"], limits["max_connections"]),
+        (f"MariaDB connections, pool bound ({pool})", None, float(pool), limits["max_connections"]),
+    ):
+        t.add(name, idle_n, None, peak, limit, int(limit / peak) if peak > 0 else None)
     t.note(
-        "processes = budget / (idle CPU per process + C/L x CPU per task). Connection limits (max_connections, "
-        "maxclients) divided by the per-process peaks are in docs/CAPACITY.md."
+        "CPU: processes = budget / (idle CPU per process + C/L x CPU per task); Redis uses one core whatever "
+        "the host has. Connections: processes = the server's limit (CONFIG GET maxclients, @@max_connections) "
+        "/ the per-process peak; the pool bound (DOCLLM_STORE_CONNECTIONS) is the worst case."
     )
     return t

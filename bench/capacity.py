@@ -16,8 +16,10 @@ stay for the next). At each step P:
 - busy: N = ROUNDS x P x C rows, their payloads pushed to ready at once; the window runs from the
   push to every task acked (ready, leases, delayed empty). Per task: redis-server, mariadbd and
   worker CPU, Redis commands, Com_commit, Questions, redo bytes (``Innodb_os_log_written``), the
-  bench's own commands and statements subtracted; "marginal" Redis CPU is the busy CPU less what
-  the idle fleet would have used in the same window. Peaks of both servers' connections (100 ms
+  bench's own commands and statements subtracted; a per-task figure is all the server did in the
+  window / N, the fleet's background polling included (busy slots do not poll, so there is no clean
+  "marginal" figure to subtract: an upper bound). The servers' load over the window as a share of
+  one core gives the fleet sizes (``capacity_fleet``). Peaks of both servers' connections (100 ms
   samples); tasks/s against the ideal P x C / L. Every row must end success at attempt 1.
 """
 
@@ -25,10 +27,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from bench.common import Env, Table, cpu_seconds, payload, wait_for
 from bench.fleet import Fleet
+from bench.idle_redis import commandstats
 from bench.llm_mock_client import MockLLM
 from bench.llm_task import DOCUMENT, MODEL
 from bench.store_load import _connected, _status
@@ -89,12 +93,15 @@ class Peaks:
 
 def idle(env: Env, client, conn, fleet: Fleet, base: dict, settle: float, seconds: float) -> dict[str, Any]:
     time.sleep(settle)
+    calls0 = commandstats(client)
     a = reading(env, client, conn, fleet)
     time.sleep(seconds)
     fleet.check()
     b = reading(env, client, conn, fleet)
+    calls = Counter(commandstats(client)) - Counter(calls0)
     w, p = b["t"] - a["t"], len(fleet.pids)
     return {
+        "top": ", ".join(f"{k} {v / w / p:.1f}" for k, v in calls.most_common(5) if k != "info"),
         "window_s": w,
         "redis_commands_per_s": (b["redis_commands"] - a["redis_commands"] - 1) / w / p,  # less one INFO
         "redis_cpu_pct": 100 * (b["redis_cpu"] - a["redis_cpu"]) / w / p,
@@ -138,20 +145,20 @@ def busy(
     own_commands = 1 + pushes + 3 * polls + peaks.samples  # INFO, LPUSHes, polls, the sampler's INFOs
     own_questions = 2 + peaks.samples
     redis_cpu = b["redis_cpu"] - a["redis_cpu"]
-    redis_commands = b["redis_commands"] - a["redis_commands"] - own_commands
-    idle_redis_cpu = idle_r["redis_cpu_pct"] / 100 * p * w  # what the idle fleet would have used meanwhile
-    idle_redis_commands = idle_r["redis_commands_per_s"] * p * w
+    mariadb_cpu = b["mariadb_cpu"] - a["mariadb_cpu"]
     return {
         "n": n,
         "window_s": w,
         "per_s": n / w,
         "ideal_per_s": None,  # set by the caller, who knows L
+        # per task: everything the servers did in the window, the fleet's background included
         "redis_cpu_ms": redis_cpu * 1000 / n,
-        "redis_cpu_marginal_ms": (redis_cpu - idle_redis_cpu) * 1000 / n,
-        "mariadb_cpu_ms": (b["mariadb_cpu"] - a["mariadb_cpu"]) * 1000 / n,
+        "mariadb_cpu_ms": mariadb_cpu * 1000 / n,
         "worker_cpu_ms": (b["workers_cpu"] - a["workers_cpu"]) * 1000 / n,
-        "redis_commands": redis_commands / n,
-        "redis_commands_marginal": (redis_commands - idle_redis_commands) / n,
+        "redis_commands": (b["redis_commands"] - a["redis_commands"] - own_commands) / n,
+        # the whole fleet's load on each server over the window, in % of one core
+        "redis_cpu_pct": 100 * redis_cpu / w,
+        "mariadb_cpu_pct": 100 * mariadb_cpu / w,
         "com_commit": (b["Com_commit"] - a["Com_commit"]) / n,
         "questions": (b["Questions"] - a["Questions"] - own_questions) / n,
         "redo_bytes": (b["Innodb_os_log_written"] - a["Innodb_os_log_written"]) / n,
@@ -258,13 +265,15 @@ def _costs(steps: list[dict], latency: float) -> Table:
             "idle Redis CPU % /proc",
             "idle MariaDB Questions/s /proc",
             "idle mariadbd CPU % /proc",
-            "idle worker CPU %",
+            "idle worker CPU % /proc",
             "Redis clients /proc (peak)",
             "MariaDB conns /proc (peak)",
             "RSS / PSS MiB /proc",
             "tasks/s (ideal)",
-            "Redis CPU ms/task (marginal)",
-            "Redis cmds/task (marginal)",
+            "Redis % of a core: idle / busy",
+            "Redis CPU ms/task",
+            "Redis cmds/task",
+            "mariadbd % of a core busy",
             "mariadbd CPU ms/task",
             "Com_commit/task",
             "Questions/task",
@@ -287,8 +296,10 @@ def _costs(steps: list[dict], latency: float) -> Table:
             f"{i['mariadb_connections']:.2f} ({b['mariadb_connections_peak']:.2f})",
             f"{i['rss_mib']:.0f} / {i['pss_mib']:.0f}",
             f"{b['per_s']:.1f} ({b['ideal_per_s']:.0f})",
-            f"{b['redis_cpu_ms']:.3f} ({b['redis_cpu_marginal_ms']:.3f})",
-            f"{b['redis_commands']:.1f} ({b['redis_commands_marginal']:.1f})",
+            f"{i['redis_cpu_pct'] * s['processes']:.2f} / {b['redis_cpu_pct']:.2f}",
+            b["redis_cpu_ms"],
+            b["redis_commands"],
+            b["mariadb_cpu_pct"],
             b["mariadb_cpu_ms"],
             b["com_commit"],
             b["questions"],
@@ -299,9 +310,14 @@ def _costs(steps: list[dict], latency: float) -> Table:
     t.note(
         f"Idle: {steps[0]['idle']['window_s']:.0f} s on an empty queue after every process registered; per "
         "process = the server's figure / P. Busy: N = rounds x P x C tasks pushed at once, window from the "
-        "push to all acked; the bench's own commands and statements subtracted. Marginal Redis CPU: busy "
-        "and commands less the idle fleet's rate over the same window. Peaks: 100 ms samples during the busy "
-        "window. Load average: read after the idle window, before the busy one."
+        "push to all acked; the bench's own commands and statements subtracted; per-task figures are "
+        "all the server did in the window / N, the fleet's background included (an upper bound). Peaks: "
+        "100 ms samples during the busy window. Load average: read after the idle window, before the busy one."
+    )
+    last = steps[-1]
+    t.note(
+        f"Idle Redis calls per process a second at P = {last['processes']} (INFO commandstats, which counts "
+        f"the calls inside scripts too): {last['idle']['top']}."
     )
     return t
 
@@ -317,13 +333,13 @@ def _fleet(steps: list[dict], latency: float, limits: dict[str, int]) -> Table:
         "capacity_fleet",
         f"Fleet sizes from P = {s['processes']}: CPU at {BUDGET:.0%} of one core of each server, connections at "
         f"the servers' limits; each process at C = {CONCURRENCY} and L = {latency:g} s ({rate:g} tasks/s)",
-        ["resource", "per idle process", "per task", "per busy process", "limit", "processes at the limit"],
+        ["resource", "per idle process", "per task (all / N)", "per busy process", "limit", "processes at the limit"],
     )
-    for name, idle_pct, task_ms in (
-        ("Redis CPU", i["redis_cpu_pct"], b["redis_cpu_marginal_ms"]),
-        ("MariaDB CPU", i["mariadb_cpu_pct"], b["mariadb_cpu_ms"]),
+    for name, idle_pct, busy_pct, task_ms in (
+        ("Redis CPU", i["redis_cpu_pct"], b["redis_cpu_pct"], b["redis_cpu_ms"]),
+        ("MariaDB CPU", i["mariadb_cpu_pct"], b["mariadb_cpu_pct"], b["mariadb_cpu_ms"]),
     ):
-        per_process = idle_pct / 100 + rate * task_ms / 1000  # cores
+        per_process = busy_pct / 100 / s["processes"]  # cores, at this C/L, background included
         t.add(
             name,
             f"{idle_pct / 100 * 1000:.3f} ms/s",
@@ -340,8 +356,8 @@ def _fleet(steps: list[dict], latency: float, limits: dict[str, int]) -> Table:
     ):
         t.add(name, idle_n, None, peak, limit, int(limit / peak) if peak > 0 else None)
     t.note(
-        "CPU: processes = budget / (idle CPU per process + C/L x CPU per task); Redis uses one core whatever "
-        "the host has. Connections: processes = the server's limit (CONFIG GET maxclients, @@max_connections) "
-        "/ the per-process peak; the pool bound (DOCLLM_STORE_CONNECTIONS) is the worst case."
+        "CPU: processes = budget / (the server's CPU over the busy window / P), at this C/L; Redis uses one "
+        "core whatever the host has. Connections: processes = the server's limit (CONFIG GET maxclients, "
+        "@@max_connections) / the per-process peak; the pool bound (DOCLLM_STORE_CONNECTIONS) is the worst case."
     )
     return t

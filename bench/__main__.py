@@ -6,6 +6,7 @@
     python -m bench idle-redis           # 9: idle Redis commands/s, and what one LPUSH wakes
     python -m bench lanes                # issue 26: lanes and tenants, B's wait, A/C shares, claim cost
     python -m bench store-load           # issue 31: MariaDB's Com_commit, Questions per task, connections
+    python -m bench capacity             # issue 29: 1 to 120 worker processes, costs per process and per task
     python -m bench --quick              # tiny N, no 100,000-lease reaper run, no 30 s lease, no peer recovery
     python -m bench --only floor queue_only
     python -m bench llm --llm-concurrency 16 64 --llm-latency 0.5
@@ -27,9 +28,10 @@ import traceback
 from pathlib import Path
 
 from bench import common
+from docllm.entrypoints.processes import parse_processes  # light: the CLI imports it for --help
 
 NOOP = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
-SECTIONS = NOOP + ("llm", "idle_redis", "lanes", "hotpath", "store_load")
+SECTIONS = NOOP + ("llm", "idle_redis", "lanes", "hotpath", "store_load", "capacity")
 GROUPS = {
     "noop": NOOP,
     "llm": ("llm",),
@@ -37,7 +39,8 @@ GROUPS = {
     "lanes": ("lanes",),
     "hotpath": ("hotpath",),
     "store-load": ("store_load",),
-    "all": SECTIONS[:-2],
+    "capacity": ("capacity",),
+    "all": NOOP + ("llm", "idle_redis", "lanes"),
 }
 
 
@@ -96,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", nargs="+", type=float, help="hotpath: mock latencies in s (default 1 5)")
     parser.add_argument("--processes", nargs="+", type=int, help="hotpath: worker processes (default 1 2)")
     parser.add_argument("--repeats", type=int, help="hotpath (default 3), store-load (default 1): repeats")
+    parser.add_argument(
+        "--processes-list",
+        nargs="+",
+        type=parse_processes,
+        metavar="P",
+        help="capacity: fleet sizes (default 1 25 50 100 120; --quick: 1 3)",
+    )
     parser.add_argument("--peers", nargs="+", choices=("celery", "dramatiq", "arq"), help="hotpath: peers")
     parser.add_argument(
         "--before-src", type=Path, help="store-load: another docllm's src/ to run beside this one (before/after)"
@@ -132,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "hp_repeats": args.repeats,
         "hp_peers": args.peers,
         "before_src": args.before_src,
+        "processes_list": args.processes_list,
     }
     with common.Env(quick=args.quick, workdir=args.workdir, options=options) as env:
         print(

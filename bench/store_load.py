@@ -36,10 +36,11 @@ COUNTERS = ("Com_commit", "Questions")
 START_LATENCY_MAX_C = 64  # DEBUG logs at larger C would cost the worker CPU the figures measure
 
 
-def _status(conn) -> dict[str, int]:
+def _status(conn, names: tuple[str, ...] = COUNTERS) -> dict[str, int]:
     import sqlalchemy as sa
 
-    rows = conn.execute(sa.text("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit','Questions')")).all()
+    listed = ",".join(f"'{name}'" for name in names)  # the callers' constants, never input
+    rows = conn.execute(sa.text(f"SHOW GLOBAL STATUS WHERE Variable_name IN ({listed})")).all()
     return {name: int(value) for name, value in rows}
 
 

@@ -129,3 +129,54 @@ def test_the_hotpath_command_has_a_row_per_worker_and_a_ratio(tmp_path: Path) ->
     assert all(row[ratio] not in (None, "", "-") for row in table["rows"]), table["rows"]
     runs = results["hotpath"]["runs"]
     assert runs and all(not r["problems"] for r in runs), runs
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live processes whose environment holds ``text`` (the fleet's workers carry their scratch dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_the_capacity_command_measures_each_fleet_size_and_leaves_no_process(tmp_path: Path) -> None:
+    """``python -m bench capacity --quick`` (issue 29): P = 1 and 3 worker processes, idle and busy
+    figures for each, every task done once, and no worker left running afterwards."""
+    from tests.servers import find_mariadbd
+
+    if not (find_redis_server() and find_mariadbd()):
+        pytest.skip("redis-server or mariadbd not installed: run scripts/test to install them")
+    out, work = tmp_path / "capacity.json", tmp_path / "w"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "capacity", "--quick", "--json", str(out), "--workdir", str(work)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    leftovers = _processes_mentioning(str(work))
+    assert not leftovers, f"processes left running: {leftovers}"
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+    assert {t["key"] for t in results["tables"]} == {"capacity", "capacity_fleet"}
+    steps = results["capacity"]["steps"]
+    assert [s["processes"] for s in steps] == [1, 3]
+    done = 0
+    for s in steps:
+        idle, busy = s["idle"], s["busy"]
+        assert not busy["problems"], busy["problems"]
+        done += busy["n"]
+        assert busy["rows"] == {"counts": {"success": done}, "max_attempt": 1}
+        # every process holds Redis and MariaDB connections and polls Redis a little when idle
+        assert idle["redis_clients"] >= 1 and idle["mariadb_connections"] >= 1, idle
+        assert 0 < idle["redis_commands_per_s"] < 1000, idle
+        assert idle["rss_mib"] > 10 and 0 < idle["pss_mib"] <= idle["rss_mib"], idle
+        assert busy["per_s"] > 0 and busy["com_commit"] > 0 and busy["questions"] > 0, busy
+        assert busy["redis_commands"] > 0 and busy["redo_bytes"] > 0, busy

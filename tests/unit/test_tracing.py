@@ -37,7 +37,7 @@ LEASE = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_s
 
 # -- the payload --------------------------------------------------------------------------------
 def test_a_payload_carries_its_traceparent_and_round_trips() -> None:
-    raw = make_payload(7, "a.md", TP)
+    raw = make_payload(7, "a.md", traceparent=TP)
     assert json.loads(raw) == {"task_id": 7, "task_name": "a.md", "traceparent": TP}
     assert parse_payload(raw, 4096).traceparent == TP
 

@@ -56,13 +56,14 @@ class RoutedReviewer:
         chunk_parallelism: int = 4,
         run: Run | None = None,
         draw: Callable[[], float] = random.random,
+        poll_seconds: float = POLL_S,
     ):
         self.routes = {r.deployment.name: r for r in routes}
         self.deployments = [r.deployment for r in routes]
         self.model = self.deployments[0].model  # the first choice's; each chunk's own is in its report
         self._worker_id, self._max_chunk_chars, self._parallelism = worker_id, max_chunk_chars, chunk_parallelism
         self._run: Run = run or asyncio.to_thread
-        self._draw = draw
+        self._draw, self._poll = draw, poll_seconds
         self._views: dict[str, tuple[float, BreakerView]] = {}
 
     async def close(self) -> None:
@@ -115,7 +116,7 @@ class RoutedReviewer:
         now = time.monotonic()
         for name, r in self.routes.items():
             seen = self._views.get(name)
-            if seen is None or now - seen[0] >= POLL_S:
+            if seen is None or now - seen[0] >= self._poll:
                 view = await self._breaker(r.breaker.view)
                 if view is not None:
                     self._views[name] = (now, view)

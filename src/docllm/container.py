@@ -152,26 +152,39 @@ def _rate_gate(limiter, metrics):
     return RateGate(limiter, on_wait=metrics.limit_wait.observe if metrics else None)
 
 
-def _routes(client, settings: Settings, clock, metrics):
-    """With several deployments (DOCLLM_LLM_DEPLOYMENTS), one route each: its reviewer, limits and
-    breaker (ARCHITECTURE.md, Deployments). None with one: the fleet's breaker is its breaker.
+def _deployment_health(client, settings: Settings, clock):
+    """With several deployments (DOCLLM_LLM_DEPLOYMENTS), each one's breaker and limiter in Redis:
+    [(deployment, breaker, limiter or None)]; empty with one (the fleet's breaker is its breaker).
     ``client`` and ``clock`` are providers: Redis is not touched otherwise."""
     deployments = settings.deployments
     if settings.llm_provider != "openai" or len(deployments) < 2:
-        return None
-    from docllm.adapters.llm.routed_reviewer import Route
+        return []
     from docllm.adapters.redis.breaker import RedisLlmBreaker
     from docllm.adapters.redis.keys import RedisKeys
     from docllm.adapters.redis.rate_limiter import breaker_key
 
     keys, policy = RedisKeys(settings.queue_prefix), breaker_policy(settings)
-    routes = []
-    for d in deployments:
-        limiter = _limiter_for(client(), settings, clock(), d)
-        reviewer = _deployment_reviewer(settings, d, metrics, _rate_gate(limiter, metrics), named=True)
-        breaker = RedisLlmBreaker(client(), keys, clock(), policy, key=breaker_key(keys, d.base_url, d.model))
-        routes.append(Route(d, reviewer, breaker, limiter))
-    return routes
+    return [
+        (
+            d,
+            RedisLlmBreaker(client(), keys, clock(), policy, key=breaker_key(keys, d.base_url, d.model)),
+            _limiter_for(client(), settings, clock(), d),
+        )
+        for d in deployments
+    ]
+
+
+def _routes(health, settings: Settings, metrics):
+    """One route per deployment (ARCHITECTURE.md, Deployments): its reviewer, limits and breaker;
+    None with one deployment."""
+    if not health:
+        return None
+    from docllm.adapters.llm.routed_reviewer import Route
+
+    return [
+        Route(d, _deployment_reviewer(settings, d, metrics, _rate_gate(limiter, metrics), named=True), breaker, limiter)
+        for d, breaker, limiter in health
+    ]
 
 
 def _deployment_reviewer(settings: Settings, d, metrics=None, rate_gate=None, named: bool = False):
@@ -249,7 +262,8 @@ class Container(containers.DeclarativeContainer):
     worker_registry = providers.Singleton(_worker_registry, redis_client, settings, clock)
     rate_limiter = providers.Singleton(_rate_limiter, redis_client.provider, settings, clock.provider)
     rate_gate = providers.Singleton(_rate_gate, rate_limiter, metrics)
-    routes = providers.Singleton(_routes, redis_client.provider, settings, clock.provider, metrics)  # deployments
+    deployment_health = providers.Singleton(_deployment_health, redis_client.provider, settings, clock.provider)
+    routes = providers.Singleton(_routes, deployment_health, settings, metrics)  # several deployments, else None
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics, rate_gate, routes)
     rubrics = providers.Singleton(_rubrics, settings)
     breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis

@@ -216,6 +216,8 @@ def _reviewer(settings: Settings, metrics=None, rate_gate=None, routes=None):
             settings.worker_id,
             max_chunk_chars=settings.llm_max_chunk_chars,
             chunk_parallelism=settings.llm_chunk_parallelism,
+            # passed over for its rate limits when its turn is further than one request may take
+            max_wait=settings.llm_timeout_seconds,
         )
     if settings.llm_provider == "openai":  # the one deployment (the single-URL settings, or a list of one)
         return _deployment_reviewer(settings, settings.deployments[0], metrics, rate_gate)

@@ -6,6 +6,7 @@ takes its share again after its breaker's probe."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,9 +17,11 @@ from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
 from docllm.domain.breaker import BreakerPolicy, BreakerState
 from docllm.domain.deployments import Deployment
 from docllm.domain.errors import ProviderUnavailable
+from docllm.domain.services.rate_gate import RateGate
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, error
 from tests.support.memory.breaker import InMemoryLlmBreaker
+from tests.support.memory.rate_limiter import InMemoryRateLimiter
 
 CHUNK = 400
 POLICY = BreakerPolicy(window_seconds=60, failure_ratio=0.5, min_calls=3, open_seconds=30)
@@ -108,4 +111,52 @@ async def _all_fail(clock: ManualClock) -> None:
         with pytest.raises(ProviderUnavailable, match="every LLM deployment failed"):
             await reviewer.review("doc", document(1))
         assert chats(first) == chats(second) == 1
+        await reviewer.close()
+
+
+class RealClock:
+    """The authority clock as the test's own monotonic time: the gate really waits for its turn."""
+
+    def now_ms(self) -> int:
+        return int(time.monotonic() * 1000)
+
+
+def limited(clock: Any, rpm: int, max_wait: float, *servers: tuple[str, FakeLLM]) -> RoutedReviewer:
+    """As ``routed``, the first deployment under ``rpm`` (its own limiter and gate)."""
+    reviewer = routed(clock, *servers)
+    first = reviewer.routes[servers[0][0]]
+    gate = RateGate(InMemoryRateLimiter(clock, rpm=rpm), run=inline)
+    first.reviewer = OpenAIReviewer(
+        first.deployment.base_url, "k", "test-model", 5, max_chunk_chars=CHUNK, gate=gate, deployment=servers[0][0]
+    )
+    reviewer._max_wait = max_wait
+    return reviewer
+
+
+def test_a_deployment_whose_turn_is_too_far_away_is_passed_over():
+    run(_passed_over_for_limits)
+
+
+async def _passed_over_for_limits(clock: ManualClock) -> None:
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = limited(clock, 2, 5.0, ("first", first), ("second", second))  # a turn every 30 s
+        started = time.monotonic()
+        report = await reviewer.review("doc", document(6))
+        assert time.monotonic() - started < 5.0  # nobody waited 30 s for a turn
+        assert "second" in report["deployments"] and report["deployments"][0] == "first"
+        assert reviewer.routes["first"].breaker.view().failures == 0  # a limit is not a failure
+        await reviewer.close()
+
+
+def test_when_the_others_are_down_a_chunk_waits_for_its_turn_rather_than_fail():
+    asyncio.run(_waits_when_alone())
+
+
+async def _waits_when_alone() -> None:
+    clock = RealClock()
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = limited(clock, 120, 0.01, ("first", first), ("second", second))  # a turn every 0.5 s
+        second.stop()
+        report = await reviewer.review("doc", document(4))
+        assert report["deployments"] == ["first"] * 4
         await reviewer.close()

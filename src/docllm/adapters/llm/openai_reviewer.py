@@ -154,13 +154,20 @@ class OpenAIReviewer:
         return merge_reports(await review_chunks(chunks, self._parallelism, one))
 
     async def review_chunk(
-        self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None = None
+        self,
+        task_name: str,
+        chunk: Chunk,
+        part: int,
+        parts: int,
+        rubric: Rubric | None = None,
+        max_wait: float | None = None,
     ) -> dict[str, Any]:
-        """One chunk's report (a routed review sends each chunk to one deployment's reviewer)."""
+        """One chunk's report (a routed review sends each chunk to one deployment's reviewer).
+        ``max_wait``: OverBudget instead of waiting longer than that for the first request's turn."""
         messages = build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         for repairing in (False, True):
-            answer = await self._complete(messages, usage)
+            answer = await self._complete(messages, usage, None if repairing else max_wait)
             try:
                 parsed = parse_answer(answer)
                 break
@@ -180,8 +187,10 @@ class OpenAIReviewer:
             deployments=None if self.deployment is None else [self.deployment],
         )
 
-    async def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
-        async with self._gate.request(estimate_tokens(messages)) as ticket:
+    async def _complete(
+        self, messages: list[dict[str, str]], usage: dict[str, int], max_wait: float | None = None
+    ) -> str:
+        async with self._gate.request(estimate_tokens(messages), max_wait) as ticket:
             rung = self._rung
             try:
                 while True:

@@ -30,6 +30,7 @@ from docllm.domain.errors import ProviderUnavailable, Unavailable
 from docllm.domain.ports import LlmBreaker
 from docllm.domain.report import merge_reports, require_reviewable
 from docllm.domain.rubric import Rubric
+from docllm.domain.services.rate_gate import OverBudget
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class RoutedReviewer:
         run: Run | None = None,
         draw: Callable[[], float] = random.random,
         poll_seconds: float = POLL_S,
+        max_wait: float | None = None,
     ):
         self.routes = {r.deployment.name: r for r in routes}
         self.deployments = [r.deployment for r in routes]
@@ -64,6 +66,9 @@ class RoutedReviewer:
         self._worker_id, self._max_chunk_chars, self._parallelism = worker_id, max_chunk_chars, chunk_parallelism
         self._run: Run = run or asyncio.to_thread
         self._draw, self._poll = draw, poll_seconds
+        # A deployment whose rate limit would hold a chunk longer than this is passed over while
+        # another can take it (None: never passed over for its limits).
+        self._max_wait = max_wait
         self._views: dict[str, tuple[float, BreakerView]] = {}
 
     async def close(self) -> None:
@@ -93,6 +98,7 @@ class RoutedReviewer:
     async def _routed(self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None) -> dict:
         tried: set[str] = set()
         last: ProviderUnavailable | None = None
+        limited: list[tuple[float, str]] = []  # (wait, name): passed over for their rate limits
         while (d := route(self.deployments, await self._states(), tried, self._draw())) is not None:
             tried.add(d.name)
             r = self.routes[d.name]
@@ -100,13 +106,27 @@ class RoutedReviewer:
             if probing and not await self._breaker(r.breaker.try_probe, self._worker_id):
                 continue  # another process probes it: this chunk goes on to the next
             try:
-                report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric)
+                # A probe waits for its turn: the probe lease is this process's until it answers.
+                max_wait = None if probing else self._max_wait
+                report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric, max_wait)
+            except OverBudget as exc:  # our own limits, not a failure: its breaker hears nothing
+                limited.append((exc.wait, d.name))
+                continue
             except ProviderUnavailable as exc:
                 last = exc
                 log.info("deployment %s failed a chunk, falling back: %s", d.name, exc)
                 await self._outcome(r, probing, ok=False)
                 continue
             await self._outcome(r, probing, ok=True)
+            return report
+        if limited:  # the others failed or are open: wait for the nearest turn (a wait is never the document's, I12)
+            r = self.routes[min(limited)[1]]
+            try:
+                report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric)
+            except ProviderUnavailable as exc:
+                await self._outcome(r, False, ok=False)
+                raise ProviderUnavailable(f"every LLM deployment failed the chunk; the last: {exc}", exc.retry_after) from None
+            await self._outcome(r, False, ok=True)
             return report
         if last is None:  # unreachable with at least one deployment: route tries every one
             raise ProviderUnavailable("no LLM deployment could take the chunk")

@@ -101,7 +101,7 @@ def test_the_single_url_settings_are_a_list_of_one():
         ([{**EAST, "order": 1, "weight": 1}], "key 'weight': give order or weight"),
         ([{**EAST, "weight": 1}, {**EAST, "name": "b"}], "entry 2 ('b'): key 'weight': set on some"),
         ([{**EAST, "batch": "yes"}], "key 'batch'"),
-        ([{**EAST, "tags": ["eu"]}], "key 'tags'"),
+        ([{**EAST, "tags": "eu"}], "key 'tags'"),
         ([{**EAST, "region": "eu"}], "key 'region': unknown"),
         ([EAST, EAST], "entry 2 ('east'): key 'name': 'east' is used twice"),
         ("[not json", "is not valid JSON"),

@@ -33,7 +33,7 @@ class Deployment:
     order: int = 0  # lower first
     weight: float | None = None  # set on every entry or none: then chosen at random in proportion
     batch: bool = False  # offers the Batch API
-    tags: Mapping[str, Any] = field(default_factory=dict)
+    tags: Any = field(default_factory=dict)  # free: an object or a list, kept as written
 
 
 def parse_deployments(data: Any, env: Mapping[str, str]) -> tuple[Deployment, ...]:
@@ -86,8 +86,8 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
         raise bad("weight", "give order or weight, not both")
     price, cached = _prices(raw.get("prices"), bad)
     tags = raw.get("tags", {})
-    if not isinstance(tags, dict):
-        raise bad("tags", "must be an object")
+    if not isinstance(tags, dict | list):
+        raise bad("tags", "must be an object or a list")
     if not isinstance(raw.get("batch", False), bool):
         raise bad("batch", "must be true or false")
     return Deployment(
@@ -102,7 +102,7 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
         order=_order(raw, bad),
         weight=_weight(raw, bad),
         batch=raw.get("batch", False),
-        tags=dict(tags),
+        tags=tags,
     )
 
 

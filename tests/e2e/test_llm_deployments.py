@@ -90,7 +90,9 @@ def test_the_first_deployment_goes_down_and_comes_back_without_a_pause_or_a_char
 
         back = TimedLLM(port=port).start()  # the first comes back on its address
         ids |= {t["task_id"] for t in harness.submit(sorted((tmp_path / "then").glob("*.md")))}
-        wait_until(lambda: all(rows()[i]["status"] == "success" for i in ids), 120, "every task", on_timeout=harness.dump)
+        wait_until(
+            lambda: all(rows()[i]["status"] == "success" for i in ids), 120, "every task", on_timeout=harness.dump
+        )
         assert back.came, "the first deployment never took work again after it came back"
     finally:
         for llm in (first, second, back):

@@ -80,7 +80,7 @@ async def _open_then_back(clock: ManualClock) -> None:
         reviewer = routed(clock, ("first", first), ("second", second))
         port = first.port
         first.stop()  # connection refused
-        report = (await reviewer.review("doc", document(6)))
+        report = await reviewer.review("doc", document(6))
         assert report["deployments"] == ["second"] * 6
         breaker = reviewer.routes["first"].breaker
         assert breaker.view().state is BreakerState.open  # min_calls failures opened it
@@ -93,7 +93,7 @@ async def _open_then_back(clock: ManualClock) -> None:
         # Back, and past the open interval: one chunk probes it, the breaker closes, it takes the work again.
         with FakeLLM(port=port) as back:
             clock.advance(POLICY.open_ms + 2000)
-            report = (await reviewer.review("doc", document(3)))
+            report = await reviewer.review("doc", document(3))
             assert report["deployments"] == ["first"] * 3 and chats(back) == 3
             assert breaker.view().state is BreakerState.closed
             await reviewer.close()

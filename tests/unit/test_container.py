@@ -68,7 +68,11 @@ def test_several_deployments_build_a_routed_reviewer_with_a_breaker_and_limits_e
         {"name": "east", "base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m", "rpm": 5},
         {"name": "west", "base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m2", "order": 1},
     ]
-    env = {"DOCLLM_LLM_PROVIDER": "openai", "DOCLLM_LLM_DEPLOYMENTS": json.dumps(deployments), "DOCLLM_QUEUE_PREFIX": "{q}"}
+    env = {
+        "DOCLLM_LLM_PROVIDER": "openai",
+        "DOCLLM_LLM_DEPLOYMENTS": json.dumps(deployments),
+        "DOCLLM_QUEUE_PREFIX": "{q}",
+    }
     c = Container()
     c.settings.override(providers.Object(Settings.from_env(env)))
     c.redis_client.override(providers.Object(fakeredis.FakeRedis()))

@@ -71,17 +71,7 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
             raise bad(key, "required, a non-empty string")
     if not raw["base_url"].startswith(("http://", "https://")):
         raise bad("base_url", "must be an http:// or https:// URL")
-    if ("api_key" in raw) == ("api_key_env" in raw):
-        raise bad("api_key", "give exactly one of api_key and api_key_env")
-    if "api_key_env" in raw:
-        var = raw["api_key_env"]
-        if not isinstance(var, str) or not env.get(var):
-            raise bad("api_key_env", f"names {var!r}, which is not set in the environment")
-        key = env[var]
-    elif not isinstance(raw["api_key"], str) or not raw["api_key"]:
-        raise bad("api_key", "must be a non-empty string")  # never echo it: a secret
-    else:
-        key = raw["api_key"]
+    key = _api_key(raw, env, bad)
     if "order" in raw and "weight" in raw:
         raise bad("weight", "give order or weight, not both")
     price, cached = _prices(raw.get("prices"), bad)
@@ -106,7 +96,20 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
     )
 
 
-def _count(raw: dict, key: str, bad: Any) -> int | None:
+def _api_key(raw: dict[str, Any], env: Mapping[str, str], bad: Any) -> str:
+    if ("api_key" in raw) == ("api_key_env" in raw):
+        raise bad("api_key", "give exactly one of api_key and api_key_env")
+    if "api_key_env" in raw:
+        var = raw["api_key_env"]
+        if not isinstance(var, str) or not env.get(var):
+            raise bad("api_key_env", f"names {var!r}, which is not set in the environment")
+        return env[var]
+    if not isinstance(raw["api_key"], str) or not raw["api_key"]:
+        raise bad("api_key", "must be a non-empty string")  # never echo it: a secret
+    return raw["api_key"]
+
+
+def _count(raw: dict[str, Any], key: str, bad: Any) -> int | None:
     value = raw.get(key)
     if value is None:
         return None
@@ -115,14 +118,14 @@ def _count(raw: dict, key: str, bad: Any) -> int | None:
     return value
 
 
-def _order(raw: dict, bad: Any) -> int:
+def _order(raw: dict[str, Any], bad: Any) -> int:
     value = raw.get("order", 0)
     if isinstance(value, bool) or not isinstance(value, int):
         raise bad("order", "must be an integer (lower first)")
     return value
 
 
-def _weight(raw: dict, bad: Any) -> float | None:
+def _weight(raw: dict[str, Any], bad: Any) -> float | None:
     value = raw.get("weight")
     if value is None:
         return None

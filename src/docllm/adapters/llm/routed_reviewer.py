@@ -125,7 +125,9 @@ class RoutedReviewer:
                 report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric)
             except ProviderUnavailable as exc:
                 await self._outcome(r, False, ok=False)
-                raise ProviderUnavailable(f"every LLM deployment failed the chunk; the last: {exc}", exc.retry_after) from None
+                raise ProviderUnavailable(
+                    f"every LLM deployment failed the chunk; the last: {exc}", exc.retry_after
+                ) from None
             await self._outcome(r, False, ok=True)
             return report
         if last is None:  # unreachable with at least one deployment: route tries every one

@@ -130,8 +130,8 @@ class RoutedReviewer:
                 ) from None
             await self._outcome(r, False, ok=True)
             return report
-        if last is None:  # unreachable with at least one deployment: route tries every one
-            raise ProviderUnavailable("no LLM deployment could take the chunk")
+        if last is None:  # every one half-open, each probed by another process: none may take it now
+            raise ProviderUnavailable("every LLM deployment is being probed by another process")
         raise ProviderUnavailable(f"every LLM deployment failed the chunk; the last: {last}", last.retry_after)
 
     async def _states(self) -> dict[str, BreakerState]:

@@ -122,29 +122,32 @@ def breaker_policy(settings: Settings):
     )
 
 
-def _timed_reviewer(settings: Settings, metrics, rate_gate=None):
+def _timed_reviewer(settings: Settings, metrics, rate_gate=None, routes=None):
     from docllm.adapters.telemetry.metrics import TimedReviewer
 
-    reviewer = _reviewer(settings, metrics, rate_gate)
+    reviewer = _reviewer(settings, metrics, rate_gate, routes)
     return TimedReviewer(reviewer, metrics) if metrics else reviewer
 
 
-def _rate_limiter(client, settings: Settings, clock):
-    """The fleet's LLM rate limits (ARCHITECTURE.md, LLM boundary); None when neither DOCLLM_LLM_RPM nor _TPM is set.
-    ``client`` and ``clock`` are providers: Redis is not touched when the limits are off."""
-    if settings.llm_provider != "openai" or not (settings.llm_rpm or settings.llm_tpm):
+def _limiter_for(client, settings: Settings, clock, deployment):
+    """One deployment's share of its requests and tokens per minute; None when it sets neither."""
+    if not (deployment.rpm or deployment.tpm):
         return None
     from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 
     return RedisRateLimiter(
-        client(),
-        settings.queue_prefix,
-        clock(),
-        settings.llm_base_url,
-        settings.llm_model,
-        settings.llm_rpm,
-        settings.llm_tpm,
+        client, settings.queue_prefix, clock, deployment.base_url, deployment.model, deployment.rpm, deployment.tpm
     )
+
+
+def _rate_limiter(client, settings: Settings, clock):
+    """The fleet's LLM rate limits of the one deployment (ARCHITECTURE.md, LLM boundary); None when
+    neither DOCLLM_LLM_RPM nor _TPM is set, or with several deployments (each route has its own).
+    ``client`` and ``clock`` are providers: Redis is not touched when the limits are off."""
+    deployments = settings.deployments
+    if settings.llm_provider != "openai" or len(deployments) > 1 or not (deployments[0].rpm or deployments[0].tpm):
+        return None
+    return _limiter_for(client(), settings, clock(), deployments[0])
 
 
 def _rate_gate(limiter, metrics):
@@ -155,23 +158,75 @@ def _rate_gate(limiter, metrics):
     return RateGate(limiter, on_wait=metrics.limit_wait.observe if metrics else None)
 
 
-def _reviewer(settings: Settings, metrics=None, rate_gate=None):
-    if settings.llm_provider == "openai":
-        from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
+def _deployment_health(client, settings: Settings, clock):
+    """With several deployments (DOCLLM_LLM_DEPLOYMENTS), each one's breaker and limiter in Redis:
+    [(deployment, breaker, limiter or None)]; empty with one (the fleet's breaker is its breaker).
+    ``client`` and ``clock`` are providers: Redis is not touched otherwise."""
+    deployments = settings.deployments
+    if settings.llm_provider != "openai" or len(deployments) < 2:
+        return []
+    from docllm.adapters.redis.breaker import RedisLlmBreaker
+    from docllm.adapters.redis.keys import RedisKeys
+    from docllm.adapters.redis.rate_limiter import breaker_key
 
-        return OpenAIReviewer(
-            base_url=settings.llm_base_url,
-            api_key=settings.llm_api_key,
-            model=settings.llm_model,
-            timeout_seconds=settings.llm_timeout_seconds,
-            max_chunk_chars=settings.llm_max_chunk_chars,
-            # every chunk of every attempt in flight may hold a connection
-            max_connections=settings.concurrency * settings.llm_chunk_parallelism + 4,
-            chunk_parallelism=settings.llm_chunk_parallelism,
-            prices=settings.price_table,
-            on_call=metrics.llm_call if metrics else None,
-            gate=rate_gate,
+    keys, policy = RedisKeys(settings.queue_prefix), breaker_policy(settings)
+    return [
+        (
+            d,
+            RedisLlmBreaker(client(), keys, clock(), policy, key=breaker_key(keys, d.base_url, d.model)),
+            _limiter_for(client(), settings, clock(), d),
         )
+        for d in deployments
+    ]
+
+
+def _routes(health, settings: Settings, metrics):
+    """One route per deployment (ARCHITECTURE.md, Deployments): its reviewer, limits and breaker;
+    None with one deployment."""
+    if not health:
+        return None
+    from docllm.adapters.llm.routed_reviewer import Route
+
+    return [
+        Route(d, _deployment_reviewer(settings, d, metrics, _rate_gate(limiter, metrics), named=True), breaker, limiter)
+        for d, breaker, limiter in health
+    ]
+
+
+def _deployment_reviewer(settings: Settings, d, metrics=None, rate_gate=None, named: bool = False):
+    from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
+    from docllm.domain.prices import PriceTable
+
+    return OpenAIReviewer(
+        base_url=d.base_url,
+        api_key=d.api_key,
+        model=d.model,
+        timeout_seconds=settings.llm_timeout_seconds,
+        max_chunk_chars=settings.llm_max_chunk_chars,
+        # every chunk of every attempt in flight may hold a connection
+        max_connections=settings.concurrency * settings.llm_chunk_parallelism + 4,
+        chunk_parallelism=settings.llm_chunk_parallelism,
+        prices=PriceTable(((d.model, d.price),)) if d.price is not None else settings.price_table,
+        on_call=metrics.llm_call if metrics else None,
+        gate=rate_gate,
+        deployment=d.name if named else None,
+    )
+
+
+def _reviewer(settings: Settings, metrics=None, rate_gate=None, routes=None):
+    if settings.llm_provider == "openai" and routes:
+        from docllm.adapters.llm.routed_reviewer import RoutedReviewer
+
+        return RoutedReviewer(
+            routes,
+            settings.worker_id,
+            max_chunk_chars=settings.llm_max_chunk_chars,
+            chunk_parallelism=settings.llm_chunk_parallelism,
+            # passed over for its rate limits when its turn is further than one request may take
+            max_wait=settings.llm_timeout_seconds,
+        )
+    if settings.llm_provider == "openai":  # the one deployment (the single-URL settings, or a list of one)
+        return _deployment_reviewer(settings, settings.deployments[0], metrics, rate_gate)
     from docllm.adapters.offline.reviewer import OfflineReviewer
 
     if settings.offline_latency_seconds > 0:  # demos and benchmarks stand in for an LLM's latency
@@ -222,7 +277,9 @@ class Container(containers.DeclarativeContainer):
     worker_registry = providers.Singleton(_worker_registry, redis_client, settings, clock)
     rate_limiter = providers.Singleton(_rate_limiter, redis_client.provider, settings, clock.provider)
     rate_gate = providers.Singleton(_rate_gate, rate_limiter, metrics)
-    reviewer = providers.Singleton(_timed_reviewer, settings, metrics, rate_gate)
+    deployment_health = providers.Singleton(_deployment_health, redis_client.provider, settings, clock.provider)
+    routes = providers.Singleton(_routes, deployment_health, settings, metrics)  # several deployments, else None
+    reviewer = providers.Singleton(_timed_reviewer, settings, metrics, rate_gate, routes)
     rubrics = providers.Singleton(_rubrics, settings)
     breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis
     events = providers.Singleton(_events, settings, metrics)

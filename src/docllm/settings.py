@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from docllm.domain.breaker import BreakerPolicy
+from docllm.domain.deployments import Deployment, parse_deployments
 from docllm.domain.errors import ConfigurationError
 from docllm.domain.lanes import DEFAULT_WEIGHTS, LanePolicy, parse_caps, parse_weights
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
@@ -65,6 +66,8 @@ class Settings:
     rubrics_dir: str = "rubrics"  # NAME.yaml files a task's --rubric NAME names; relative to the working directory
     llm_rpm: int | None = None  # the fleet's requests per minute to one base URL and model; None: off
     llm_tpm: int | None = None  # the fleet's tokens per minute; None: off
+    # DOCLLM_LLM_DEPLOYMENTS, parsed at start; empty: the one deployment of DOCLLM_LLM_BASE_URL etc.
+    llm_deployments: tuple[Deployment, ...] = ()
     log_format: str = "text"
     log_level: str = "INFO"
     metrics_port: int | None = None
@@ -103,6 +106,22 @@ class Settings:
         return LanePolicy(parse_weights(self.lane_weights), self.tenant_max_in_flight, parse_caps(self.tenant_caps))
 
     @property
+    def deployments(self) -> tuple[Deployment, ...]:
+        """The LLM deployments in force: DOCLLM_LLM_DEPLOYMENTS, or the single-URL settings as a list of one."""
+        if self.llm_deployments:
+            return self.llm_deployments
+        one = Deployment(
+            name="default",
+            base_url=self.llm_base_url,
+            model=self.llm_model,
+            api_key=self.llm_api_key,
+            rpm=self.llm_rpm,
+            tpm=self.llm_tpm,
+            price=self.price_table.price(self.llm_model),
+        )
+        return (one,)
+
+    @property
     def sqlite_path(self) -> str:
         return os.path.join(self.home, "docllm.db")
 
@@ -121,7 +140,7 @@ class Settings:
             if raw is None or raw == "":
                 continue
             try:
-                values[name] = parse(raw.strip())
+                values[name] = load_deployments(raw.strip(), env) if name == "llm_deployments" else parse(raw.strip())
             except ValueError as exc:
                 raise SettingsError(f"{var}={_shown(name, raw)!s}: {exc}") from None
         settings = cls(**values)
@@ -175,7 +194,7 @@ class Settings:
             prices = PriceTable.parse(self.llm_prices)
         except ValueError as exc:
             need(False, "llm_prices", str(exc))
-        if prices.entries and self.llm_provider == "openai":  # a typo would silently cost nothing
+        if prices.entries and self.llm_provider == "openai" and not self.llm_deployments:  # a typo would cost nothing
             need(
                 prices.price(self.llm_model) is not None,
                 "llm_prices",
@@ -203,7 +222,7 @@ class Settings:
             "dashboard_on_worker",
             f"DOCLLM_METRICS_HOST={self.metrics_host!r} is not a loopback address: set DOCLLM_DASHBOARD_TOKEN",
         )
-        if self.llm_provider == "openai":
+        if self.llm_provider == "openai" and not self.llm_deployments:  # each deployment has its own key
             need(
                 bool(self.llm_api_key),
                 "llm_api_key",
@@ -304,6 +323,31 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve to anything
 
 
+def load_deployments(raw: str, env: Mapping[str, str]) -> tuple[Deployment, ...]:
+    """DOCLLM_LLM_DEPLOYMENTS: inline JSON (it starts with ``[``), or the path of a YAML or JSON file."""
+    if raw.startswith(("[", "{")):
+        text, kind = raw, "JSON"
+    else:
+        try:
+            with open(raw, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ValueError(f"is neither inline JSON (a list) nor a readable file: {exc.strerror}") from None
+        kind = "YAML" if raw.endswith((".yaml", ".yml")) else "JSON"
+    try:
+        if kind == "YAML":
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            import json
+
+            data = json.loads(text)
+    except Exception as exc:  # noqa: BLE001 - json's and yaml's errors: the first line says where
+        raise ValueError(f"is not valid {kind}: {str(exc).splitlines()[0]}") from None
+    return parse_deployments(data, env)
+
+
 def _port(raw: str) -> int:
     return _number(int)(raw)
 
@@ -342,6 +386,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "rubrics_dir": ("DOCLLM_RUBRICS_DIR", str),
     "llm_rpm": ("DOCLLM_LLM_RPM", _number(int)),
     "llm_tpm": ("DOCLLM_LLM_TPM", _number(int)),
+    "llm_deployments": ("DOCLLM_LLM_DEPLOYMENTS", str),  # read by load_deployments (it needs the environment)
     "log_format": ("DOCLLM_LOG_FORMAT", str.lower),
     "log_level": ("DOCLLM_LOG_LEVEL", str.upper),
     "metrics_port": ("DOCLLM_METRICS_PORT", _port),
@@ -379,6 +424,6 @@ def redact_url(url: str) -> str:
 
 
 def _shown(name: str, value: Any) -> str:
-    if name in SECRETS:
-        return "<hidden>"
+    if name in SECRETS or name == "llm_deployments":  # inline JSON may hold API keys
+        return "<hidden>" if name in SECRETS or str(value).startswith(("[", "{")) else repr(value)
     return repr(redact_url(value)) if name in ("redis_url", "database_url") else repr(value)

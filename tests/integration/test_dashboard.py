@@ -293,3 +293,28 @@ def test_the_dashboard_is_served_on_the_worker_http_port(world: World):
         assert done.status == 200 and f"requeued task {world.dead}" in done.read().decode()  # after the redirect
     finally:
         endpoints.stop()
+
+
+def test_each_deployment_shows_its_breaker_and_limit_use(world: World):
+    from dependency_injector import providers
+
+    from docllm.domain.breaker import BreakerPolicy
+    from docllm.domain.deployments import Deployment
+    from tests.support.memory.breaker import InMemoryLlmBreaker
+    from tests.support.memory.rate_limiter import InMemoryRateLimiter
+
+    clock = world.container.clock()
+    east, west = (Deployment(name=n, base_url=f"http://{n}/v1", model="m", order=i) for i, n in enumerate("ew"))
+    down = InMemoryLlmBreaker(clock, BreakerPolicy(min_calls=1))
+    down.record(False)  # opens it
+    limiter = InMemoryRateLimiter(clock, rpm=60)
+    health = [(east, down, None), (west, InMemoryLlmBreaker(clock, BreakerPolicy()), limiter)]
+    world.container.deployment_health.override(providers.Object(health))
+    try:
+        page = create_app(world.sources).test_client().get("/llm").get_data(as_text=True)
+    finally:
+        world.container.deployment_health.reset_override()
+    east_table, west_table = page.split('id="llm-deployment-e"')[1], page.split('id="llm-deployment-w"')[1]
+    assert "<th>breaker_state</th><td>open</td>" in east_table.split("</table>")[0]
+    assert "<th>breaker_state</th><td>closed</td>" in west_table.split("</table>")[0]
+    assert "<th>limit_rpm</th><td>60</td>" in west_table.split("</table>")[0]

@@ -56,3 +56,37 @@ def test_openai_provider_builds_the_openai_reviewer():
         )
     )
     assert c.reviewer().name == "openai"
+
+
+def test_several_deployments_build_a_routed_reviewer_with_a_breaker_and_limits_each():
+    import asyncio
+    import json
+
+    from docllm.adapters.llm.routed_reviewer import RoutedReviewer
+
+    deployments = [
+        {"name": "east", "base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m", "rpm": 5},
+        {"name": "west", "base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m2", "order": 1},
+    ]
+    env = {
+        "DOCLLM_LLM_PROVIDER": "openai",
+        "DOCLLM_LLM_DEPLOYMENTS": json.dumps(deployments),
+        "DOCLLM_QUEUE_PREFIX": "{q}",
+    }
+    c = Container()
+    c.settings.override(providers.Object(Settings.from_env(env)))
+    c.redis_client.override(providers.Object(fakeredis.FakeRedis()))
+    c.clock.override(providers.Object(ManualClock()))
+
+    async def built() -> RoutedReviewer:
+        reviewer = c.reviewer()  # on a loop: the HTTP pools belong to it
+        await reviewer.close()
+        return reviewer
+
+    reviewer = asyncio.run(built())
+    assert isinstance(reviewer, RoutedReviewer) and [d.name for d in reviewer.deployments] == ["east", "west"]
+    east, west = reviewer.routes["east"], reviewer.routes["west"]
+    assert east.breaker._key != west.breaker._key and east.breaker._key.startswith("{q}:llm:breaker:")
+    assert east.limiter is not None and west.limiter is None  # west sets no limit
+    assert east.reviewer.deployment == "east" and west.reviewer.model == "m2"
+    assert c.rate_limiter() is None  # the fleet-wide single limiter is the one deployment's only

@@ -23,3 +23,13 @@ def test_the_versions_a_report_records_are_shown():
 def test_a_report_stored_before_versions_shows_none():
     old = {k: v for k, v in make_report([], "Fine.", "offline", "m").items() if not k.endswith("_version")}
     assert "tokens 0 in / 0 out\n" in shown(old) and " v" not in shown(old).split("tokens")[1]
+
+
+def test_the_deployment_that_served_each_chunk_is_shown():
+    parts = [make_report([], "", "openai", "m", deployments=[name]) for name in ("east", "east", "west")]
+    from docllm.domain.report import merge_reports
+
+    merged = merge_reports(parts)
+    assert merged["deployments"] == ["east", "east", "west"]
+    assert "served by east (chunks 1-2), west (chunk 3)" in shown(merged)
+    assert "served by" not in shown(make_report([], "Fine.", "openai", "m"))  # one deployment: not recorded

@@ -73,11 +73,15 @@ def make_report(
     *,
     prompt_version: int | None = None,
     rubric_version: int | str | None = None,
+    deployments: list[str] | None = None,
 ) -> dict[str, Any]:
-    """A report checked whole; ``prompt_version`` None for a reviewer without a prompt (offline)."""
+    """A report checked whole; ``prompt_version`` None for a reviewer without a prompt (offline);
+    ``deployments``: which LLM deployment served each chunk, in chunk order (None: not recorded)."""
     usage = usage or {}
+    extra = {} if deployments is None else {"deployments": deployments}
     return validate_report(
         {
+            **extra,
             "findings": findings,
             "summary": summary,
             "reviewer": reviewer,
@@ -194,6 +198,11 @@ def validate_report(obj: Any) -> dict[str, Any]:
         schema_version=_version(obj.get("schema_version"), "schema_version", int),
         rubric_version=_version(obj.get("rubric_version"), "rubric_version", int, str, type(None)),
     )
+    if "deployments" in obj:  # only reports of routed reviews have it
+        names = obj["deployments"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError("deployments must be a list of deployment names")
+        report["deployments"] = names
     return report
 
 
@@ -230,6 +239,7 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
     if summary is None:
         summary = " ".join(dict.fromkeys(r["summary"].strip() for r in reports if r["summary"].strip()))
     usage = {k: sum(r["usage"][k] for r in reports) for k in ("prompt_tokens", "completion_tokens")}
+    served = [r.get("deployments") for r in reports]
     return make_report(
         list(merged.values()),
         summary,
@@ -239,4 +249,5 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
         usage=usage,
         prompt_version=reports[0]["prompt_version"],  # one reviewer's chunks: one prompt, one rubric
         rubric_version=reports[0]["rubric_version"],
+        deployments=None if None in served else [n for names in served for n in names or ()],
     )

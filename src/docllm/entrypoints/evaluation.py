@@ -14,6 +14,7 @@ async def run_eval(container: Container, cases: Sequence[Case]) -> tuple[list[Ca
     """The results, the reviewer's name and model. The fleet's rate limits live in Redis, which an
     eval does not use: its requests are paced by the provider's answers alone."""
     container.rate_limiter.override(providers.Object(None))
+    container.routes.override(providers.Object(None))  # several deployments: the first one, without Redis
     reviewer = container.reviewer()  # built on the loop: the LLM client's pools belong to it
     try:
         return await evaluate(reviewer, cases), reviewer.name, getattr(reviewer, "model", None)

@@ -75,7 +75,7 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
             f"model {escape(str(report.get('model', '?')))}, chunks {report.get('chunks', '?')}, tokens "
             f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out"
             + (f", rubric {escape(str(report['rubric']))}" if report.get("rubric") else "")
-            + f"{_versions(report)}[/]"
+            + f"{_versions(report)}{_served(report)}[/]"
         )
     ]
     known = [s for s in reversed(SEVERITIES)]
@@ -94,6 +94,22 @@ def _versions(report: dict[str, Any]) -> str:
     reports record none; a reviewer without a prompt records None). A rubric shows as NAME@VERSION."""
     named = [(what, report.get(f"{what}_version")) for what in ("prompt", "schema")]
     return "".join(f", {what} v{escape(str(v))}" for what, v in named if v is not None)
+
+
+def _served(report: dict[str, Any]) -> str:
+    """Which LLM deployment served each chunk, as ``, served by east (chunks 1-2), west (chunk 3)``;
+    nothing for a report that records none (one deployment, or written before deployments)."""
+    names = report.get("deployments")
+    if not isinstance(names, list) or not names:
+        return ""
+    runs: list[tuple[str, int, int]] = []  # (name, first chunk, last chunk)
+    for chunk, name in enumerate(names, 1):
+        if runs and runs[-1][0] == name:
+            runs[-1] = (name, runs[-1][1], chunk)
+        else:
+            runs.append((str(name), chunk, chunk))
+    shown = (f"{escape(n)} (chunk {a})" if a == b else f"{escape(n)} (chunks {a}-{b})" for n, a, b in runs)
+    return ", served by " + ", ".join(shown)
 
 
 def _finding(number: int, f: dict[str, Any]) -> RenderableType:

@@ -17,4 +17,8 @@ def stats_of(c: Container) -> dict[str, Any]:
         result.setdefault("llm", {})["limits"] = {"model": c.settings().llm_model, **limiter.headroom()}
     result.setdefault("llm", {})["usage"] = views.usage_json(*c.repository().usage_totals(3600))
     result.setdefault("llm", {})["breaker"] = views.breaker_json(c.breaker().view())
+    for deployment, breaker, limiter in c.deployment_health():  # several deployments: each one's own
+        result["llm"][f"deployment-{deployment.name}"] = views.deployment_json(
+            deployment, breaker.view(), limiter.headroom() if limiter is not None else None
+        )
     return result

@@ -10,10 +10,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from docllm.domain.breaker import BreakerView
+from docllm.domain.deployments import Deployment
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
 from docllm.domain.services.cancel import Cancel, CancelResult
 from docllm.domain.usage import Usage
 from docllm.domain.workers import WorkerRecord
+from docllm.settings import redact_url
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -84,6 +86,19 @@ def breaker_json(view: BreakerView) -> dict[str, Any]:
         "transitions": view.transitions,
         "window_calls": view.calls,
         "window_failures": view.failures,
+    }
+
+
+def deployment_json(d: Deployment, view: BreakerView, headroom: dict[str, Any] | None) -> dict[str, Any]:
+    """One LLM deployment as ``stats --json`` shows it under "llm" -> "deployment-NAME": flat, its
+    breaker's fields and its rate limits' headroom (``limit_`` first; none when it sets no limit)."""
+    return {
+        "model": d.model,
+        "base_url": redact_url(d.base_url),
+        "order": d.order,
+        "weight": d.weight,
+        **{f"breaker_{k}": v for k, v in breaker_json(view).items()},
+        **{f"limit_{k}": v for k, v in (headroom or {}).items()},
     }
 
 

@@ -32,6 +32,7 @@ import openai
 import orjson
 from openai._models import FinalRequestOptions
 
+from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_NAME
@@ -78,10 +79,12 @@ class OpenAIReviewer:
         chunk_parallelism: int = 4,
         prices: PriceTable | None = None,
         on_call: Callable[[LlmCall], None] | None = None,
+        deployment: str | None = None,
     ):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
         self.model = model
+        self.deployment = deployment  # its name in DOCLLM_LLM_DEPLOYMENTS, recorded per chunk; None: not routed
         self._key = api_key or ""
         self._where = re.sub(r"//[^/@]*@", "//", base_url) if base_url else "the OpenAI API"  # no user:password
         self._timeout = timeout_seconds
@@ -149,44 +152,35 @@ class OpenAIReviewer:
             raise self._translate(e) from None
 
     async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
-        """Up to ``chunk_parallelism`` chunks at a time, merged in chunk order whatever order they
-        end in. The first chunk that fails cancels the others; a cancelled review cancels every
-        request in flight, and no chunk not yet sent is sent (I11)."""
+        """Chunk by chunk (``chunked.review_chunks``: bounded parallelism, I11), merged in chunk order."""
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
-        if len(chunks) == 1:
-            return merge_reports([await self._review_chunk(task_name, chunks[0], 1, 1, rubric)])
-        turns = asyncio.Semaphore(self._parallelism)
 
-        async def one(part: int, chunk: Chunk) -> dict[str, Any]:
-            async with turns:
-                return await self._review_chunk(task_name, chunk, part, len(chunks), rubric)
+        async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
+            return await self.review_chunk(task_name, chunk, part, parts, rubric)
 
-        parts: list[asyncio.Task[dict[str, Any]]] = []
-        try:
-            async with asyncio.TaskGroup() as group:
-                parts = [group.create_task(one(i, c)) for i, c in enumerate(chunks, 1)]
-        except BaseExceptionGroup:
-            # The error of the first failed chunk in document order (the domain's error, not a group).
-            for part in parts:
-                error = None if part.cancelled() else part.exception()
-                if error is not None:
-                    raise error from None
-            raise
-        return merge_reports([p.result() for p in parts])
+        return merge_reports(await review_chunks(chunks, self._parallelism, one))
 
-    async def _review_chunk(
-        self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None = None
+    async def review_chunk(
+        self,
+        task_name: str,
+        chunk: Chunk,
+        part: int,
+        parts: int,
+        rubric: Rubric | None = None,
+        max_wait: float | None = None,
     ) -> dict[str, Any]:
+        """One chunk's report (a routed review sends each chunk to one deployment's reviewer).
+        ``max_wait``: OverBudget instead of waiting longer than that for the first request's turn."""
         with traced("docllm.chunk", {"docllm.chunk.part": part, "docllm.chunk.parts": parts}):
-            return await self._review_one(task_name, chunk, part, parts, rubric)
+            return await self._review_one(task_name, chunk, part, parts, rubric, max_wait)
 
     async def _review_one(
-        self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None
+        self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None, max_wait: float | None
     ) -> dict[str, Any]:
         messages = build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         for repairing in (False, True):
-            answer = await self._complete(messages, usage)
+            answer = await self._complete(messages, usage, None if repairing else max_wait)
             try:
                 parsed = parse_answer(answer)
                 break
@@ -196,11 +190,20 @@ class OpenAIReviewer:
                 messages = repair_messages(messages, answer, str(e))
         findings = [place_finding(f, chunk) for f in parsed["findings"]]
         return make_report(
-            findings, parsed["summary"], self.name, self.model, chunks=1, usage=usage, prompt_version=PROMPT_VERSION
+            findings,
+            parsed["summary"],
+            self.name,
+            self.model,
+            chunks=1,
+            usage=usage,
+            prompt_version=PROMPT_VERSION,
+            deployments=None if self.deployment is None else [self.deployment],
         )
 
-    async def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
-        async with self._gate.request(estimate_tokens(messages)) as ticket:
+    async def _complete(
+        self, messages: list[dict[str, str]], usage: dict[str, int], max_wait: float | None = None
+    ) -> str:
+        async with self._gate.request(estimate_tokens(messages), max_wait) as ticket:
             rung = self._rung
             try:
                 while True:

@@ -38,8 +38,15 @@ def view_of(reply: list[Any]) -> BreakerView:
 
 
 class RedisLlmBreaker(BreakerOps):
-    def __init__(self, client: redis.Redis, keys_or_prefix: RedisKeys | str, clock: Clock, policy: BreakerPolicy):
-        self._key = RedisKeys.of(keys_or_prefix).breaker
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys_or_prefix: RedisKeys | str,
+        clock: Clock,
+        policy: BreakerPolicy,
+        key: str | None = None,  # one deployment's (rate_limiter.breaker_key); default: the fleet's
+    ):
+        self._key = key or RedisKeys.of(keys_or_prefix).breaker
         self._clock, self.policy = clock, policy
         self._script = client.register_script(script_text("breaker"))
 

@@ -15,10 +15,19 @@ from docllm.domain.ports import Clock
 from docllm.domain.rate_limits import Budget, LimitState, ProviderHints, headroom
 
 
+def deployment_digest(base_url: str, model: str) -> str:
+    """What names one deployment in Redis (its limit, its breaker): its base URL and model."""
+    return hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
+
+
 def limit_key(keys: RedisKeys, base_url: str, model: str) -> str:
     """``{prefix}:llm:limit:<digest>``: workers of one queue that call one model share it."""
-    digest = hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
-    return f"{keys.prefix}:llm:limit:{digest}"
+    return f"{keys.prefix}:llm:limit:{deployment_digest(base_url, model)}"
+
+
+def breaker_key(keys: RedisKeys, base_url: str, model: str) -> str:
+    """``{prefix}:llm:breaker:<digest>``: one deployment's breaker, when there are several."""
+    return f"{keys.breaker}:{deployment_digest(base_url, model)}"
 
 
 # The hash's fields, in the order the script's peek returns them (lua/rate_limit.lua).

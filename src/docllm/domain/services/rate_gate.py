@@ -25,6 +25,15 @@ Run = Callable[..., Awaitable[Any]]  # runs a blocking port call off the event l
 MAX_SLEEP_S = 5.0
 
 
+class OverBudget(Exception):
+    """The request's turn is further away than the caller may wait (``request(max_wait=...)``):
+    nothing was charged, and a router sends it elsewhere (ARCHITECTURE.md, Deployments)."""
+
+    def __init__(self, wait: float):
+        super().__init__(f"the rate limit's next turn is {wait:.1f} s away")
+        self.wait = wait
+
+
 @dataclass
 class Ticket:
     """One charged request: the reviewer fills in what the answer said."""
@@ -41,8 +50,8 @@ class RateGate:
         self._on_wait = on_wait  # seconds each request waited for its turn (a metric)
 
     @asynccontextmanager
-    async def request(self, tokens: int) -> AsyncIterator[Ticket]:
-        await self._turn(tokens)
+    async def request(self, tokens: int, max_wait: float | None = None) -> AsyncIterator[Ticket]:
+        await self._turn(tokens, max_wait)
         ticket = Ticket(tokens)
         try:
             yield ticket
@@ -61,11 +70,13 @@ class RateGate:
             with contextlib.suppress(Exception):
                 await self._run(self._limiter.settle, delta, ticket.hints)
 
-    async def _turn(self, tokens: int) -> None:
+    async def _turn(self, tokens: int, max_wait: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         # Only 0 is a turn: a strange wait (negative, NaN, inf: a limiter's overflow) is asked again later.
         while (wait := await self._run(self._limiter.acquire, tokens)) != 0:
+            if max_wait is not None and not loop.time() - started + wait <= max_wait:  # NaN too
+                raise OverBudget(wait)
             with held(loop.time):  # not the attempt's running time (I12)
                 await asyncio.sleep(wait if 0 < wait <= MAX_SLEEP_S else MAX_SLEEP_S)
         if self._on_wait is not None:
@@ -79,5 +90,5 @@ class NoGate:
     """No limits configured: every request goes at once."""
 
     @asynccontextmanager
-    async def request(self, tokens: int) -> AsyncIterator[Ticket]:
+    async def request(self, tokens: int, max_wait: float | None = None) -> AsyncIterator[Ticket]:
         yield Ticket(tokens)

@@ -1,0 +1,162 @@
+"""RoutedReviewer against two scripted OpenAI-compatible servers (ARCHITECTURE.md, Deployments):
+each chunk goes to the first healthy deployment, falls back on 5xx or no connection, is never
+sent to two at once, passes over a deployment whose breaker is open, and a recovered deployment
+takes its share again after its breaker's probe."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
+from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
+from docllm.domain.breaker import BreakerPolicy, BreakerState
+from docllm.domain.deployments import Deployment
+from docllm.domain.errors import ProviderUnavailable
+from docllm.domain.services.rate_gate import RateGate
+from sim.manual_clock import ManualClock
+from tests.support.llm_server import FakeLLM, error
+from tests.support.memory.breaker import InMemoryLlmBreaker
+from tests.support.memory.rate_limiter import InMemoryRateLimiter
+
+CHUNK = 400
+POLICY = BreakerPolicy(window_seconds=60, failure_ratio=0.5, min_calls=3, open_seconds=30)
+
+
+def document(sections: int) -> str:
+    return "\n".join(f"## Section {i}\n\n" + "Plain steady text. " * 15 + "\n" for i in range(sections))
+
+
+async def inline(call: Any, *args: Any) -> Any:
+    return call(*args)
+
+
+def routed(clock: ManualClock, *servers: tuple[str, FakeLLM]) -> RoutedReviewer:
+    routes = []
+    for order, (name, llm) in enumerate(servers):
+        d = Deployment(name=name, base_url=llm.base_url, model="test-model", api_key="k", order=order)
+        reviewer = OpenAIReviewer(d.base_url, "k", d.model, 5, max_chunk_chars=CHUNK, deployment=name)
+        routes.append(Route(d, reviewer, InMemoryLlmBreaker(clock, POLICY)))
+    # One chunk at a time: the test reads which deployment each one went to, in order. The
+    # breakers are looked at on every chunk: their clock is the test's, not the event loop's.
+    return RoutedReviewer(routes, "w1", max_chunk_chars=CHUNK, chunk_parallelism=1, run=inline, poll_seconds=0)
+
+
+def chats(llm: FakeLLM) -> int:
+    return sum(r["path"].endswith("/chat/completions") for r in llm.requests)
+
+
+def run(test: Callable[[ManualClock], Awaitable[None]]) -> None:
+    asyncio.run(test(ManualClock()))  # one loop per test: the reviewers' HTTP pools belong to it
+
+
+def test_chunks_go_to_the_first_deployment_and_fall_back_chunk_by_chunk():
+    run(_first_then_fallback)
+
+
+async def _first_then_fallback(clock: ManualClock) -> None:
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = routed(clock, ("first", first), ("second", second))
+        report = await reviewer.review("doc", document(3))
+        assert report["deployments"] == ["first"] * 3 and chats(second) == 0
+
+        first.script(error(500, "down for this one"))  # the next chunk only
+        report = await reviewer.review("doc", document(3))
+        assert report["deployments"] == ["second", "first", "first"]
+        assert chats(first) == 3 + 3 and chats(second) == 1  # the failed chunk: once to each, in turn
+        await reviewer.close()
+
+
+def test_an_open_deployment_is_passed_over_until_its_probe_finds_it_back():
+    run(_open_then_back)
+
+
+async def _open_then_back(clock: ManualClock) -> None:
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = routed(clock, ("first", first), ("second", second))
+        port = first.port
+        first.stop()  # connection refused
+        report = await reviewer.review("doc", document(6))
+        assert report["deployments"] == ["second"] * 6
+        breaker = reviewer.routes["first"].breaker
+        assert breaker.view().state is BreakerState.open  # min_calls failures opened it
+        # Open: the chunks go straight to the second one.
+        before = breaker.view().failures
+        clock.advance(2000)
+        assert (await reviewer.review("doc", document(2)))["deployments"] == ["second"] * 2
+        assert breaker.view().failures == before
+
+        # Back, and past the open interval: one chunk probes it, the breaker closes, it takes the work again.
+        with FakeLLM(port=port) as back:
+            clock.advance(POLICY.open_ms + 2000)
+            report = await reviewer.review("doc", document(3))
+            assert report["deployments"] == ["first"] * 3 and chats(back) == 3
+            assert breaker.view().state is BreakerState.closed
+            await reviewer.close()
+
+
+def test_every_deployment_failing_is_the_providers_failure():
+    run(_all_fail)
+
+
+async def _all_fail(clock: ManualClock) -> None:
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = routed(clock, ("first", first), ("second", second))
+        first.script(error(503, "busy"))
+        second.script(error(500, "down"))
+        with pytest.raises(ProviderUnavailable, match="every LLM deployment failed"):
+            await reviewer.review("doc", document(1))
+        assert chats(first) == chats(second) == 1
+        await reviewer.close()
+
+
+class RealClock:
+    """The authority clock as the test's own monotonic time: the gate really waits for its turn."""
+
+    def now_ms(self) -> int:
+        return int(time.monotonic() * 1000)
+
+
+def limited(clock: Any, rpm: int, max_wait: float, *servers: tuple[str, FakeLLM]) -> RoutedReviewer:
+    """As ``routed``, the first deployment under ``rpm`` (its own limiter and gate)."""
+    reviewer = routed(clock, *servers)
+    first = reviewer.routes[servers[0][0]]
+    gate = RateGate(InMemoryRateLimiter(clock, rpm=rpm), run=inline)
+    first.reviewer = OpenAIReviewer(
+        first.deployment.base_url, "k", "test-model", 5, max_chunk_chars=CHUNK, gate=gate, deployment=servers[0][0]
+    )
+    reviewer._max_wait = max_wait
+    return reviewer
+
+
+def test_a_deployment_whose_turn_is_too_far_away_is_passed_over():
+    run(_passed_over_for_limits)
+
+
+async def _passed_over_for_limits(clock: ManualClock) -> None:
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = limited(clock, 2, 5.0, ("first", first), ("second", second))  # a turn every 30 s
+        started = time.monotonic()
+        report = await reviewer.review("doc", document(6))
+        assert time.monotonic() - started < 5.0  # nobody waited 30 s for a turn
+        assert "second" in report["deployments"] and report["deployments"][0] == "first"
+        assert reviewer.routes["first"].breaker.view().failures == 0  # a limit is not a failure
+        await reviewer.close()
+
+
+def test_when_the_others_are_down_a_chunk_waits_for_its_turn_rather_than_fail():
+    asyncio.run(_waits_when_alone())
+
+
+async def _waits_when_alone() -> None:
+    clock = RealClock()
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = limited(clock, 120, 0.01, ("first", first), ("second", second))  # a turn every 0.5 s
+        second.stop()
+        report = await reviewer.review("doc", document(4))
+        assert report["deployments"] == ["first"] * 4
+        await reviewer.close()

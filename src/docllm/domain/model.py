@@ -53,6 +53,8 @@ class Task:
     updated_at: datetime | None = None
     usage: Usage | None = None  # the LLM's, summed over the attempts that wrote an outcome; None: none
     rubric: str | None = None  # the name of the rubric its review follows (domain/rubric.py); None: none
+    priority: str | None = None  # its lane (domain/lane_figures.py LANES); None: the default lane
+    tenant: str | None = None  # whose work it is; None: no tenant
 
     def budget(self, default_max_attempts: int) -> int:
         return self.max_attempts or default_max_attempts

@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.breaker import BreakerView
+from docllm.domain.lane_figures import LaneFigures
 from docllm.domain.model import (
     DeadLetter,
     Delivery,
@@ -287,6 +288,15 @@ class TaskViews(TaskLookup, Protocol):
     def finished_per_minute(self, minutes: int) -> dict[str, list[int]]:
         """Tasks that ended ``success`` and ``failed`` in each of the last ``minutes`` minutes of the
         database's clock, oldest first, the current minute last (the dashboard's throughput chart)."""
+
+
+class LaneViews(Protocol):
+    """The figures of lanes and tenants (issue 26), for ``stats``, metrics and the dashboard."""
+
+    def lane_figures(self, window_s: int, top_tenants: int) -> LaneFigures:
+        """Per lane and for the ``top_tenants`` tenants with most pending rows: depth, in flight,
+        waits of attempts started, rows ended within ``window_s`` of the store's now. Bounded
+        reads: the rows not yet ended and those ended in the window, grouped by the store."""
 
 
 class TaskRepository(TaskStore, TaskViews, Protocol):

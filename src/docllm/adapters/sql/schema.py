@@ -85,6 +85,9 @@ task_doc_llm = Table(
     Column("document", LongText, nullable=True),
     # The rubric its review follows, by name (migration 0005); NULL: none, as every older row.
     Column("rubric", String(64), nullable=True),
+    # Its lane and tenant (migration 0006, issue 26); NULL: lane ``default``, no tenant.
+    Column("priority", String(16), nullable=True),
+    Column("tenant", String(64), nullable=True),
     Column("result", JsonText, nullable=True),
     Column("error", Text, nullable=True),
     timestamp("processing_started_at"),

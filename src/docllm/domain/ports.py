@@ -299,8 +299,8 @@ class LaneViews(Protocol):
         reads: the rows not yet ended and those ended in the window, grouped by the store."""
 
 
-class TaskRepository(TaskStore, TaskViews, Protocol):
-    """The MySQL side, both roles: the source of truth."""
+class TaskRepository(TaskStore, TaskViews, LaneViews, Protocol):
+    """The MySQL side, every role: the source of truth."""
 
 
 class DocumentReviewer(Protocol):

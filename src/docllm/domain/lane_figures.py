@@ -21,6 +21,9 @@ DEFAULT_LANE = "default"
 # Upper bounds (seconds) of the wait buckets; waits beyond the last fall in one more bucket.
 WAIT_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 MAX_TOP_TENANTS = 100  # tenants are shown as the top N by depth; N is bounded for screens and metrics
+# What stats, the dashboard and the metrics show: ended rows of the last hour, the ten deepest tenants.
+SHOWN_WINDOW_S = 3600
+SHOWN_TOP_TENANTS = 10
 
 
 class Kind(IntEnum):

@@ -10,8 +10,6 @@ from rich.table import Table
 
 from docllm.domain.lane_figures import GroupFigures, LaneFigures
 
-WINDOW_S = 3600  # "finished" and the waits of ended rows: the last hour, as the LLM usage's
-TOP_TENANTS = 10  # the tenants shown: the deepest ten (domain/lane_figures.py bounds N)
 # JSON key -> table heading (short: the tables fit 80 columns)
 COLUMNS = {
     "depth": "depth",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from docllm.container import Container
+from docllm.domain.lane_figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
 from docllm.entrypoints import lane_view, views
 
 
@@ -17,6 +18,6 @@ def stats_of(c: Container) -> dict[str, Any]:
         result.setdefault("llm", {})["limits"] = {"model": c.settings().llm_model, **limiter.headroom()}
     result.setdefault("llm", {})["usage"] = views.usage_json(*c.repository().usage_totals(3600))
     result.setdefault("llm", {})["breaker"] = views.breaker_json(c.breaker().view())
-    figures = c.repository().lane_figures(lane_view.WINDOW_S, lane_view.TOP_TENANTS)
+    figures = c.repository().lane_figures(SHOWN_WINDOW_S, SHOWN_TOP_TENANTS)
     result["lanes"] = lane_view.lanes_json(figures)
     return result

@@ -35,6 +35,24 @@ NO_USAGE = {
 }
 
 
+def lane_row(key, name, depth):
+    """A row of ``stats --json`` -> lanes with ``depth`` pending rows, none started or ended."""
+    waits = {"wait_p50_s": None, "wait_p95_s": None, "wait_samples": 0}
+    oldest = ANY_AGE if depth else None
+    return {key: name, "depth": depth, "in_flight": 0, "finished": 0, **waits, "oldest_pending_s": oldest}
+
+
+class _AnyAge:
+    def __eq__(self, other):
+        return isinstance(other, float) and 0 <= other < 600
+
+    def __repr__(self):
+        return "<an age in seconds>"
+
+
+ANY_AGE = _AnyAge()
+
+
 def write(tmp_path, name, content):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -64,8 +82,18 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
             "breaker": CLOSED_BREAKER,
             "usage": NO_USAGE,
         },
+        "lanes": {
+            "window_s": 3600,
+            "by_lane": [
+                lane_row("lane", name, depth) for name, depth in (("interactive", 0), ("default", 3), ("bulk", 0))
+            ],
+            "by_tenant": [lane_row("tenant", None, 3)],  # submit gives no tenant (yet): one group, null
+            "tenants_with_work": 0,
+        },
     }
-    assert "queue ready" in cli("stats")[1] and "llm breaker state" in cli("stats")[1]
+    table = cli("stats")[1]
+    assert "queue ready" in table and "llm breaker state" in table
+    assert re.search(r"default\s.*\s3\s", table) and "top tenants by depth (1 shown, 0 with work)" in table
 
 
 @pytest.mark.parametrize(

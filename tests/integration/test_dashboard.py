@@ -110,6 +110,13 @@ def test_every_page_renders_what_the_services_hold(world: World):
     assert "<svg" in page and "1 succeeded, 1 failed" in page  # the last hour's chart
     assert 'id="llm-usage"' in page and "<th>calls</th><td>0</td>" in page  # usage, rendered generically
     assert 'id="llm-breaker"' in page  # the fleet's LLM breaker (issue 14a), closed
+    lanes = re.search(r'<table class="list" id="lanes">(.*?)</table>', page, re.S).group(1)
+    assert [m for m in re.findall(r'data-lane="([^"]*)"', lanes)] == ["interactive", "default", "bulk"]
+    default = re.search(r'data-lane="default">(.*?)</tr>', lanes, re.S).group(1)
+    assert re.findall(r"<td>([^<]*)</td>", default)[:4] == ["default", "1", "0", "2"]  # depth, running, done
+    tenants = re.search(r'<table class="list" id="tenants">(.*?)</table>', page, re.S).group(1)
+    assert 'data-tenant=""' in tenants and "<td>(none)</td>" in tenants  # rows without a tenant
+    assert "1 shown, 0 with work" in page
 
     listed = client.get("/tasks").get_data(as_text=True)
     assert all(f'data-task-id="{i}"' in listed for i in (world.done, world.dead, world.waiting))

@@ -22,6 +22,7 @@ import pytest
 from dependency_injector import providers
 from prometheus_client.parser import text_string_to_metric_families
 
+from docllm.adapters.telemetry.lane_metrics import EVERY_S
 from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents, reason_label
 from docllm.container import Container
 from docllm.domain import events as ev
@@ -291,6 +292,13 @@ METRIC_NAMES = {
     "docllm_queue_depth",
     "docllm_oldest_processing_age_seconds",
 }
+# Read from the task table at scrape time (lane_metrics.py); tenants and waits only once there is work.
+LANE_METRIC_NAMES = {
+    "docllm_lane_depth",
+    "docllm_lane_in_flight",
+    "docllm_lane_finished",
+    "docllm_lane_oldest_pending_seconds",
+}
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -361,7 +369,7 @@ def test_a_running_worker_serves_metrics_health_and_readiness(
 ):
     proc, port, log_path = worker
     names, before = scrape(port)
-    assert names >= METRIC_NAMES, sorted(METRIC_NAMES - names)
+    assert names >= METRIC_NAMES | LANE_METRIC_NAMES, sorted((METRIC_NAMES | LANE_METRIC_NAMES) - names)
     assert value(before, "docllm_tasks_succeeded_total") == 0
     assert get(port, "/healthz")[0] == 200
     status, text = get(port, "/readyz")
@@ -390,6 +398,14 @@ def test_a_running_worker_serves_metrics_health_and_readiness(
     assert value(after, "docllm_queue_depth", queue="dead") == 1
     assert value(after, "docllm_attempts_in_flight") == 0
     assert value(after, "docllm_backend_errors_total", backend="redis") == 0
+    # the lanes' figures are read at most every lane_metrics.EVERY_S: wait for a fresh one
+    lanes = eventually(
+        lambda: (now := scrape(port)[1]) and value(now, "docllm_lane_finished", lane="default") == 3 and now,
+        4 * EVERY_S,
+        "3 tasks finished in lane default",
+    )
+    assert value(lanes, "docllm_lane_wait_seconds", lane="default", quantile="0.95") > 0
+    assert value(lanes, "docllm_lane_depth", lane="default") == 0
 
     # Redis stops: not ready, still alive (a restart would not help), and the errors are counted.
     redis_server.stop()

@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.breaker import BreakerView
+from docllm.domain.lane_figures import LaneFigures
 from docllm.domain.model import (
     DeadLetter,
     Delivery,
@@ -296,8 +297,17 @@ class TaskViews(TaskLookup, Protocol):
         database's clock, oldest first, the current minute last (the dashboard's throughput chart)."""
 
 
-class TaskRepository(TaskStore, TaskViews, Protocol):
-    """The MySQL side, both roles: the source of truth."""
+class LaneViews(Protocol):
+    """The figures of lanes and tenants (issue 26), for ``stats``, metrics and the dashboard."""
+
+    def lane_figures(self, window_s: int, top_tenants: int) -> LaneFigures:
+        """Per lane and for the ``top_tenants`` tenants with most pending rows: depth, in flight,
+        waits of attempts started, rows ended within ``window_s`` of the store's now. Bounded
+        reads: the rows not yet ended and those ended in the window, grouped by the store."""
+
+
+class TaskRepository(TaskStore, TaskViews, LaneViews, Protocol):
+    """The MySQL side, every role: the source of truth."""
 
 
 class DocumentReviewer(Protocol):

@@ -61,6 +61,7 @@ def build_parts(
         readiness=container.readiness() if metrics is not None else {},
         web_app=_dashboard(container) if container.settings().dashboard_on_worker else None,
         registry=container.worker_registry() if workers else None,
+        lanes=container.repository() if metrics is not None else None,
     )
 
 

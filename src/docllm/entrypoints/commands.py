@@ -13,7 +13,7 @@ from docllm.container import Container
 from docllm.domain.model import Task
 from docllm.domain.services.producer import discard_dead, retry_dead
 from docllm.domain.services.producer import submit as submit_task
-from docllm.entrypoints import views
+from docllm.entrypoints import lane_view, views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 from docllm.entrypoints.output import CommandError, console, print_json
 from docllm.entrypoints.snapshot import stats_of
@@ -118,6 +118,8 @@ def stats(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         console().print(views.stats_table(result))
+        for table in lane_view.lane_tables(result):
+            console().print(table)
     return 0
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from docllm.container import Container
-from docllm.entrypoints import views
+from docllm.domain.lane_figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
+from docllm.entrypoints import lane_view, views
 
 
 def stats_of(c: Container) -> dict[str, Any]:
@@ -21,4 +22,6 @@ def stats_of(c: Container) -> dict[str, Any]:
         result["llm"][f"deployment-{deployment.name}"] = views.deployment_json(
             deployment, breaker.view(), limiter.headroom() if limiter is not None else None
         )
+    figures = c.repository().lane_figures(SHOWN_WINDOW_S, SHOWN_TOP_TENANTS)
+    result["lanes"] = lane_view.lanes_json(figures)
     return result

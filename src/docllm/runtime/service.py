@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, LlmBreaker, TaskQueue, WorkerRegistry
+from docllm.domain.ports import DocumentReviewer, LaneViews, LlmBreaker, TaskQueue, WorkerRegistry
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
@@ -52,6 +52,7 @@ class Parts:
     readiness: dict[str, Any] = field(default_factory=dict)
     web_app: Any = None  # a WSGI app served on the HTTP port's other paths (the dashboard)
     registry: WorkerRegistry | None = None  # where a worker process reports itself (docllm workers)
+    lanes: LaneViews | None = None  # the figures per lane and tenant the HTTP port's metrics show
 
 
 class Service:
@@ -186,6 +187,8 @@ class Service:
         assert port is not None  # container.py builds metrics only when the port is set
         worker = self.worker
         m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
+        if self.parts.lanes is not None:
+            m.watch_lanes(self.parts.lanes)
         self.endpoints = HttpEndpoints(
             self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness, self.parts.web_app
         ).start()

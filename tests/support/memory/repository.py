@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from docllm.domain.lane_figures import Kind, LaneFigures, Tally, checked_top, lane_of, top_tenants_order, wait_bucket
 from docllm.domain.model import FencedWrite, GroupOutcome, StartOutcome, StartRequest, StartResult, Task, TaskStatus
 from docllm.domain.ports import Clock
 from docllm.domain.store_groups import one_at_a_time
@@ -107,6 +108,25 @@ class InMemoryTaskRepository:
                     if 0 <= ago < minutes:
                         counts[row.status.value][minutes - 1 - ago] += 1
         return counts
+
+    def lane_figures(self, window_s: int, top_tenants: int) -> LaneFigures:
+        """The SQL store's selection (lanes.py) over the rows in memory, into the same Tally."""
+        top = checked_top(top_tenants)
+        now = self._now()
+        since = now - timedelta(seconds=window_s)
+        with self._lock:
+            rows = [r for r in self._rows.values() if not r.status.terminal or r.updated_at >= since]
+        lanes, tenants = Tally(), Tally()
+        for r in rows:
+            kind = Kind.pending if r.status == PENDING else Kind.processing if r.status == PROCESSING else Kind.finished
+            sampled = r.attempt == 1 and r.processing_started_at is not None
+            bucket = wait_bucket((r.processing_started_at - r.created_at).total_seconds()) if sampled else None
+            age = max(0.0, (now - r.created_at).total_seconds())
+            lanes.add(lane_of(r.priority), kind, bucket, 1, age)
+            tenants.add(r.tenant, kind, bucket, 1, age)
+        working = {r.tenant for r in rows if not r.status.terminal}
+        names = [g.name for g in sorted((tenants.groups[n] for n in working), key=top_tenants_order)][:top]
+        return LaneFigures(window_s, lanes.lanes(), tenants.ranked(names), len(working - {None}))
 
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
         with self._lock:

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.mysql import DATETIME
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
-from sqlalchemy.types import DateTime, TypeDecorator
+from sqlalchemy.types import DateTime, Float, TypeDecorator
 
 # The text SQLAlchemy's SQLite DateTime stores ('YYYY-MM-DD HH:MM:SS.ffffff'). SQLite compares
 # these as strings, so the database must write the same six-digit form ('%f' gives three).
@@ -111,3 +111,29 @@ def _sqlite_minute(element, compiler, **kw):
 @compiles(minute_of, "postgresql")
 def _postgresql_minute(element, compiler, **kw):
     return f"to_char({compiler.process(element.clauses, **kw)}, 'YYYY-MM-DD HH24:MI')"
+
+
+class seconds_between(FunctionElement):  # noqa: N801 - as utcnow
+    """Seconds from the first timestamp to the second, with fractions, on every dialect."""
+
+    type = Float()
+    inherit_cache = True
+
+
+@compiles(seconds_between, "mysql")
+@compiles(seconds_between, "mariadb")
+def _mysql_seconds_between(element, compiler, **kw):
+    start, end = (compiler.process(c, **kw) for c in element.clauses)
+    return f"(TIMESTAMPDIFF(MICROSECOND, {start}, {end}) / 1000000.0)"
+
+
+@compiles(seconds_between, "sqlite")
+def _sqlite_seconds_between(element, compiler, **kw):
+    start, end = (compiler.process(c, **kw) for c in element.clauses)
+    return f"((julianday({end}) - julianday({start})) * 86400.0)"
+
+
+@compiles(seconds_between, "postgresql")
+def _postgresql_seconds_between(element, compiler, **kw):
+    start, end = (compiler.process(c, **kw) for c in element.clauses)
+    return f"EXTRACT(EPOCH FROM ({end} - {start}))"

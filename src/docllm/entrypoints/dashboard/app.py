@@ -20,6 +20,7 @@ from docllm.domain.ports import EventSink, TaskQueue, TaskRepository, WorkerRegi
 from docllm.domain.report import SEVERITIES
 from docllm.domain.services.cancel import Canceller
 from docllm.domain.services.producer import discard_dead, retry_dead
+from docllm.entrypoints import lane_view
 from docllm.entrypoints.dashboard import security
 from docllm.entrypoints.dashboard.chart import throughput_svg
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
@@ -76,7 +77,9 @@ def _add_status_pages(app: Flask, src: Sources) -> None:
     def overview() -> str:
         stats = src.stats()
         chart = throughput_svg(src.repository.finished_per_minute(CHART_MINUTES))
-        return render_template("overview.html", stats=stats, chart=chart, llm=stats.get("llm"))
+        return render_template(
+            "overview.html", stats=stats, chart=chart, llm=stats.get("llm"), lane_columns=lane_view.COLUMNS
+        )
 
     @app.get("/workers")
     def workers() -> str:

@@ -1,0 +1,89 @@
+"""Lane and tenant gauges (issue 26), read from the task table when Prometheus scrapes.
+
+They are the fleet's figures, the same from every process (as ``docllm_queue_depth``): aggregate
+them with ``max``, not ``sum``. One reading serves the scrapes of ``EVERY_S`` seconds, so a
+fleet of N processes scraped every 15 s costs the database at most N grouped reads per
+``EVERY_S`` (each bounded, lanes.py).
+
+Label cardinality is bounded: ``lane`` takes the fixed names of ``LANES`` only (rows under any
+other name are in ``docllm stats``, not here); ``tenant`` only the top ``SHOWN_TOP_TENANTS`` by
+depth (``(none)`` for rows without a tenant), so at most that many series per tenant gauge exist at
+once; a tenant that leaves the top N stops being exported rather than keeping a stale value.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from prometheus_client.core import GaugeMetricFamily
+
+from docllm.domain.lane_figures import LANES, LaneFigures
+
+log = logging.getLogger("docllm.metrics")
+
+EVERY_S = 15.0
+QUANTILES = (0.5, 0.95)
+NO_TENANT = "(none)"  # as `docllm stats` shows it
+
+
+class LaneGauges:
+    """A custom collector over ``read`` (the store's figures), at most one read per ``every_s``
+    of ``clock`` (monotonic seconds; a record of when, never a decision about a task)."""
+
+    def __init__(self, read: Callable[[], LaneFigures], every_s: float = EVERY_S, clock=time.monotonic):
+        self.read, self.every_s, self.clock = read, every_s, clock
+        self._figures: LaneFigures | None = None
+        self._read_at = 0.0
+
+    def figures(self) -> LaneFigures | None:
+        now = self.clock()
+        if self._figures is None or now - self._read_at >= self.every_s:
+            try:
+                self._figures, self._read_at = self.read(), now
+            except Exception as exc:  # noqa: BLE001 - the database down: no lane gauges this scrape
+                log.debug("lane figures unavailable: %s", exc)
+                self._figures = None
+        return self._figures
+
+    def collect(self):
+        f = self.figures()
+        if f is None:
+            return
+        lanes = [g for g in f.lanes if g.name in LANES]
+        per_lane = {
+            "depth": ("docllm_lane_depth", "Pending tasks per lane"),
+            "in_flight": ("docllm_lane_in_flight", "Tasks processing per lane"),
+            "finished": ("docllm_lane_finished", f"Tasks that ended in the last {f.window_s} s per lane"),
+        }
+        for attr, (name, doc) in per_lane.items():
+            family = GaugeMetricFamily(name, doc, labels=["lane"])
+            for g in lanes:
+                family.add_metric([g.name], getattr(g, attr))
+            yield family
+        wait = GaugeMetricFamily(
+            "docllm_lane_wait_seconds",
+            "Creation to first attempt start, upper bound of the quantile's bucket (started tasks of the window)",
+            labels=["lane", "quantile"],
+        )
+        oldest = GaugeMetricFamily(
+            "docllm_lane_oldest_pending_seconds", "Age of the oldest pending task per lane", labels=["lane"]
+        )
+        for g in lanes:
+            for q in QUANTILES:
+                value = g.wait_quantile(q)
+                if value is not None:  # no samples: no series, rather than a made-up 0
+                    wait.add_metric([g.name, str(q)], value)
+            oldest.add_metric([g.name], g.oldest_pending_s or 0.0)
+        yield wait
+        yield oldest
+        depth = GaugeMetricFamily("docllm_tenant_depth", "Pending tasks of the deepest tenants", labels=["tenant"])
+        running = GaugeMetricFamily(
+            "docllm_tenant_in_flight", "Tasks processing of the deepest tenants", labels=["tenant"]
+        )
+        for g in f.tenants:
+            depth.add_metric([g.name or NO_TENANT], g.depth)
+            running.add_metric([g.name or NO_TENANT], g.in_flight)
+        yield depth
+        yield running

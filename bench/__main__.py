@@ -94,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", nargs="+", type=float, help="hotpath: mock latencies in s (default 1 5)")
     parser.add_argument("--processes", nargs="+", type=int, help="hotpath: worker processes (default 1 2)")
     parser.add_argument("--repeats", type=int, help="hotpath (default 3), store-load (default 1): repeats")
-    parser.add_argument("--peers", nargs="+", choices=("celery", "dramatiq", "arq"), help="hotpath: peers")
+    parser.add_argument(
+        "--peers",
+        nargs="+",
+        choices=("celery", "dramatiq", "dramatiq-durable", "arq"),
+        help="hotpath: peers (dramatiq-durable: docllm's two MariaDB writes, openai pools of 32)",
+    )
     parser.add_argument(
         "--before-src", type=Path, help="store-load: another docllm's src/ to run beside this one (before/after)"
     )

@@ -106,7 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="P",
         help="capacity: fleet sizes (default 1 25 50 100 120; --quick: 1 3)",
     )
-    parser.add_argument("--peers", nargs="+", choices=("celery", "dramatiq", "arq"), help="hotpath: peers")
+    parser.add_argument(
+        "--peers",
+        nargs="+",
+        choices=("celery", "dramatiq", "dramatiq-durable", "arq"),
+        help="hotpath: peers (dramatiq-durable: docllm's two MariaDB writes, openai pools of 32)",
+    )
     parser.add_argument(
         "--before-src", type=Path, help="store-load: another docllm's src/ to run beside this one (before/after)"
     )

@@ -114,7 +114,7 @@ def celery_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str,
     return r
 
 
-def dramatiq_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str, Any]:
+def dramatiq_run(env: Env, mock: MockLLM, c: int, n: int, cap: float, processes: int = 1) -> dict[str, Any]:
     set_urls(env)
     from bench import peer_dramatiq
 
@@ -130,17 +130,20 @@ def dramatiq_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[st
         n,
         DB["dramatiq"],
         enqueue,
-        [PYTHON, "-m", "bench.peer_dramatiq"],
+        _dramatiq_argv(c, processes),
         _peer_env(env, mock, c, BENCH_DRAMATIQ_URL=env.redis_url(DB["dramatiq"]), BENCH_DRAMATIQ_THREADS=str(c)),
         dramatiq_drained,
         cap,
     )
-    r["label"] = "Dramatiq, one process, C threads"
+    r["label"] = "Dramatiq, " + _processes_label(processes)
     return r
 
 
-def dramatiq_stored_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str, Any]:
-    """Dramatiq in the equal-durability form: docllm's two MariaDB writes per task (bench.peer_store)."""
+def dramatiq_stored_run(
+    env: Env, mock: MockLLM, c: int, n: int, cap: float, processes: int = 1, fair: bool = False
+) -> dict[str, Any]:
+    """Dramatiq in the equal-durability form: docllm's two MariaDB writes per task (bench.peer_store);
+    ``fair``: its openai connections split into pools as docllm's reviewer splits them (llm_task)."""
     set_urls(env)
     from bench import peer_dramatiq
     from bench.worker import prepare_rows, row_summary
@@ -154,15 +157,16 @@ def dramatiq_stored_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> 
         for i in ids:
             peer_dramatiq.llm_stored.send(i)
 
+    extra = {"BENCH_LLM_SPLIT": "1"} if fair else {}
     r = measure(
         env,
         mock,
-        "dramatiq-two-writes",
+        "dramatiq-durable" if fair else "dramatiq-two-writes",
         c,
         n,
         DB["dramatiq"],
         enqueue,
-        [PYTHON, "-m", "bench.peer_dramatiq"],
+        _dramatiq_argv(c, processes),
         _peer_env(
             env,
             mock,
@@ -170,6 +174,7 @@ def dramatiq_stored_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> 
             BENCH_DRAMATIQ_URL=env.redis_url(DB["dramatiq"]),
             BENCH_DRAMATIQ_THREADS=str(c),
             BENCH_STORE_URL=url,
+            **extra,
         ),
         dramatiq_drained,
         cap,
@@ -177,8 +182,22 @@ def dramatiq_stored_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> 
     rows = row_summary(url)
     if rows["counts"].get("success") != n:
         r["problems"].append(f"rows after the stop: {rows['counts']}")
-    r["label"] = "Dramatiq, C threads, two MariaDB writes per task"
+    r["label"] = f"Dramatiq, {_processes_label(processes)}, two MariaDB writes per task" + (
+        ", openai pools of <= 32" if fair else ""
+    )
     return r
+
+
+def _dramatiq_argv(c: int, processes: int) -> list[str]:
+    """One process: the bench's own worker (``bench.peer_dramatiq``); more: Dramatiq's CLI, each
+    process with C threads (as ``docllm worker --processes N`` runs each process at C)."""
+    if processes == 1:
+        return [PYTHON, "-m", "bench.peer_dramatiq"]
+    return [PYTHON, "-m", "dramatiq", "bench.peer_dramatiq", "--processes", str(processes), "--threads", str(c)]
+
+
+def _processes_label(processes: int) -> str:
+    return "one process, C threads" if processes == 1 else f"{processes} processes, C threads each"
 
 
 def arq_run(env: Env, mock: MockLLM, c: int, n: int, cap: float) -> dict[str, Any]:

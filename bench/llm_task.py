@@ -4,11 +4,16 @@ openai client with ``max_retries=0`` and a 60 s timeout) and its answer parsed a
 
 The client's connection pool is sized to the worker's concurrency (``BENCH_LLM_CONCURRENCY``), as
 a user of each peer would configure it; the openai default (1,000 connections, 100 kept alive)
-would close and reopen connections above 100 in flight. ``BENCH_LLM_URL`` is the mock's base URL.
+would close and reopen connections above 100 in flight. With ``BENCH_LLM_SPLIT=1`` (the fair peer,
+issue 24) those connections are split into clients of at most docllm's ``POOL_CONNECTIONS`` each,
+taken in turn per request, as docllm's reviewer splits its own. ``BENCH_LLM_URL`` is the mock's
+base URL.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import threading
 from typing import Any
@@ -21,42 +26,64 @@ _lock = threading.Lock()
 _clients: dict[str, Any] = {}
 
 
-def _limits():
+def _pool_sizes() -> list[int]:
+    """Connections per client: one pool of C, or (``BENCH_LLM_SPLIT``) docllm's split of C."""
+    n = max(1, int(os.environ.get("BENCH_LLM_CONCURRENCY", "100")))
+    if os.environ.get("BENCH_LLM_SPLIT") != "1":
+        return [n]
+    from docllm.adapters.llm.openai_reviewer import POOL_CONNECTIONS
+
+    # The reviewer's split (OpenAIReviewer.__init__, not a function there yet): as few pools of at
+    # most POOL_CONNECTIONS as hold C, the connections spread evenly over them.
+    shards = max(1, math.ceil(n / POOL_CONNECTIONS))
+    return [math.ceil(n / shards)] * shards
+
+
+def _limits(size: int):
     import httpx2
 
-    n = max(1, int(os.environ.get("BENCH_LLM_CONCURRENCY", "100")))
-    return httpx2.Limits(max_connections=n, max_keepalive_connections=n)
+    return httpx2.Limits(max_connections=size, max_keepalive_connections=size)
 
 
 def sync_client():
-    """One ``openai.OpenAI`` per process, shared by every thread (it is thread-safe)."""
+    """The next ``openai.OpenAI`` of this process's clients, shared by every thread (thread-safe)."""
     with _lock:
         if "sync" not in _clients:
             import openai
 
-            _clients["sync"] = openai.OpenAI(
-                base_url=os.environ["BENCH_LLM_URL"],
-                api_key="bench",
-                max_retries=0,
-                timeout=TIMEOUT_SECONDS,
-                http_client=openai.DefaultHttpxClient(limits=_limits(), timeout=TIMEOUT_SECONDS),
+            _clients["sync"] = itertools.cycle(
+                [
+                    openai.OpenAI(
+                        base_url=os.environ["BENCH_LLM_URL"],
+                        api_key="bench",
+                        max_retries=0,
+                        timeout=TIMEOUT_SECONDS,
+                        http_client=openai.DefaultHttpxClient(limits=_limits(size), timeout=TIMEOUT_SECONDS),
+                    )
+                    for size in _pool_sizes()
+                ]
             )
-        return _clients["sync"]
+        return next(_clients["sync"])
 
 
 def async_client():
-    """One ``openai.AsyncOpenAI`` per event loop's process (arq runs one loop)."""
+    """The next ``openai.AsyncOpenAI`` of this process's clients (arq runs one loop)."""
     if "async" not in _clients:
         import openai
 
-        _clients["async"] = openai.AsyncOpenAI(
-            base_url=os.environ["BENCH_LLM_URL"],
-            api_key="bench",
-            max_retries=0,
-            timeout=TIMEOUT_SECONDS,
-            http_client=openai.DefaultAsyncHttpxClient(limits=_limits(), timeout=TIMEOUT_SECONDS),
+        _clients["async"] = itertools.cycle(
+            [
+                openai.AsyncOpenAI(
+                    base_url=os.environ["BENCH_LLM_URL"],
+                    api_key="bench",
+                    max_retries=0,
+                    timeout=TIMEOUT_SECONDS,
+                    http_client=openai.DefaultAsyncHttpxClient(limits=_limits(size), timeout=TIMEOUT_SECONDS),
+                )
+                for size in _pool_sizes()
+            ]
         )
-    return _clients["async"]
+    return next(_clients["async"])
 
 
 def _request(task_id: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ py-spy are optional and reported as SKIPPED by the run itself. No timing is asse
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -122,11 +123,14 @@ def test_the_hotpath_command_has_a_row_per_worker_and_a_ratio(tmp_path: Path) ->
     (table,) = [t for t in results["tables"] if t["key"] == "hotpath"]
     ratio = table["columns"].index("/ docllm same repeat")
     workers = [row[3] for row in table["rows"]]
-    assert workers[0].startswith("docllm") and len(workers) == 1 + len(
-        [p for p in ("celery", "dramatiq", "arq") if not any(f"hotpath {p}:" in s for s in results["skipped"])]
-    ), workers
-    assert table["rows"][0][ratio] == "1"
-    assert all(row[ratio] not in (None, "", "-") for row in table["rows"]), table["rows"]
+    peers = ("celery", "dramatiq", "dramatiq-durable", "arq")
+    assert workers[0].startswith("mock alone") and workers[1].startswith("docllm"), workers
+    assert len(workers) == 2 + len([p for p in peers if not any(f"hotpath {p}:" in s for s in results["skipped"])]), (
+        workers
+    )
+    assert table["rows"][1][ratio] == "1"
+    assert all(row[ratio] not in (None, "", "-") for row in table["rows"][1:]), table["rows"]
+    assert table["rows"][0][table["columns"].index("/ mock alone same repeat")] == "1"
     runs = results["hotpath"]["runs"]
     assert runs and all(not r["problems"] for r in runs), runs
 
@@ -180,3 +184,52 @@ def test_the_capacity_command_measures_each_fleet_size_and_leaves_no_process(tmp
         assert idle["rss_mib"] > 10 and 0 < idle["pss_mib"] <= idle["rss_mib"], idle
         assert busy["per_s"] > 0 and busy["com_commit"] > 0 and busy["questions"] > 0, busy
         assert busy["redis_commands"] > 0 and busy["redo_bytes"] > 0, busy
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(150)
+def test_the_hotpath_command_runs_the_durable_fair_peer_at_two_processes(tmp_path: Path) -> None:
+    """``--peers dramatiq-durable --processes 1 2`` (issue 24): the equal-durability fair peer's rows,
+    at one and two processes, each with every row success at the end (its two writes made)."""
+    from tests.servers import find_mariadbd
+
+    if not find_redis_server() or not find_mariadbd():
+        pytest.skip("redis-server or mariadbd not installed: run scripts/test to install them")
+    if importlib.util.find_spec("dramatiq") is None:
+        pytest.skip("dramatiq not installed (pip install -e '.[bench]')")
+    out = tmp_path / "hotpath.json"
+    argv = ["hotpath", "--quick", "--processes", "1", "2", "--peers", "dramatiq-durable", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", *argv, "--workdir", str(tmp_path / "w")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=140,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+    runs = results["hotpath"]["runs"]
+    assert sorted((r["name"], r["processes"]) for r in runs) == [
+        ("docllm", 1),
+        ("docllm", 2),
+        ("dramatiq-durable", 1),
+        ("dramatiq-durable", 2),
+        ("mock", 0),
+    ], runs
+    assert all(not r["problems"] for r in runs), runs  # a run whose rows are not all success says so
+    durable = [r for r in runs if r["name"] == "dramatiq-durable"]
+    assert all("two MariaDB writes" in r["label"] and "pools of" in r["label"] for r in durable), durable
+
+
+def test_the_fair_peer_splits_its_connections_as_docllms_reviewer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``BENCH_LLM_SPLIT=1``: the peer's openai connections in pools of at most POOL_CONNECTIONS."""
+    from bench.llm_task import _pool_sizes
+    from docllm.adapters.llm.openai_reviewer import POOL_CONNECTIONS
+
+    monkeypatch.setenv("BENCH_LLM_CONCURRENCY", "1024")
+    monkeypatch.delenv("BENCH_LLM_SPLIT", raising=False)
+    assert _pool_sizes() == [1024]
+    monkeypatch.setenv("BENCH_LLM_SPLIT", "1")
+    assert _pool_sizes() == [POOL_CONNECTIONS] * (1024 // POOL_CONNECTIONS)
+    monkeypatch.setenv("BENCH_LLM_CONCURRENCY", "100")
+    assert _pool_sizes() == [25] * 4 and max(_pool_sizes()) <= POOL_CONNECTIONS

@@ -54,6 +54,7 @@ def usage_json(every: Usage, last_hour: Usage) -> dict[str, Any]:
             f"calls{suffix}": usage.calls,
             f"prompt_tokens{suffix}": usage.prompt_tokens,
             f"completion_tokens{suffix}": usage.completion_tokens,
+            f"cached_tokens{suffix}": usage.cached_tokens,
             f"llm_seconds{suffix}": round(usage.llm_seconds, 3),
             f"cost_usd{suffix}": None if usage.cost_usd is None else round(usage.cost_usd, 6),
         }
@@ -69,6 +70,7 @@ def task_usage_json(task: Task) -> dict[str, Any] | None:
         "llm_calls": u.calls,
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
+        "cached_tokens": u.cached_tokens,
         "llm_seconds": round(u.llm_seconds, 3),
         "llm_model": u.model,
         "cost_usd": None if u.cost_usd is None else round(u.cost_usd, 6),

@@ -206,7 +206,7 @@ class OpenAIReviewer:
                 raise TransientError(f"the LLM at {self._where} answered a body that is not a chat completion")
             reported = _reported_tokens(body)
             if reported:
-                ticket.used = sum(reported)
+                ticket.used = reported[0] + reported[1]
         if reported:
             usage["prompt_tokens"] += reported[0]
             usage["completion_tokens"] += reported[1]
@@ -241,9 +241,9 @@ class OpenAIReviewer:
             self._record(outcome, time.perf_counter() - started, body)
 
     def _record(self, outcome: str, seconds: float, body: dict[str, Any] | None) -> None:
-        prompt, completion = _reported_tokens(body) or (0, 0)
-        cost = self._prices.cost(self.model, prompt, completion)
-        call = LlmCall(self.model, outcome, seconds, prompt, completion, cost)
+        prompt, completion, cached = _reported_tokens(body) or (0, 0, 0)
+        cost = self._prices.cost(self.model, prompt, completion, cached)
+        call = LlmCall(self.model, outcome, seconds, prompt, completion, cost, cached)
         record(call)
         if self._on_call is not None:
             self._on_call(call)
@@ -295,23 +295,44 @@ class OpenAIReviewer:
         return f": {text}" if text else ""
 
 
-def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int] | None:
-    """The answer's (prompt, completion) tokens; None when it reports none, or any count beyond
-    belief (then none is kept: the request's estimate stays charged)."""
+def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int, int] | None:
+    """The answer's (prompt, completion, cached prompt) tokens; None when it reports none, or a
+    prompt or completion count beyond belief (then none is kept: the request's estimate stays
+    charged). A cached count beyond belief, or above the prompt's, counts as 0: full price."""
     usage = body.get("usage") if body is not None else None
     if not usage or not isinstance(usage, dict):
         return None
     counts = []
     for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        raw = usage.get(field) or 0  # whatever the server sent: nothing validated it
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = math.nan
-        if bounded(f"usage.{field}", raw, value, MAX_COUNT) is None:
+        value = _count(f"usage.{field}", usage.get(field))
+        if value is None:
             return None
-        counts.append(int(value))
-    return counts[0], counts[1]
+        counts.append(value)
+    cached = _count(*_cached_field(usage)) or 0
+    return counts[0], counts[1], cached if cached <= counts[0] else 0
+
+
+def _cached_field(usage: dict[str, Any]) -> tuple[str, object]:
+    """Where the server said how many prompt tokens its cache served: OpenAI's
+    ``prompt_tokens_details.cached_tokens``, DeepSeek's ``prompt_cache_hit_tokens``, Anthropic's
+    ``cache_read_input_tokens`` (its OpenAI-compatible layer and proxies pass it on)."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and details.get("cached_tokens") is not None:
+        return "usage.prompt_tokens_details.cached_tokens", details.get("cached_tokens")
+    for field in ("prompt_cache_hit_tokens", "cache_read_input_tokens"):
+        if usage.get(field) is not None:
+            return f"usage.{field}", usage.get(field)
+    return "usage.cached_tokens", 0
+
+
+def _count(name: str, raw: object) -> int | None:
+    """A token count the server sent (nothing validated it), or None when beyond belief."""
+    raw = raw or 0
+    try:
+        value = float(raw)  # type: ignore[arg-type]  # whatever it is: float() says
+    except (TypeError, ValueError):
+        value = math.nan
+    return None if bounded(name, raw, value, MAX_COUNT) is None else int(value)
 
 
 def _content(body: dict[str, Any]) -> str:

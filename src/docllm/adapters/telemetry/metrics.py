@@ -68,7 +68,7 @@ class Metrics:
             registry=r,
         )
         self.llm_tokens = counter(
-            "llm_tokens", "Tokens the LLM reported, by kind (prompt, completion)", "model", "kind"
+            "llm_tokens", "Tokens the LLM reported, by kind (prompt, completion; cached: the part of prompt read from the provider's cache)", "model", "kind"
         )
         self.llm_calls = counter("llm_calls", "LLM requests by outcome (ok, error, cancelled)", "model", "outcome")
         self.llm_call_seconds = Histogram(
@@ -95,6 +95,7 @@ class Metrics:
         self.llm_call_seconds.labels(call.model, call.outcome).observe(call.seconds)
         self.llm_tokens.labels(call.model, "prompt").inc(call.prompt_tokens)
         self.llm_tokens.labels(call.model, "completion").inc(call.completion_tokens)
+        self.llm_tokens.labels(call.model, "cached").inc(call.cached_tokens)
         if call.cost_usd is not None:
             self.llm_cost.labels(call.model).inc(call.cost_usd)
 

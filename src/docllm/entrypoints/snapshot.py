@@ -17,4 +17,5 @@ def stats_of(c: Container) -> dict[str, Any]:
         result.setdefault("llm", {})["limits"] = {"model": c.settings().llm_model, **limiter.headroom()}
     result.setdefault("llm", {})["usage"] = views.usage_json(*c.repository().usage_totals(3600))
     result.setdefault("llm", {})["breaker"] = views.breaker_json(c.breaker().view())
+    result["llm"]["budget"] = views.budget_json(c.spend_budget().view())
     return result

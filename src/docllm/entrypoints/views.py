@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from docllm.domain.breaker import BreakerView
+from docllm.domain.budget import BudgetView
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
 from docllm.domain.services.cancel import Cancel, CancelResult
 from docllm.domain.usage import Usage
@@ -86,6 +87,17 @@ def breaker_json(view: BreakerView) -> dict[str, Any]:
         "transitions": view.transitions,
         "window_calls": view.calls,
         "window_failures": view.failures,
+    }
+
+
+def budget_json(view: BudgetView) -> dict[str, Any]:
+    """The fleet's spend budget (I14) as ``stats --json`` shows it under "llm" -> "budget"."""
+    return {
+        "claims": "stopped: the spend cap is reached" if view.over else "allowed",
+        "spent_usd_today": round(view.spent_usd, 6),
+        "cap_usd_per_day": view.cap_usd,
+        "cap_from": view.source,  # setting (DOCLLM_SPEND_CAP_USD_PER_DAY), fleet (docllm budget set) or off
+        "day": view.day,  # days since the epoch on the authority clock (UTC): the count's key
     }
 
 

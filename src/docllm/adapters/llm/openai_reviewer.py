@@ -36,7 +36,15 @@ from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_NAME
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
-from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, ProviderUnavailable, TransientError
+from docllm.domain.budget import estimated_cost
+from docllm.domain.errors import (
+    ConfigurationError,
+    DocllmError,
+    OverCostCap,
+    PermanentError,
+    ProviderUnavailable,
+    TransientError,
+)
 from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import PROMPT_VERSION, build_messages, repair_messages
 from docllm.domain.rate_limits import MAX_COUNT, estimate_tokens
@@ -77,6 +85,7 @@ class OpenAIReviewer:
         chunk_parallelism: int = 4,
         prices: PriceTable | None = None,
         on_call: Callable[[LlmCall], None] | None = None,
+        max_task_cost_usd: float | None = None,
     ):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
@@ -90,6 +99,7 @@ class OpenAIReviewer:
         self._parallelism = max(1, chunk_parallelism)
         self._prices = prices or PriceTable()
         self._on_call = on_call  # each call's usage, for metrics (the attempt's meter gets it anyway)
+        self._max_cost = max_task_cost_usd  # DOCLLM_TASK_MAX_COST_USD; None: no per-task cap
         # Servers on a laptop often need no key, but the client insists on one. One connection per
         # attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
         # connections in time that grows with connections x waiting requests, so one pool of a
@@ -146,6 +156,8 @@ class OpenAIReviewer:
         end in. The first chunk that fails cancels the others; a cancelled review cancels every
         request in flight, and no chunk not yet sent is sent (I11)."""
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
+        if self._max_cost is not None:
+            self._check_cost(task_name, chunks, rubric)
         if len(chunks) == 1:
             return merge_reports([await self._review_chunk(task_name, chunks[0], 1, 1, rubric)])
         turns = asyncio.Semaphore(self._parallelism)
@@ -166,6 +178,18 @@ class OpenAIReviewer:
                     raise error from None
             raise
         return merge_reports([p.result() for p in parts])
+
+    def _check_cost(self, task_name: str, chunks: list[Chunk], rubric: Rubric | None) -> None:
+        """Fail before any call a document whose estimated cost alone is over the per-task cap:
+        every chunk's request as it would be sent, by the rate limiter's token estimate."""
+        n = len(chunks)
+        requests = (build_messages(task_name, c.text, c.heading, i, n, rubric) for i, c in enumerate(chunks, 1))
+        cost = estimated_cost(self._prices, self.model, requests)
+        if cost is not None and self._max_cost is not None and cost > self._max_cost:
+            raise OverCostCap(
+                f"the document is estimated to cost {cost:.4f} USD ({n} chunk(s) of {self.model}), over the "
+                f"per-task cap DOCLLM_TASK_MAX_COST_USD={self._max_cost:g}: nothing was sent to the LLM"
+            )
 
     async def _review_chunk(
         self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None = None

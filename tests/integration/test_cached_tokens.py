@@ -85,3 +85,22 @@ def test_the_row_stores_cached_tokens_and_stats_and_show_report_them(tmp_path):
     stats = usage_json(*repo.usage_totals(3600))
     assert (stats["cached_tokens"], stats["cached_tokens_last_hour"]) == (CACHED, CACHED)
     engine.dispose()
+
+
+def test_a_document_over_the_per_task_cap_fails_before_any_call():
+    from docllm.domain.errors import OverCostCap
+    from docllm.domain.verdict import Happened, happened_of
+
+    with FakeLLM() as llm:
+
+        async def run() -> None:
+            reviewer = OpenAIReviewer(llm.base_url, "sk-test", "test-model", 5, prices=PRICES, max_task_cost_usd=1e-6)
+            try:
+                await reviewer.review("install.md", DOCUMENT)
+            finally:
+                await reviewer.close()
+
+        with pytest.raises(OverCostCap, match="DOCLLM_TASK_MAX_COST_USD") as raised:
+            asyncio.run(run())
+        assert llm.requests == []  # nothing sent
+    assert happened_of(raised.value) is Happened.invalid_document  # fails now, never "served"

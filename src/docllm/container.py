@@ -111,6 +111,13 @@ def _breaker(client, settings: Settings, clock):
     return RedisLlmBreaker(client, settings.queue_prefix, clock, breaker_policy(settings))
 
 
+def _spend_budget(client, settings: Settings, clock):
+    """The fleet's daily spend budget (I14), in Redis on the authority clock."""
+    from docllm.adapters.redis.budget import RedisSpendBudget
+
+    return RedisSpendBudget(client, settings.queue_prefix, clock, settings.spend_cap_usd_per_day)
+
+
 def breaker_policy(settings: Settings):
     from docllm.domain.breaker import BreakerPolicy
 
@@ -207,6 +214,7 @@ def _deployment_reviewer(settings: Settings, d, metrics=None, rate_gate=None, na
         max_connections=settings.concurrency * settings.llm_chunk_parallelism + 4,
         chunk_parallelism=settings.llm_chunk_parallelism,
         prices=PriceTable(((d.model, d.price),)) if d.price is not None else settings.price_table,
+        max_task_cost_usd=settings.task_max_cost_usd or None,
         on_call=metrics.llm_call if metrics else None,
         gate=rate_gate,
         deployment=d.name if named else None,
@@ -282,6 +290,7 @@ class Container(containers.DeclarativeContainer):
     reviewer = providers.Singleton(_timed_reviewer, settings, metrics, rate_gate, routes)
     rubrics = providers.Singleton(_rubrics, settings)
     breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis
+    spend_budget = providers.Singleton(_spend_budget, redis_client, settings, clock)  # the fleet's, in Redis
     events = providers.Singleton(_events, settings, metrics)
     tracer = providers.Singleton(_tracer, settings)
     readiness = providers.Singleton(_readiness, redis_client, engine)

@@ -6,6 +6,7 @@ A bad value stops the program with a message that names the variable; secrets ne
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -62,6 +63,8 @@ class Settings:
     llm_max_chunk_chars: int = 12000
     llm_chunk_parallelism: int = 4
     llm_prices: str = ""  # PriceTable format; empty: no prices, no cost
+    spend_cap_usd_per_day: float = 0.0  # the fleet's LLM spend per authority-clock day (I14); 0: off
+    task_max_cost_usd: float = 0.0  # a task estimated to cost more fails before any call; 0: off
     offline_latency_seconds: float = 0.0
     rubrics_dir: str = "rubrics"  # NAME.yaml files a task's --rubric NAME names; relative to the working directory
     llm_rpm: int | None = None  # the fleet's requests per minute to one base URL and model; None: off
@@ -200,6 +203,10 @@ class Settings:
                 "llm_prices",
                 f"has no price for {self.llm_model!r} (DOCLLM_LLM_MODEL): add it, or a '*' entry",
             )
+        for name in ("spend_cap_usd_per_day", "task_max_cost_usd"):  # spend is counted only where priced
+            value = getattr(self, name)
+            need(math.isfinite(value) and value >= 0, name, "must be a number >= 0 (0: off)")
+            need(not value or bool(prices.entries), name, "needs prices to count spend: set DOCLLM_LLM_PRICES")
         need(self.breaker_window_seconds >= 1, "breaker_window_seconds", "must be at least 1")
         need(self.breaker_open_seconds > 0, "breaker_open_seconds", "must be greater than 0")
         need(0 < self.breaker_failure_ratio <= 1, "breaker_failure_ratio", "must be greater than 0 and at most 1")
@@ -382,6 +389,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "llm_max_chunk_chars": ("DOCLLM_LLM_MAX_CHUNK_CHARS", _number(int)),
     "llm_chunk_parallelism": ("DOCLLM_LLM_CHUNK_PARALLELISM", _number(int)),
     "llm_prices": ("DOCLLM_LLM_PRICES", str),
+    "spend_cap_usd_per_day": ("DOCLLM_SPEND_CAP_USD_PER_DAY", _number(float)),
+    "task_max_cost_usd": ("DOCLLM_TASK_MAX_COST_USD", _number(float)),
     "offline_latency_seconds": ("DOCLLM_OFFLINE_LATENCY_SECONDS", _number(float)),
     "rubrics_dir": ("DOCLLM_RUBRICS_DIR", str),
     "llm_rpm": ("DOCLLM_LLM_RPM", _number(int)),

@@ -18,6 +18,7 @@ With ``rpm``/``tpm`` (one number for every model, or a dict per model) the chat 
 provider's limits per model over a sliding window
 (``window_s``, 60 s): above them it answers 429 with a ``Retry-After`` until the window has room;
 ``served`` keeps (monotonic time, model, status, tokens) of every chat request for the tests to count.
+With ``cached_tokens`` every default answer reports that many of its prompt tokens as served from a prompt cache, in the field ``cached_as`` names (``CACHED_FIELDS``).
 A scripted ``Reply`` without a body adds its headers to the default answer.
 
 As a process: ``python -m tests.support.llm_server --port 0 --latency-ms 5-50 --rate-429 0.1
@@ -96,6 +97,19 @@ def smart_answer(request: dict) -> dict:
     return completion(content, request.get("model", "test-model"), prompt_chars // 4 + 1, len(content) // 4 + 1)
 
 
+# How servers report cached prompt tokens: OpenAI, DeepSeek, Anthropic's compatible layer.
+CACHED_FIELDS = ("prompt_tokens_details.cached_tokens", "prompt_cache_hit_tokens", "cache_read_input_tokens")
+
+
+def with_cached(answer: dict, cached: int, field: str) -> dict:
+    """``answer`` reporting ``cached`` of its prompt tokens (more, to test a server that lies) as
+    read from the prompt cache."""
+    usage = answer["usage"]
+    parent, _, leaf = field.rpartition(".")
+    (usage.setdefault(parent, {}) if parent else usage)[leaf] = cached
+    return answer
+
+
 class FakeLLM:
     def __init__(
         self,
@@ -112,8 +126,11 @@ class FakeLLM:
         rpm: int | dict[str, int] | None = None,
         tpm: int | dict[str, int] | None = None,
         window_s: float = 60.0,
+        cached_tokens: int = 0,
+        cached_as: str = CACHED_FIELDS[0],
     ):
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
+        self.cached_tokens, self.cached_as = cached_tokens, cached_as
         self.served: list[tuple[float, str, int, int]] = []
         self.latency_ms, self.rate_429, self.rate_500 = latency_ms, rate_429, rate_500
         self.unauthorized, self.models, self.reject_response_format = unauthorized, models, reject_response_format
@@ -209,9 +226,12 @@ class FakeLLM:
             return error(400, "response_format is not supported by this server", param="response_format")
         if self.reject_json_schema and (body.get("response_format") or {}).get("type") == "json_schema":
             return error(400, "response_format.type 'json_schema' is not supported; use 'json_object'")
+        answer = smart_answer(body)
+        if self.cached_tokens:
+            answer = with_cached(answer, self.cached_tokens, self.cached_as)
         if self.rpm is None and self.tpm is None:
-            return Reply(body=smart_answer(body))
-        return self._within_limits(str(body.get("model", "")), smart_answer(body))
+            return Reply(body=answer)
+        return self._within_limits(str(body.get("model", "")), answer)
 
 
 def _per_model(limit: int | dict[str, int] | None, model: str) -> int | None:

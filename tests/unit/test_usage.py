@@ -31,6 +31,14 @@ def test_prices_parse_per_model_with_a_default_and_slashes_in_names():
     assert PriceTable.parse(str(table)) == table
 
 
+def test_cached_prompt_tokens_cost_the_cached_price_and_the_input_price_without_one():
+    table = PriceTable.parse("m=2/8/0.5,*=2/8")
+    assert table.cost("m", 1_000, 100, cached_tokens=400) == pytest.approx((600 * 2 + 400 * 0.5 + 100 * 8) / 1e6)
+    assert table.cost("other", 1_000, 100, cached_tokens=400) == table.cost("other", 1_000, 100)
+    assert table.cost("m", 10, 0, cached_tokens=50) == table.cost("m", 10, 0, cached_tokens=10)  # at most all
+    assert PriceTable.parse(str(table)) == table
+
+
 def test_a_model_without_a_price_has_no_cost():
     assert PriceTable.parse("gpt-4o=2.5/10").cost("gpt-4o-mini", 10, 10) is None
     assert PriceTable().cost("gpt-4o", 10, 10) is None
@@ -40,7 +48,7 @@ def test_a_model_without_a_price_has_no_cost():
     "text, says",
     [
         ("gpt-4o=2.5", "INPUT/OUTPUT"),
-        ("gpt-4o=2.5/10/1", "INPUT/OUTPUT"),
+        ("gpt-4o=2.5/10/1/0", "INPUT/OUTPUT"),
         ("=1/2", "not MODEL=INPUT/OUTPUT"),
         ("gpt-4o", "not MODEL=INPUT/OUTPUT"),
         ("gpt-4o=a/10", "'a' is not a number"),

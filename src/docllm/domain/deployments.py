@@ -28,8 +28,7 @@ class Deployment:
     api_key: str = field(default="", repr=False)
     rpm: int | None = None
     tpm: int | None = None
-    price: Price | None = None  # input/output USD per 1M tokens; None: DOCLLM_LLM_PRICES prices the model
-    cached_input_per_m: float | None = None  # kept for the cost of cached tokens (issue 27b)
+    price: Price | None = None  # input/output/cached input USD per 1M tokens; None: DOCLLM_LLM_PRICES prices it
     order: int = 0  # lower first
     weight: float | None = None  # set on every entry or none: then chosen at random in proportion
     batch: bool = False  # offers the Batch API
@@ -74,7 +73,7 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
     key = _api_key(raw, env, bad)
     if "order" in raw and "weight" in raw:
         raise bad("weight", "give order or weight, not both")
-    price, cached = _prices(raw.get("prices"), bad)
+    price = _prices(raw.get("prices"), bad)
     tags = raw.get("tags", {})
     if not isinstance(tags, dict | list):
         raise bad("tags", "must be an object or a list")
@@ -88,7 +87,6 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
         rpm=_count(raw, "rpm", bad),
         tpm=_count(raw, "tpm", bad),
         price=price,
-        cached_input_per_m=cached,
         order=_order(raw, bad),
         weight=_weight(raw, bad),
         batch=raw.get("batch", False),
@@ -134,9 +132,9 @@ def _weight(raw: dict[str, Any], bad: Any) -> float | None:
     return float(value)
 
 
-def _prices(value: Any, bad: Any) -> tuple[Price | None, float | None]:
+def _prices(value: Any, bad: Any) -> Price | None:
     if value is None:
-        return None, None
+        return None
     if not isinstance(value, dict):
         raise bad("prices", 'must be an object {"input": ..., "cached_input": ..., "output": ...}')
     for key in value:
@@ -150,7 +148,7 @@ def _prices(value: Any, bad: Any) -> tuple[Price | None, float | None]:
     for key in ("input", "output"):
         if key not in amounts:
             raise bad("prices", f"{key} is required (USD per 1M tokens)")
-    return Price(amounts["input"], amounts["output"]), amounts.get("cached_input")
+    return Price(amounts["input"], amounts["output"], amounts.get("cached_input"))
 
 
 def route(

@@ -35,6 +35,11 @@ class PermanentError(DocllmError):
     """Retrying cannot help this task: it ends ``failed`` with this message."""
 
 
+class OverCostCap(PermanentError):
+    """The document's estimated cost alone is over the per-task cap (DOCLLM_TASK_MAX_COST_USD):
+    it fails before any LLM call, like a document over the size limit."""
+
+
 class ConfigurationError(DocllmError):
     """The deployment is wrong (bad setting, 401/403, unknown model): no task is to blame."""
 

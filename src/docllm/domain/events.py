@@ -27,6 +27,7 @@ DISCARDED = "discarded"
 CANCELLED = "cancelled"
 BREAKER = "llm_breaker"  # a transition of the fleet's LLM breaker, by the process that made it
 BREAKER_SEEN = "llm_breaker_seen"  # this process saw the breaker in a new state (a gauge)
+BUDGET_SEEN = "spend_budget_seen"  # this process's latest view of the fleet's spend budget (gauges)
 
 
 class NullEvents:

@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.breaker import BreakerView
+from docllm.domain.budget import BudgetView
 from docllm.domain.lane_figures import LaneFigures
 from docllm.domain.model import (
     DeadLetter,
@@ -399,3 +400,16 @@ class RateLimiter(Protocol):
 
     def headroom(self) -> dict[str, Any]:
         """A flat view of what could be sent now (``docllm stats``)."""
+
+
+class SpendBudget(Protocol):
+    """The fleet's LLM spend today against its cap (``domain.budget``, I14), on the authority clock."""
+
+    def add(self, micro_usd: int) -> BudgetView:
+        """Add what an attempt spent to today's count, atomically; the view after it."""
+
+    def view(self) -> BudgetView:
+        """Today's spend and the cap in force."""
+
+    def set_cap(self, usd: float | None) -> BudgetView:
+        """The fleet's cap, over every process's setting (0: no cap); None: back to the settings."""

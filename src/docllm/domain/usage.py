@@ -25,6 +25,7 @@ class LlmCall:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None  # None: the price table has no price for the model
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Usage:
     llm_seconds: float = 0.0
     model: str | None = None
     cost_usd: float | None = None
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
     def __add__(self, other: Usage) -> Usage:
         """The same sum the SQL repository computes in its UPDATE (``coalesce(col + x, col, x)``)."""
@@ -48,11 +50,14 @@ class Usage:
             llm_seconds=self.llm_seconds + other.llm_seconds,
             model=other.model or self.model,
             cost_usd=cost,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )
 
     @classmethod
     def of(cls, call: LlmCall) -> Usage:
-        return cls(1, call.prompt_tokens, call.completion_tokens, call.seconds, call.model, call.cost_usd)
+        return cls(
+            1, call.prompt_tokens, call.completion_tokens, call.seconds, call.model, call.cost_usd, call.cached_tokens
+        )
 
 
 class UsageMeter:

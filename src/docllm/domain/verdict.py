@@ -26,7 +26,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from docllm.domain.errors import ConfigurationError, PermanentError, ProviderUnavailable, TransientError, Unavailable
+from docllm.domain.errors import (
+    ConfigurationError,
+    OverCostCap,
+    PermanentError,
+    ProviderUnavailable,
+    TransientError,
+    Unavailable,
+)
 from docllm.domain.services.outcome import Outcome, Reason
 
 SHUT_DOWN = "worker shut down before the attempt finished"
@@ -84,6 +91,8 @@ def happened_of(exc: BaseException) -> Happened:
         return Happened.provider_failed
     if isinstance(exc, TransientError):
         return Happened.invalid_answer
+    if isinstance(exc, OverCostCap):
+        return Happened.invalid_document  # never sent: the provider did not serve it
     if isinstance(exc, PermanentError):
         return Happened.permanent
     return Happened.reviewer_bug

@@ -55,6 +55,8 @@ def build_parts(
         processor=container.processor() if workers else None,
         reviewer=container.reviewer() if workers else None,
         breaker=container.breaker() if workers else None,
+        # Spend is counted only where calls are priced; a cap without prices is refused at start.
+        budget=container.spend_budget() if workers and container.settings().price_table.entries else None,
         reaper=container.reaper() if reaper else None,
         reconciler=container.reconciler() if (reaper if reconciler is None else reconciler) else None,
         metrics=metrics,

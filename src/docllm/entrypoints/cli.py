@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 
@@ -71,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long to wait for running tasks to stop (default: lease + reaper interval + 5 s; 0: do not wait)",
     )
+    bu = sub.add_parser("budget", help="the fleet's LLM spend today and its daily cap")
+    bu.add_argument("--json", action="store_true")
+    busub = bu.add_subparsers(dest="budget_command", metavar="ACTION")
+    bs = busub.add_parser("set", help="hold a daily cap in Redis for every process (0: no cap)")
+    bs.add_argument("--usd", type=_usd, required=True, metavar="N")
+    bs.add_argument("--json", action="store_true")
+    bc = busub.add_parser("clear", help="back to each process's DOCLLM_SPEND_CAP_USD_PER_DAY")
+    bc.add_argument("--json", action="store_true")
     w = sub.add_parser("worker", help="run a worker (with the reaper and reconciler)")
     w.add_argument(
         "--processes",
@@ -91,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
     db.add_argument("--host", default="127.0.0.1")
     db.add_argument("--port", type=int, default=8765)
     return p
+
+
+def _usd(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an amount of USD >= 0")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -202,6 +202,26 @@ def show(args: argparse.Namespace) -> int:
     return 0
 
 
+def budget(args: argparse.Namespace) -> int:
+    """The fleet's spend today against its cap; ``set --usd N`` holds a cap in Redis for every
+    process (0: none), ``clear`` goes back to each process's DOCLLM_SPEND_CAP_USD_PER_DAY."""
+    with _container(schema=False) as c:
+        spend = c.spend_budget()
+        if args.budget_command == "set":
+            view = spend.set_cap(args.usd)
+        elif args.budget_command == "clear":
+            view = spend.set_cap(None)
+        else:
+            view = spend.view()
+    shown = views.budget_json(view)
+    if args.json:
+        print_json(shown)
+    else:
+        for key, value in shown.items():
+            console().print(f"{key}: {'-' if value is None else value}")
+    return 0
+
+
 def workers(args: argparse.Namespace) -> int:
     with _container(schema=False) as c:
         records = c.worker_registry().live()

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from docllm.domain.model import Task
 from docllm.domain.report import SEVERITIES
+from docllm.domain.usage import Usage
 from docllm.entrypoints.views import task_json
 
 COLOURS = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan"}
@@ -60,9 +61,20 @@ def _header(task: Task, default_max_attempts: int) -> RenderableType:
     lines.append("   ".join(f"{name} {_iso(at)}" for name, at in times if at is not None))
     if task.rubric:
         lines.append(f"rubric {escape(task.rubric)}")
+    if task.usage is not None:
+        lines.append(_usage_line(task.usage))
     if task.error:
         lines.append(f"[red]error[/] {escape(task.error)}")
     return Panel("\n".join(lines), expand=False)
+
+
+def _usage_line(u: Usage) -> str:
+    """The row's LLM usage over all attempts; cached prompt tokens are priced apart (DOCLLM_LLM_PRICES)."""
+    cost = "no price" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+    return (
+        f"LLM {u.calls} call(s), {u.prompt_tokens} prompt tokens ({u.cached_tokens} cached) + "
+        f"{u.completion_tokens} completion, {cost}"
+    )
 
 
 def _report(report: dict[str, Any]) -> list[RenderableType]:

@@ -24,4 +24,5 @@ def stats_of(c: Container) -> dict[str, Any]:
         )
     figures = c.repository().lane_figures(SHOWN_WINDOW_S, SHOWN_TOP_TENANTS)
     result["lanes"] = lane_view.lanes_json(figures)
+    result["llm"]["budget"] = views.budget_json(c.spend_budget().view())
     return result

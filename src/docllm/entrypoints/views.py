@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from docllm.domain.breaker import BreakerView
+from docllm.domain.budget import BudgetView
 from docllm.domain.deployments import Deployment
 from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
 from docllm.domain.services.cancel import Cancel, CancelResult
@@ -56,6 +57,7 @@ def usage_json(every: Usage, last_hour: Usage) -> dict[str, Any]:
             f"calls{suffix}": usage.calls,
             f"prompt_tokens{suffix}": usage.prompt_tokens,
             f"completion_tokens{suffix}": usage.completion_tokens,
+            f"cached_tokens{suffix}": usage.cached_tokens,
             f"llm_seconds{suffix}": round(usage.llm_seconds, 3),
             f"cost_usd{suffix}": None if usage.cost_usd is None else round(usage.cost_usd, 6),
         }
@@ -71,6 +73,7 @@ def task_usage_json(task: Task) -> dict[str, Any] | None:
         "llm_calls": u.calls,
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
+        "cached_tokens": u.cached_tokens,
         "llm_seconds": round(u.llm_seconds, 3),
         "llm_model": u.model,
         "cost_usd": None if u.cost_usd is None else round(u.cost_usd, 6),
@@ -99,6 +102,17 @@ def deployment_json(d: Deployment, view: BreakerView, headroom: dict[str, Any] |
         "weight": d.weight,
         **{f"breaker_{k}": v for k, v in breaker_json(view).items()},
         **{f"limit_{k}": v for k, v in (headroom or {}).items()},
+    }
+
+
+def budget_json(view: BudgetView) -> dict[str, Any]:
+    """The fleet's spend budget (I14) as ``stats --json`` shows it under "llm" -> "budget"."""
+    return {
+        "claims": "stopped: the spend cap is reached" if view.over else "allowed",
+        "spent_usd_today": round(view.spent_usd, 6),
+        "cap_usd_per_day": view.cap_usd,
+        "cap_from": view.source,  # setting (DOCLLM_SPEND_CAP_USD_PER_DAY), fleet (docllm budget set) or off
+        "day": view.day,  # days since the epoch on the authority clock (UTC): the count's key
     }
 
 

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker
+from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker, SpendBudget
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
+from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import PortCalls
 from docllm.runtime.worker import Worker
@@ -47,14 +48,16 @@ def build_worker(
     breaker_open_seconds: float,
     events: EventSink | None = None,
     wiring: Wiring | None = None,
+    budget: SpendBudget | None = None,
 ) -> Worker:
-    """The worker and its LLM gate. A process whose own LLM check fails backs off no longer than
-    the fleet's breaker stays open (``breaker_open_seconds``)."""
+    """The worker and its LLM gate (and its spend gate, with a ``budget``). A process whose own LLM
+    check fails backs off no longer than the fleet's breaker stays open (``breaker_open_seconds``)."""
     w = wiring or Wiring()
     gate: Any = LlmGate(reviewer, breaker, calls, worker_id, w.log("llm"), events, cap=breaker_open_seconds)
     if w.adapt is not None:
         processor, gate = w.adapt(processor, gate)
-    return Worker(processor, calls, gate, concurrency, w.idle_wait_seconds, logger=w.log("worker"))
+    spend = BudgetGate(budget, calls, w.log("budget"), events) if budget is not None else None
+    return Worker(processor, calls, gate, concurrency, w.idle_wait_seconds, logger=w.log("worker"), budget=spend)
 
 
 def reap_step(reaper: Reaper, on_reaped: Callable[[int], None] | None = None) -> Callable[[], bool]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, LaneViews, LlmBreaker, TaskQueue, WorkerRegistry
+from docllm.domain.ports import DocumentReviewer, LaneViews, LlmBreaker, SpendBudget, TaskQueue, WorkerRegistry
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
@@ -46,6 +46,7 @@ class Parts:
     processor: TaskProcessor | None = None
     reviewer: DocumentReviewer | None = None
     breaker: LlmBreaker | None = None  # the fleet's LLM breaker (the worker's)
+    budget: SpendBudget | None = None  # the fleet's spend cap (the worker's, I14); None: spend not counted
     reaper: Reaper | None = None
     reconciler: Reconciler | None = None
     metrics: Any = None
@@ -88,6 +89,7 @@ class Service:
                 s.breaker_open_seconds,
                 p.processor.events,
                 w,
+                p.budget,
             )
             if p.registry is not None:
                 period = beat_seconds(s.lease_seconds)

@@ -23,6 +23,7 @@ from docllm.domain.model import Attempt, Delivery
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.verdict import JUDGED, Happened, decide
+from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.outage import Outage
 from docllm.runtime.port_calls import PortCalls
@@ -54,8 +55,10 @@ class Worker:
         concurrency: int,
         idle_wait_seconds: float = 1.0,
         logger: logging.Logger = log,
+        budget: BudgetGate | None = None,
     ):
         self.proc, self.calls, self.gate, self.log = proc, calls, gate, logger
+        self.budget = budget  # the fleet's spend cap (I14); None: no cap to keep
         self.concurrency, self.idle_wait = concurrency, idle_wait_seconds
         self.lease = proc.lease
         self.claimed: dict[str, asyncio.Task[None]] = {}  # token -> its attempt, from claim until settled
@@ -121,6 +124,8 @@ class Worker:
         while not self.stop_requested.is_set():
             self.last_beat = loop.time()
             pause = await self.gate.pause()  # the LLM breaker is open, or this process's LLM fails
+            if pause <= 0 and self.budget is not None:
+                pause = await self.budget.pause()  # the fleet's spend cap is reached (I14)
             if pause > 0:
                 await sleep_unless(self.stop_requested, pause)
                 continue
@@ -203,6 +208,8 @@ class Worker:
                 await self._persist("outcome", self.proc.finish, attempt, outcome)
         finally:
             self.running.pop(delivery.token, None)
+            if self.budget is not None:  # whatever the end: what was spent was spent
+                self.budget.spent(attempt.meter.total.cost_usd)
 
     async def _review(self, run: Running) -> Outcome | None:
         """The attempt's verdict (None: its lease is lost). The review runs under the runtime bound

@@ -37,7 +37,15 @@ from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_NAME
 from docllm.domain.chunking import Chunk, place_finding, split_markdown
-from docllm.domain.errors import ConfigurationError, DocllmError, PermanentError, ProviderUnavailable, TransientError
+from docllm.domain.budget import estimated_cost
+from docllm.domain.errors import (
+    ConfigurationError,
+    DocllmError,
+    OverCostCap,
+    PermanentError,
+    ProviderUnavailable,
+    TransientError,
+)
 from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import PROMPT_VERSION, build_messages, repair_messages
 from docllm.domain.rate_limits import MAX_COUNT, estimate_tokens
@@ -80,6 +88,7 @@ class OpenAIReviewer:
         prices: PriceTable | None = None,
         on_call: Callable[[LlmCall], None] | None = None,
         deployment: str | None = None,
+        max_task_cost_usd: float | None = None,
     ):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
@@ -94,6 +103,7 @@ class OpenAIReviewer:
         self._parallelism = max(1, chunk_parallelism)
         self._prices = prices or PriceTable()
         self._on_call = on_call  # each call's usage, for metrics (the attempt's meter gets it anyway)
+        self._max_cost = max_task_cost_usd  # DOCLLM_TASK_MAX_COST_USD; None: no per-task cap
         # Servers on a laptop often need no key, but the client insists on one. One connection per
         # attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
         # connections in time that grows with connections x waiting requests, so one pool of a
@@ -154,11 +164,25 @@ class OpenAIReviewer:
     async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
         """Chunk by chunk (``chunked.review_chunks``: bounded parallelism, I11), merged in chunk order."""
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
+        if self._max_cost is not None:
+            self._check_cost(task_name, chunks, rubric)
 
         async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
             return await self.review_chunk(task_name, chunk, part, parts, rubric)
 
         return merge_reports(await review_chunks(chunks, self._parallelism, one))
+
+    def _check_cost(self, task_name: str, chunks: list[Chunk], rubric: Rubric | None) -> None:
+        """Fail before any call a document whose estimated cost alone is over the per-task cap:
+        every chunk's request as it would be sent, by the rate limiter's token estimate."""
+        n = len(chunks)
+        requests = (build_messages(task_name, c.text, c.heading, i, n, rubric) for i, c in enumerate(chunks, 1))
+        cost = estimated_cost(self._prices, self.model, requests)
+        if cost is not None and self._max_cost is not None and cost > self._max_cost:
+            raise OverCostCap(
+                f"the document is estimated to cost {cost:.4f} USD ({n} chunk(s) of {self.model}), over the "
+                f"per-task cap DOCLLM_TASK_MAX_COST_USD={self._max_cost:g}: nothing was sent to the LLM"
+            )
 
     async def review_chunk(
         self,
@@ -222,7 +246,7 @@ class OpenAIReviewer:
                 raise TransientError(f"the LLM at {self._where} answered a body that is not a chat completion")
             reported = _reported_tokens(body)
             if reported:
-                ticket.used = sum(reported)
+                ticket.used = reported[0] + reported[1]
         if reported:
             usage["prompt_tokens"] += reported[0]
             usage["completion_tokens"] += reported[1]
@@ -261,9 +285,9 @@ class OpenAIReviewer:
             span.end(error)
 
     def _record(self, outcome: str, seconds: float, body: dict[str, Any] | None) -> LlmCall:
-        prompt, completion = _reported_tokens(body) or (0, 0)
-        cost = self._prices.cost(self.model, prompt, completion)
-        call = LlmCall(self.model, outcome, seconds, prompt, completion, cost)
+        prompt, completion, cached = _reported_tokens(body) or (0, 0, 0)
+        cost = self._prices.cost(self.model, prompt, completion, cached)
+        call = LlmCall(self.model, outcome, seconds, prompt, completion, cost, cached)
         record(call)
         if self._on_call is not None:
             self._on_call(call)
@@ -316,23 +340,44 @@ class OpenAIReviewer:
         return f": {text}" if text else ""
 
 
-def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int] | None:
-    """The answer's (prompt, completion) tokens; None when it reports none, or any count beyond
-    belief (then none is kept: the request's estimate stays charged)."""
+def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int, int] | None:
+    """The answer's (prompt, completion, cached prompt) tokens; None when it reports none, or a
+    prompt or completion count beyond belief (then none is kept: the request's estimate stays
+    charged). A cached count beyond belief, or above the prompt's, counts as 0: full price."""
     usage = body.get("usage") if body is not None else None
     if not usage or not isinstance(usage, dict):
         return None
     counts = []
     for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        raw = usage.get(field) or 0  # whatever the server sent: nothing validated it
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = math.nan
-        if bounded(f"usage.{field}", raw, value, MAX_COUNT) is None:
+        value = _count(f"usage.{field}", usage.get(field))
+        if value is None:
             return None
-        counts.append(int(value))
-    return counts[0], counts[1]
+        counts.append(value)
+    cached = _count(*_cached_field(usage)) or 0
+    return counts[0], counts[1], cached if cached <= counts[0] else 0
+
+
+def _cached_field(usage: dict[str, Any]) -> tuple[str, object]:
+    """Where the server said how many prompt tokens its cache served: OpenAI's
+    ``prompt_tokens_details.cached_tokens``, DeepSeek's ``prompt_cache_hit_tokens``, Anthropic's
+    ``cache_read_input_tokens`` (its OpenAI-compatible layer and proxies pass it on)."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and details.get("cached_tokens") is not None:
+        return "usage.prompt_tokens_details.cached_tokens", details.get("cached_tokens")
+    for field in ("prompt_cache_hit_tokens", "cache_read_input_tokens"):
+        if usage.get(field) is not None:
+            return f"usage.{field}", usage.get(field)
+    return "usage.cached_tokens", 0
+
+
+def _count(name: str, raw: object) -> int | None:
+    """A token count the server sent (nothing validated it), or None when beyond belief."""
+    raw = raw or 0
+    try:
+        value = float(raw)  # type: ignore[arg-type]  # whatever it is: float() says
+    except (TypeError, ValueError):
+        value = math.nan
+    return None if bounded(name, raw, value, MAX_COUNT) is None else int(value)
 
 
 def gen_ai_answer(body: dict[str, Any] | None, call: LlmCall) -> dict[str, Any]:

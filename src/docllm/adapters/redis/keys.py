@@ -102,6 +102,15 @@ class RedisKeys:
         """The hash of the fleet's LLM circuit breaker (breaker.lua)."""
         return f"{self.prefix}:llm:breaker"
 
+    def spend(self, day: int) -> str:
+        """The fleet's LLM spend of one authority-clock day, in micro-dollars (budget.lua)."""
+        return f"{self.prefix}:budget:spent:{day}"
+
+    @property
+    def spend_cap(self) -> str:
+        """The fleet's daily spend cap set by an operator (``docllm budget set``), in micro-dollars."""
+        return f"{self.prefix}:budget:cap"
+
     def lead(self, role: str) -> str:
         """The key of the fleet's lease on ``role`` (lead.lua)."""
         return f"{self.prefix}:lead:{role}"

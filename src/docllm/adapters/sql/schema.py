@@ -52,6 +52,7 @@ def usage_columns() -> list[Column]:
         Column("llm_seconds", Double, nullable=True),
         Column("llm_model", String(255), nullable=True),
         Column("cost_usd", Double, nullable=True),  # NULL while no model of its calls had a price
+        Column("cached_tokens", BigInteger, nullable=True),  # of prompt_tokens, from the prompt cache (0007)
     ]
 
 

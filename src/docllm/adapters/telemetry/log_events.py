@@ -8,7 +8,7 @@ from typing import Any
 from docllm.domain import events as ev
 from docllm.logs import log_fields
 
-_QUIET = {ev.LEASE_RENEWED, ev.CLAIMED, ev.BREAKER_SEEN}  # per-heartbeat noise: debug only
+_QUIET = {ev.LEASE_RENEWED, ev.CLAIMED, ev.BREAKER_SEEN, ev.BUDGET_SEEN}  # per-heartbeat noise: debug only
 _LOUD = {
     ev.FAILED,
     ev.DEAD_LETTERED,

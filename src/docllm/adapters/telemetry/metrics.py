@@ -62,6 +62,13 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemostrecent",  # --processes: the latest view of a live child
         )
+        # The fleet's spend budget as this process last saw it (I14; docllm budget).
+        budget = {"registry": r, "multiprocess_mode": "livemostrecent"}
+        self.spend_today = Gauge("docllm_spend_usd_today", "The fleet's LLM spend today (authority clock)", **budget)
+        self.spend_cap = Gauge("docllm_spend_cap_usd", "The fleet's daily spend cap in force (0: none)", **budget)
+        self.spend_cap_reached = Gauge(
+            "docllm_spend_cap_reached", "1 while the spend cap is reached and claims are stopped", **budget
+        )
         self.llm_seconds = Histogram(
             "docllm_llm_review_seconds",
             "Time of one document review (all LLM calls)",
@@ -70,7 +77,7 @@ class Metrics:
             registry=r,
         )
         self.llm_tokens = counter(
-            "llm_tokens", "Tokens the LLM reported, by kind (prompt, completion)", "model", "kind"
+            "llm_tokens", "Tokens the LLM reported, by kind (prompt, completion; cached: the part of prompt read from the provider's cache)", "model", "kind"
         )
         self.llm_calls = counter("llm_calls", "LLM requests by outcome (ok, error, cancelled)", "model", "outcome")
         self.llm_call_seconds = Histogram(
@@ -97,6 +104,7 @@ class Metrics:
         self.llm_call_seconds.labels(call.model, call.outcome).observe(call.seconds)
         self.llm_tokens.labels(call.model, "prompt").inc(call.prompt_tokens)
         self.llm_tokens.labels(call.model, "completion").inc(call.completion_tokens)
+        self.llm_tokens.labels(call.model, "cached").inc(call.cached_tokens)
         if call.cost_usd is not None:
             self.llm_cost.labels(call.model).inc(call.cost_usd)
 
@@ -147,6 +155,10 @@ class PrometheusEvents:
             self._by_reason[event].labels(reason_label(fields.get("reason"))).inc()
         if event == ev.BREAKER:
             m.breaker_transitions.labels(str(fields.get("change", "?"))).inc()
+        elif event == ev.BUDGET_SEEN:
+            m.spend_today.set(fields["spent_usd"])
+            m.spend_cap.set(fields["cap_usd"] or 0)
+            m.spend_cap_reached.set(1 if fields["over"] else 0)
         elif event == ev.BREAKER_SEEN:
             for state in ("closed", "open", "half_open"):  # one series per state, 1 for the current one
                 m.breaker_state.labels(state).set(1 if fields.get("state") == state else 0)

@@ -39,7 +39,7 @@ def require_schema(engine: Engine) -> None:
         raise Unavailable(f"database: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     if not present:
         raise ConfigurationError("the database has no task_doc_llm table: run `docllm init-db` first")
-    if not set(USAGE_COLUMNS) <= columns:  # this version reads and writes them (migration 0003)
+    if not set(USAGE_COLUMNS) <= columns:  # this version reads and writes them (migrations 0003, 0007)
         raise ConfigurationError("the task_doc_llm table lacks the LLM usage columns: run `docllm init-db` first")
     if "handbacks" not in columns:  # migration 0004
         raise ConfigurationError("the task_doc_llm table lacks the handbacks column: run `docllm init-db` first")

@@ -38,6 +38,7 @@ def task_of(row) -> Task:
             llm_seconds=usage["llm_seconds"] or 0.0,
             model=usage["llm_model"],
             cost_usd=usage["cost_usd"],
+            cached_tokens=usage["cached_tokens"] or 0,
         )
     return Task(**values)
 

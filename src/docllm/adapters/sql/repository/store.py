@@ -41,6 +41,7 @@ def usage_params(usage: Usage | None) -> dict[str, Any]:
         "b_llm_seconds": round(usage.llm_seconds, 3),
         "b_cost_usd": usage.cost_usd,
         "b_llm_model": usage.model,
+        "b_cached_tokens": usage.cached_tokens,
     }
 
 
@@ -258,6 +259,7 @@ USAGE_KINDS = {
     "llm_seconds": (t.c.llm_seconds, Double()),
     "cost_usd": (t.c.cost_usd, Double()),
     "llm_model": (t.c.llm_model, String()),
+    "cached_tokens": (t.c.cached_tokens, BigInteger()),
 }
 
 

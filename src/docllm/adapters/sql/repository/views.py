@@ -45,12 +45,12 @@ class TaskViewsOps(RepositoryBase):
     def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
         """One aggregate over the table (a scan: for ``docllm stats``, not a hot path)."""
         recent = t.c.updated_at >= utc_ago(window_s)
-        sums = [t.c.llm_calls, t.c.prompt_tokens, t.c.completion_tokens, t.c.llm_seconds, t.c.cost_usd]
+        sums = [t.c.llm_calls, t.c.prompt_tokens, t.c.completion_tokens, t.c.llm_seconds, t.c.cost_usd, t.c.cached_tokens]
         stmt = select(*(func.sum(c) for c in sums), *(func.sum(case((recent, c), else_=None)) for c in sums)).where(
             t.c.llm_calls.is_not(None)
         )
         row = self._run(lambda conn: conn.execute(stmt).one())
-        return _usage_sum(row[:5]), _usage_sum(row[5:])
+        return _usage_sum(row[: len(sums)]), _usage_sum(row[len(sums) :])
 
     def search(self, status: TaskStatus | None = None, name_contains: str = "", limit: int = 50) -> list[Task]:
         stmt = select(*LISTED_ROW).order_by(t.c.task_id.desc()).limit(limit)
@@ -108,11 +108,12 @@ def non_terminal_page(status: TaskStatus, cursor: tuple[Any, int] | None, limit:
 
 
 def _usage_sum(values: Any) -> Usage:
-    calls, prompt, completion, seconds, cost = values
+    calls, prompt, completion, seconds, cost, cached = values
     return Usage(
         calls=int(calls or 0),
         prompt_tokens=int(prompt or 0),
         completion_tokens=int(completion or 0),
         llm_seconds=float(seconds or 0.0),
         cost_usd=None if cost is None else float(cost),
+        cached_tokens=int(cached or 0),
     )

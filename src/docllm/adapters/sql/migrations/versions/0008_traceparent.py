@@ -1,7 +1,7 @@
 """Each task's trace context: the W3C traceparent its submit started (issue 29, docs/DEPLOY.md, Tracing).
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-05
 
 One nullable column, added to the table as it is: existing producers' INSERTs never name it, and
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

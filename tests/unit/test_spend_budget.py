@@ -1,0 +1,168 @@
+"""The fleet's spend budget (I14): the Redis adapter's script on fakeredis (the day's count, its
+rollover on a stepped authority clock, the fleet's cap over the setting), and the worker's gate
+on virtual time: once the fleet's spend crosses the cap no attempt starts past the gate's poll,
+and the overshoot is bounded by what was in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import fakeredis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from docllm.adapters.redis.budget import RedisSpendBudget
+from docllm.adapters.redis.keys import RedisKeys
+from docllm.domain import events as ev
+from docllm.domain.budget import DAY_MS, KEEP_MS, MICRO, BudgetView, day_of
+from docllm.domain.events import RecordingEvents
+from docllm.domain.model import TaskStatus
+from docllm.domain.usage import LlmCall, record
+from docllm.runtime.budget_gate import BudgetGate
+from docllm.runtime.worker import Worker
+from sim.manual_clock import ManualClock
+from tests.support.runtime_rig import FakeReviewer, Rig
+
+PREFIX = "{docllm}"
+POLL = 0.25
+
+
+def budget_on(clock: Any, cap_usd: float = 0.0, client: Any = None) -> RedisSpendBudget:
+    client = client or fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    return RedisSpendBudget(client, PREFIX, clock, cap_usd)
+
+
+# -- the adapter ------------------------------------------------------------------------------
+
+
+def test_spend_adds_up_to_the_cap_and_the_day_rolls_over_on_the_authority_clock():
+    clock = ManualClock(start_ms=20_000 * DAY_MS + DAY_MS - 1_000)  # one second before midnight UTC
+    budget = budget_on(clock, cap_usd=1.0)
+    assert budget.view() == BudgetView(20_000, 0, MICRO, "setting")
+    assert not budget.add(600_000).over
+    view = budget.add(400_000)
+    assert view.over and view.spent_usd == 1.0
+    assert budget.view().over  # every later look sees it
+    clock.advance(1_000)  # the authority's midnight: a new day's key, nothing spent in it
+    assert budget.view() == BudgetView(20_001, 0, MICRO, "setting")
+    clock.set(clock.now_ms() - 2_000)  # a step back over midnight finds yesterday's count again
+    assert budget.view().over
+
+
+def test_a_days_count_expires_on_its_own():
+    clock = ManualClock()
+    budget = budget_on(clock)
+    budget.add(5)
+    key = RedisKeys(PREFIX).spend(day_of(clock.now_ms()))
+    assert 0 < budget._client.pttl(key) <= KEEP_MS
+
+
+def test_the_fleets_cap_overrides_every_processs_setting_and_clearing_it_goes_back():
+    clock = ManualClock()
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    ours, theirs = budget_on(clock, 1.0, client), budget_on(clock, 0.0, client)
+    ours.add(2 * MICRO)
+    assert ours.view().over and not theirs.view().over  # each process's own setting
+    assert not ours.set_cap(5.0).over and theirs.view() == BudgetView(ours.view().day, 2 * MICRO, 5 * MICRO, "fleet")
+    assert ours.set_cap(0).source == "off" and not theirs.view().over  # 0: no cap for anyone
+    assert ours.set_cap(None).over and theirs.view().source == "off"  # back to the settings
+
+
+# -- the worker's gate --------------------------------------------------------------------------
+
+
+class PricedReviewer(FakeReviewer):
+    """A review that records one LLM call costing ``costs[task_name]`` micro-dollars."""
+
+    def __init__(self, seconds: float, costs: dict[str, int]):
+        super().__init__(seconds)
+        self.costs = costs
+
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+        report = await super().review(task_name, document)
+        record(LlmCall("m", "ok", self.seconds, 10, 1, self.costs[task_name] / MICRO))
+        return report
+
+
+class TimedEvents(RecordingEvents):
+    def __init__(self, rig: Rig):
+        super().__init__()
+        self.rig = rig
+        self.at: list[float] = []
+
+    def emit(self, event: str, **fields: Any) -> None:
+        super().emit(event, **fields)
+        if event == ev.STARTED:
+            self.at.append(self.rig.now())
+
+
+def run_to_the_cap(costs: list[int], cap: int, concurrency: int, gate_on: bool = True) -> dict[str, Any]:
+    names = {f"d{i}.md": c for i, c in enumerate(costs)}
+    rig = Rig(PricedReviewer(0.05, names), concurrency=concurrency)
+    assert rig.time is not None
+    started = TimedEvents(rig)
+    rig.proc.events = started
+    budget = budget_on(rig.time, cap / MICRO)
+    crossed: list[tuple[float, int]] = []  # (loop time, spend) of the add that crossed the cap
+    add = budget.add
+
+    def watched_add(micro_usd: int) -> BudgetView:
+        view = add(micro_usd)
+        if view.over and not crossed:
+            crossed.append((rig.now(), view.spent_micro))
+        return view
+
+    budget.add = watched_add  # type: ignore[method-assign]
+    gate = BudgetGate(budget, rig.calls, logging.getLogger("test"), poll_seconds=POLL)
+    if not gate_on:  # the broken mechanism: the gate never pauses
+        gate.pause = _never  # type: ignore[method-assign]
+    rig.worker = Worker(rig.proc, rig.calls, rig.gate, concurrency, idle_wait_seconds=0.05, budget=gate)
+    ids = rig.submit(len(costs))
+
+    async def main() -> None:
+        running = asyncio.create_task(rig.worker.run())
+        await rig.until(lambda: crossed or all(s is TaskStatus.success for s in rig.statuses(ids)), timeout=60)
+        await asyncio.sleep(5 * POLL + 1)  # whatever was in flight ends; nothing new may start
+        rig.worker.stop(1)
+        await running
+
+    rig.time.run(main())
+    statuses = rig.statuses(ids)
+    return {
+        "crossed": crossed,
+        "starts": started.at,
+        "final": budget.view().spent_micro,
+        "pending": statuses.count(TaskStatus.pending),
+        "charged_pending": sum(1 for i in ids if rig.repo.get(i).status is TaskStatus.pending and rig.repo.get(i).attempt),
+    }
+
+
+async def _never() -> float:
+    return 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    costs=st.lists(st.integers(1, 50_000), min_size=12, max_size=40),
+    concurrency=st.integers(1, 4),
+    share=st.floats(0.1, 0.5),
+)
+def test_at_the_cap_no_attempt_starts_past_the_poll_and_the_overshoot_is_what_was_in_flight(costs, concurrency, share):
+    cap = max(1, int(sum(costs[: len(costs) // 2]) * share))  # crossed with work still waiting (FIFO)
+    seen = run_to_the_cap(costs, cap, concurrency)
+    assert seen["crossed"], "the spend must cross a cap below the work's total"
+    at, _ = seen["crossed"][0]
+    late = [t for t in seen["starts"] if t > at]
+    assert all(t <= at + POLL + 0.01 for t in late), f"attempts started {late} after the crossing at {at}"
+    # What may still be charged after the crossing: what ran then, and what started before it was seen.
+    assert seen["final"] - cap < max(costs) * (concurrency + len(late))
+    # Every task that did not start waits, pending and uncharged.
+    assert seen["pending"] == len(costs) - len(seen["starts"]) > 0 and seen["charged_pending"] == 0
+
+
+def test_a_gate_that_never_pauses_is_caught():
+    seen = run_to_the_cap([10_000] * 30, 50_000, 2, gate_on=False)
+    at, _ = seen["crossed"][0]
+    assert [t for t in seen["starts"] if t > at + POLL + 0.01]  # the check above would fail

@@ -54,7 +54,7 @@ def test_the_first_deployment_goes_down_and_comes_back_without_a_pause_or_a_char
     write_documents(tmp_path / "then", 30, "doc", start=61)
     first, second = TimedLLM().start(), TimedLLM().start()
     port = first.port
-    deployments = [
+    deployments: list[dict[str, Any]] = [
         {"name": "primary", "base_url": first.base_url, "api_key": "k1", "model": "test-model", "order": 0},
         {"name": "secondary", "base_url": second.base_url, "api_key_env": "SECOND_KEY", "model": "test-model"},
     ]

@@ -110,11 +110,11 @@ def test_every_page_renders_what_the_services_hold(world: World):
     assert "<svg" in page and "1 succeeded, 1 failed" in page  # the last hour's chart
     assert 'id="llm-usage"' in page and "<th>calls</th><td>0</td>" in page  # usage, rendered generically
     assert 'id="llm-breaker"' in page  # the fleet's LLM breaker (issue 14a), closed
-    lanes = re.search(r'<table class="list" id="lanes">(.*?)</table>', page, re.S).group(1)
+    lanes = _group(r'<table class="list" id="lanes">(.*?)</table>', page)
     assert [m for m in re.findall(r'data-lane="([^"]*)"', lanes)] == ["interactive", "default", "bulk"]
-    default = re.search(r'data-lane="default">(.*?)</tr>', lanes, re.S).group(1)
+    default = _group(r'data-lane="default">(.*?)</tr>', lanes)
     assert re.findall(r"<td>([^<]*)</td>", default)[:4] == ["default", "1", "0", "2"]  # depth, running, done
-    tenants = re.search(r'<table class="list" id="tenants">(.*?)</table>', page, re.S).group(1)
+    tenants = _group(r'<table class="list" id="tenants">(.*?)</table>', page)
     assert 'data-tenant=""' in tenants and "<td>(none)</td>" in tenants  # rows without a tenant
     assert "1 shown, 0 with work" in page
 
@@ -325,3 +325,9 @@ def test_each_deployment_shows_its_breaker_and_limit_use(world: World):
     assert "<th>breaker_state</th><td>open</td>" in east_table.split("</table>")[0]
     assert "<th>breaker_state</th><td>closed</td>" in west_table.split("</table>")[0]
     assert "<th>limit_rpm</th><td>60</td>" in west_table.split("</table>")[0]
+
+
+def _group(pattern: str, text: str) -> str:
+    found = re.search(pattern, text, re.S)
+    assert found is not None, pattern
+    return found.group(1)

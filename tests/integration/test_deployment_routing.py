@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -50,7 +50,7 @@ def chats(llm: FakeLLM) -> int:
     return sum(r["path"].endswith("/chat/completions") for r in llm.requests)
 
 
-def run(test: Callable[[ManualClock], Awaitable[None]]) -> None:
+def run(test: Callable[[ManualClock], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(test(ManualClock()))  # one loop per test: the reviewers' HTTP pools belong to it
 
 

@@ -211,7 +211,7 @@ def _reap_ten_among(client: redis.Redis, in_flight: int) -> dict[str, int]:
         client.lpush(keys.ready, *(make_payload(i, "live") for i in ids))
         with client.pipeline(transaction=False) as pipe:
             for i in ids:
-                args = [clock.now_ms(), 10**9, "busy", 0, LanePolicy().script_arg(), f"live-{i}"]
+                args: list[str | int] = [clock.now_ms(), 10**9, "busy", 0, LanePolicy().script_arg(), f"live-{i}"]
                 claim(keys=keys.script_keys, args=args, client=pipe)
             pipe.execute()
     assert queue.stats().processing == in_flight + 10

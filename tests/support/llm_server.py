@@ -18,7 +18,8 @@ With ``rpm``/``tpm`` (one number for every model, or a dict per model) the chat 
 provider's limits per model over a sliding window
 (``window_s``, 60 s): above them it answers 429 with a ``Retry-After`` until the window has room;
 ``served`` keeps (monotonic time, model, status, tokens) of every chat request for the tests to count.
-With ``cached_tokens`` every default answer reports that many of its prompt tokens as served from a prompt cache, in the field ``cached_as`` names (``CACHED_FIELDS``).
+With ``cached_tokens`` every default answer reports that many of its prompt tokens as served from
+a prompt cache, in the field ``cached_as`` names (``CACHED_FIELDS``).
 A scripted ``Reply`` without a body adds its headers to the default answer.
 
 As a process: ``python -m tests.support.llm_server --port 0 --latency-ms 5-50 --rate-429 0.1
@@ -37,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 _NUMBERED = re.compile(r"^(\d+)\| (.*)$", re.M)
 
@@ -156,7 +157,7 @@ class FakeLLM:
         with self._lock:
             self._queue.extend(replies)
 
-    def start(self) -> FakeLLM:
+    def start(self) -> Self:
         self._thread.start()
         return self
 

@@ -135,7 +135,9 @@ def run_to_the_cap(costs: list[int], cap: int, concurrency: int, gate_on: bool =
         "starts": started.at,
         "final": budget.view().spent_micro,
         "pending": statuses.count(TaskStatus.pending),
-        "charged_pending": sum(1 for i in ids if rig.repo.get(i).status is TaskStatus.pending and rig.repo.get(i).attempt),
+        "charged_pending": sum(
+            1 for t in (rig.repo.get(i) for i in ids) if t and t.status is TaskStatus.pending and t.attempt
+        ),
     }
 
 

@@ -18,6 +18,7 @@ from enum import IntEnum
 
 from docllm.domain.lanes import DEFAULT_LANE as DEFAULT_LANE  # one list of lanes: the claim script's
 from docllm.domain.lanes import LANES as LANES
+
 # Upper bounds (seconds) of the wait buckets; waits beyond the last fall in one more bucket.
 WAIT_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 MAX_TOP_TENANTS = 100  # tenants are shown as the top N by depth; N is bounded for screens and metrics
@@ -113,7 +114,7 @@ class Tally:
         return tuple(sorted((self.groups.get(n) or GroupFigures(n) for n in names), key=top_tenants_order))
 
 
-def top_tenants_order(g: GroupFigures) -> tuple:
+def top_tenants_order(g: GroupFigures) -> tuple[int, int, bool, str]:
     """Deepest first, then most in flight, then by name (no tenant first, as SQL sorts NULL)."""
     return (-g.depth, -g.in_flight, g.name is not None, g.name or "")
 

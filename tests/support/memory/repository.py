@@ -115,13 +115,14 @@ class InMemoryTaskRepository:
         now = self._now()
         since = now - timedelta(seconds=window_s)
         with self._lock:
-            rows = [r for r in self._rows.values() if not r.status.terminal or r.updated_at >= since]
+            rows = [r for r in self._rows.values() if not r.status.terminal or (r.updated_at or now) >= since]
         lanes, tenants = Tally(), Tally()
         for r in rows:
             kind = Kind.pending if r.status == PENDING else Kind.processing if r.status == PROCESSING else Kind.finished
-            sampled = r.attempt == 1 and r.processing_started_at is not None
-            bucket = wait_bucket((r.processing_started_at - r.created_at).total_seconds()) if sampled else None
-            age = max(0.0, (now - r.created_at).total_seconds())
+            created, started = r.created_at or now, r.processing_started_at
+            sampled = r.attempt == 1 and started is not None
+            bucket = wait_bucket((started - created).total_seconds()) if started is not None and sampled else None
+            age = max(0.0, (now - created).total_seconds())
             lanes.add(lane_of(r.priority), kind, bucket, 1, age)
             tenants.add(r.tenant, kind, bucket, 1, age)
         working = {r.tenant for r in rows if not r.status.terminal}

@@ -36,8 +36,8 @@ from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_NAME
-from docllm.domain.chunking import Chunk, place_finding, split_markdown
 from docllm.domain.budget import estimated_cost
+from docllm.domain.chunking import Chunk, place_finding, split_markdown
 from docllm.domain.errors import (
     ConfigurationError,
     DocllmError,

@@ -60,7 +60,7 @@ class LaneGauges:
         for attr, (name, doc) in per_lane.items():
             family = GaugeMetricFamily(name, doc, labels=["lane"])
             for g in lanes:
-                family.add_metric([g.name], getattr(g, attr))
+                family.add_metric([g.name or ""], getattr(g, attr))
             yield family
         wait = GaugeMetricFamily(
             "docllm_lane_wait_seconds",
@@ -74,8 +74,8 @@ class LaneGauges:
             for q in QUANTILES:
                 value = g.wait_quantile(q)
                 if value is not None:  # no samples: no series, rather than a made-up 0
-                    wait.add_metric([g.name, str(q)], value)
-            oldest.add_metric([g.name], g.oldest_pending_s or 0.0)
+                    wait.add_metric([g.name or "", str(q)], value)
+            oldest.add_metric([g.name or ""], g.oldest_pending_s or 0.0)
         yield wait
         yield oldest
         depth = GaugeMetricFamily("docllm_tenant_depth", "Pending tasks of the deepest tenants", labels=["tenant"])

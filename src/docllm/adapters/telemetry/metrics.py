@@ -62,12 +62,15 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemostrecent",  # --processes: the latest view of a live child
         )
+
         # The fleet's spend budget as this process last saw it (I14; docllm budget).
-        budget = {"registry": r, "multiprocess_mode": "livemostrecent"}
-        self.spend_today = Gauge("docllm_spend_usd_today", "The fleet's LLM spend today (authority clock)", **budget)
-        self.spend_cap = Gauge("docllm_spend_cap_usd", "The fleet's daily spend cap in force (0: none)", **budget)
-        self.spend_cap_reached = Gauge(
-            "docllm_spend_cap_reached", "1 while the spend cap is reached and claims are stopped", **budget
+        def budget(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, registry=r, multiprocess_mode="livemostrecent")
+
+        self.spend_today = budget("docllm_spend_usd_today", "The fleet's LLM spend today (authority clock)")
+        self.spend_cap = budget("docllm_spend_cap_usd", "The fleet's daily spend cap in force (0: none)")
+        self.spend_cap_reached = budget(
+            "docllm_spend_cap_reached", "1 while the spend cap is reached and claims are stopped"
         )
         self.llm_seconds = Histogram(
             "docllm_llm_review_seconds",
@@ -77,7 +80,10 @@ class Metrics:
             registry=r,
         )
         self.llm_tokens = counter(
-            "llm_tokens", "Tokens the LLM reported, by kind (prompt, completion; cached: the part of prompt read from the provider's cache)", "model", "kind"
+            "llm_tokens",
+            "Tokens the LLM reported, by kind (prompt, completion; cached: prompt tokens from the provider's cache)",
+            "model",
+            "kind",
         )
         self.llm_calls = counter("llm_calls", "LLM requests by outcome (ok, error, cancelled)", "model", "outcome")
         self.llm_call_seconds = Histogram(

@@ -45,7 +45,14 @@ class TaskViewsOps(RepositoryBase):
     def usage_totals(self, window_s: int = 3600) -> tuple[Usage, Usage]:
         """One aggregate over the table (a scan: for ``docllm stats``, not a hot path)."""
         recent = t.c.updated_at >= utc_ago(window_s)
-        sums = [t.c.llm_calls, t.c.prompt_tokens, t.c.completion_tokens, t.c.llm_seconds, t.c.cost_usd, t.c.cached_tokens]
+        sums = [
+            t.c.llm_calls,
+            t.c.prompt_tokens,
+            t.c.completion_tokens,
+            t.c.llm_seconds,
+            t.c.cost_usd,
+            t.c.cached_tokens,
+        ]
         stmt = select(*(func.sum(c) for c in sums), *(func.sum(case((recent, c), else_=None)) for c in sums)).where(
             t.c.llm_calls.is_not(None)
         )

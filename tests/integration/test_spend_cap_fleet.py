@@ -1,8 +1,9 @@
 """Issue 27's "Done when" on a real redis-server and the real ``openai`` client against the
-priced test server: two worker runtimes, each with its own Redis connection and budget gate,
-share one daily spend count. Once the count crosses the cap, no attempt starts on either past
-one second plus the gate's staleness; tasks left waiting stay pending and uncharged; raising the
-cap the way ``docllm budget set`` does resumes both, and every task ends success, committed once.
+priced test server: two worker runtimes, each with its own Redis connection, queue client and
+budget gate, share one queue and one daily spend count. Once the count crosses the cap, no
+attempt starts on either past one second plus the gate's staleness; tasks left waiting stay
+pending and uncharged; raising the cap the way ``docllm budget set`` does resumes both, and
+every task ends success, committed once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import redis
 
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.redis.budget import RedisSpendBudget
+from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain import events as ev
 from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.budget import BudgetView
@@ -32,7 +34,6 @@ from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker
 from tests.support.llm_server import FakeLLM
 from tests.support.memory.breaker import InMemoryLlmBreaker
-from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository
 
 PREFIX = "{docllm}"
@@ -91,7 +92,7 @@ def task_cost(llm: FakeLLM) -> float:
 
 def run_fleet(redis_url: str, gate_on: bool = True) -> dict[str, Any]:
     clock = WallClock()
-    queue, repo = InMemoryTaskQueue(clock), InMemoryTaskRepository()
+    repo = InMemoryTaskRepository()  # the task store both runtimes share
     retry = RetryPolicy(max_attempts=3, max_handbacks=1, base_seconds=0.05, cap_seconds=0.2)
     lease = LeasePolicy(lease_seconds=10, max_runtime_seconds=30, reaper_interval_seconds=0.1)
     starts, crossed = StartTimes(), list[float]()
@@ -99,10 +100,13 @@ def run_fleet(redis_url: str, gate_on: bool = True) -> dict[str, Any]:
     runtimes: list[tuple[Worker, ThreadedPortCalls, OpenAIReviewer]] = []
     with FakeLLM(latency_ms=(LATENCY_MS, LATENCY_MS)) as llm:
         cap = 3.5 * task_cost(llm)  # crossed with most of the work still waiting
-        ids = [submit(repo, queue, f"d{i}.md", DOC).task_id for i in range(TASKS)]
+        clients.append(redis.Redis.from_url(redis_url))
+        producer = RedisTaskQueue(clients[0], PREFIX, clock=clock)
+        ids = [submit(repo, producer, f"d{i}.md", DOC).task_id for i in range(TASKS)]
         for name in ("w1", "w2"):  # two runtimes: nothing shared but Redis and the task store
             client = redis.Redis.from_url(redis_url)
             clients.append(client)
+            queue = RedisTaskQueue(client, PREFIX, clock=clock)  # the real queue, its own connection
             budget = WatchedBudget(client, PREFIX, clock, cap)
             budget.crossed = crossed
             calls = ThreadedPortCalls(4)

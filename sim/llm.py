@@ -135,7 +135,7 @@ class SimLLM:
         self.garbage_until = 0  # answers until then carry numbers beyond belief (virtual ms)
         self.garbage_answers = 0
         self.parse_hints: Callable[[Mapping[str, str]], ProviderHints] = hints_from_headers
-        self.parse_usage: Callable[[Any], tuple[int, int] | None] = _reported_tokens
+        self.parse_usage: Callable[[Any], tuple[int, int, int] | None] = _reported_tokens
         self.waited: dict[str, int] = {}  # lease token -> ms its calls waited for their turn (gate)
         self.waiting: dict[str, int] = {}  # lease token -> since when one of its calls waits
 
@@ -275,8 +275,8 @@ class SimLLM:
         else:
             reported = {"prompt_tokens": 800, "completion_tokens": 200, "total_tokens": 1000}
         tokens = self.parse_usage({"usage": reported})  # the answer's body, as the reviewer decodes it
-        prompt, completion = tokens or (0, 0)
-        record(LlmCall("sim-llm", "ok", latency_ms / 1000, prompt, completion))
+        prompt, completion, cached = tokens or (0, 0, 0)
+        record(LlmCall("sim-llm", "ok", latency_ms / 1000, prompt, completion, cached_tokens=cached))
         if ticket is not None:
             ticket.hints = self.parse_hints(self._headers())
             if tokens is not None:

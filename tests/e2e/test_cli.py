@@ -45,6 +45,10 @@ def test_submit_status_stats_json_shapes(harness: Harness, probe: Probe, tmp_pat
     stats = harness.stats()
     llm = stats.pop("llm")
     assert llm.pop("usage")["calls"] == 0  # the offline reviewer calls no LLM
+    budget = llm.pop("budget")  # no cap set: claims allowed (its day follows the authority clock)
+    assert (budget["claims"], budget["cap_from"], budget["spent_usd_today"]) == ("allowed", "off", 0)
+    by_lane = {row["lane"]: row["depth"] for row in stats.pop("lanes")["by_lane"]}
+    assert by_lane == {"interactive": 0, "default": 2, "bulk": 0}  # submitted without a priority
     assert {**stats, "llm": llm} == {
         "tasks": {"pending": 2, "processing": 0, "success": 0, "failed": 0},
         "queue": {"ready": 2, "processing": 0, "delayed": 0, "dead": 0},

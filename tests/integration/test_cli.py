@@ -31,7 +31,7 @@ def cli(redis_url, tmp_path, monkeypatch, capsys):
 NO_USAGE = {
     f"{key}{suffix}": (None if key == "cost_usd" else 0)
     for suffix in ("", "_last_hour")
-    for key in ("calls", "prompt_tokens", "completion_tokens", "llm_seconds", "cost_usd")
+    for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "llm_seconds", "cost_usd")
 }
 
 
@@ -74,7 +74,10 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
     assert [t["task_id"] for t in json.loads(cli("status", "--json")[1])] == [3, 2, 1]  # newest first
 
     code, out, _ = cli("stats", "--json")
-    assert code == 0 and json.loads(out) == {
+    stats = json.loads(out)
+    budget = stats["llm"].pop("budget")  # no cap set: claims allowed (its day follows the authority clock)
+    assert (budget["claims"], budget["cap_from"], budget["spent_usd_today"]) == ("allowed", "off", 0)
+    assert code == 0 and stats == {
         "tasks": {"pending": 3, "processing": 0, "success": 0, "failed": 0},
         "queue": {"ready": 3, "processing": 0, "delayed": 0, "dead": 0},
         "oldest_processing_s": None,

@@ -160,8 +160,9 @@ def test_at_the_cap_no_attempt_starts_past_the_poll_and_the_overshoot_is_what_wa
     assert all(t <= at + POLL + 0.01 for t in late), f"attempts started {late} after the crossing at {at}"
     # What may still be charged after the crossing: what ran then, and what started before it was seen.
     assert seen["final"] - cap < max(costs) * (concurrency + len(late))
-    # Every task that did not start waits, pending and uncharged.
-    assert seen["pending"] == len(costs) - len(seen["starts"]) > 0 and seen["charged_pending"] == 0
+    # Every task that did not start waits, pending and uncharged (with cheap tasks every one may have
+    # started within the gate's poll; tests/integration/test_spend_cap_fleet.py has work left waiting).
+    assert seen["pending"] == len(costs) - len(seen["starts"]) and seen["charged_pending"] == 0
 
 
 def test_a_gate_that_never_pauses_is_caught():

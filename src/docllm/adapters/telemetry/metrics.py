@@ -162,9 +162,9 @@ class PrometheusEvents:
         if event == ev.BREAKER:
             m.breaker_transitions.labels(str(fields.get("change", "?"))).inc()
         elif event == ev.BUDGET_SEEN:
-            m.spend_today.set(fields["spent_usd"])
-            m.spend_cap.set(fields["cap_usd"] or 0)
-            m.spend_cap_reached.set(1 if fields["over"] else 0)
+            m.spend_today.set(fields.get("spent_usd") or 0)
+            m.spend_cap.set(fields.get("cap_usd") or 0)
+            m.spend_cap_reached.set(1 if fields.get("over") else 0)
         elif event == ev.BREAKER_SEEN:
             for state in ("closed", "open", "half_open"):  # one series per state, 1 for the current one
                 m.breaker_state.labels(state).set(1 if fields.get("state") == state else 0)

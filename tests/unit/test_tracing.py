@@ -239,3 +239,43 @@ def test_off_opentelemetry_is_never_imported() -> None:
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), "DOCLLM_DATABASE_URL": "sqlite:///x.db"}
     subprocess.run([sys.executable, "-c", code], env=env, check=True)  # noqa: S603
+
+
+def test_the_otlp_exporter_posts_spans_to_the_configured_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OTEL_EXPORTER_OTLP_ENDPOINT`` alone turns tracing on, and spans reach that collector over
+    HTTP (a loopback server standing in for one), in OTLP's protobuf form."""
+    import http.server
+    import threading
+
+    from docllm.adapters.telemetry.tracing_setup import make_tracer
+
+    posts: list[tuple[str, str, bytes]] = []
+    arrived = threading.Event()
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the handler's name is the HTTP method's)
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            posts.append((self.path, self.headers.get("Content-Type", ""), body))
+            self.send_response(200)
+            self.end_headers()
+            arrived.set()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        tracer = make_tracer("auto", "", env)
+        assert isinstance(tracer, OtelTracer)
+        tracer.start("task", attributes={"docllm.task_id": 7}).end()
+        assert arrived.wait(30), "no span reached the collector"
+    finally:
+        server.shutdown()
+    path, content_type, body = posts[0]
+    assert path == "/v1/traces" and content_type == "application/x-protobuf"
+    assert b"docllm.task_id" in body and b"docllm" in body

@@ -15,7 +15,11 @@ from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.adapters.sql.repository.lanes import grouped
 from docllm.adapters.sql.schema import task_doc_llm
 
-NOW = datetime.now(UTC)
+
+def now() -> datetime:
+    """Read at each use: a module-level constant is as old as the collection, and a busy CI run
+    reached this file ten minutes after collecting it."""
+    return datetime.now(UTC)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
@@ -28,14 +32,15 @@ def engine(request, tmp_path):
 
 
 def rows(engine, *values: dict) -> None:
-    base = {"task_name": "doc", "status": "success", "attempt": 1, "created_at": NOW, "updated_at": NOW}
+    at = now()
+    base = {"task_name": "doc", "status": "success", "attempt": 1, "created_at": at, "updated_at": at}
     with engine.begin() as conn:
         conn.execute(insert(task_doc_llm), [base | v for v in values])
 
 
 def waited(seconds: float, **more) -> dict:
-    created = NOW - timedelta(seconds=seconds)
-    return {"created_at": created, "processing_started_at": NOW, **more}
+    at = now()
+    return {"created_at": at - timedelta(seconds=seconds), "processing_started_at": at, **more}
 
 
 def test_waits_are_start_minus_creation_in_buckets(engine):
@@ -60,7 +65,7 @@ def test_waits_are_start_minus_creation_in_buckets(engine):
 
 
 def test_oldest_pending_age_is_utc_whatever_the_session_zone(engine):
-    rows(engine, {"status": "pending", "priority": "bulk", "created_at": NOW - timedelta(minutes=2), "attempt": 0})
+    rows(engine, {"status": "pending", "priority": "bulk", "created_at": now() - timedelta(minutes=2), "attempt": 0})
     (bulk,) = [g for g in SqlAlchemyTaskRepository(engine).lane_figures(60, 1).lanes if g.name == "bulk"]
     assert 110 < bulk.oldest_pending_s < 400  # an 8 h offset would show as 28,800 s or less than 0
     assert bulk.depth == 1 and bulk.wait_samples == 0
@@ -71,7 +76,7 @@ def test_the_lane_query_reads_index_ranges_not_the_table(mysql_url):
     engine = make_engine(mysql_url)
     upgrade_schema(engine)
     # most rows ended long ago, as in production: only the pending one and the recent ends are read
-    ended = NOW - timedelta(days=1)
+    ended = now() - timedelta(days=1)
     rows(engine, *({"status": "success", "updated_at": ended} for _ in range(2000)), {"status": "pending"})
     rows(engine, *({"status": "failed"} for _ in range(5)))
     with engine.begin() as conn:

@@ -103,7 +103,7 @@ class WorkerActor(ServiceActor):
         # This host's link to the LLM (a partition cuts it alone), the fleet's breaker and the
         # worker registry, each through this actor's faults.
         self.build(
-            reviewer=self.sys.llm.for_host(self.name),
+            reviewer=self.sys.reviewer_for(self),
             breaker=self.breaker(),
             worker_registry=Faulty(self.sys.gated_registry, self.budget, "registry"),
         )

@@ -26,7 +26,7 @@ from rich.console import Console
 from sim import report
 from sim.breaks import BREAKS
 from sim.runner import Options, RunResult, run_once
-from sim.scenarios import default_seeds, names, scenario_for
+from sim.scenarios import all_names, default_seeds, names, scenario_for
 
 DESIGNS = ("product", "original")
 
@@ -40,9 +40,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--scenario",
         action="append",
-        choices=names(),
+        choices=all_names(),
         metavar="NAME",
-        help=f"a scenario to run (repeatable; default: all of {', '.join(names())})",
+        help=f"a scenario to run (repeatable; default: all of {', '.join(names())}; "
+        f"only when named: {', '.join(n for n in all_names() if n not in names())})",
     )
     p.add_argument(
         "--seeds", type=int, metavar="N", help="seeds per scenario (default: 200 for random, 5 for the others)"

@@ -66,6 +66,10 @@ POINTS = (
     "worker:after_commit",
     "reaper:after_reclaim",
 )
+# One of several LLM deployments down (sim/deployments.py): DEPLOYMENT_DOWN + its name. Not in
+# KINDS: the random scenario has one provider (and its draws of KINDS are the seeds' replays).
+DEPLOYMENT_DOWN = "deployment_down:"
+DEPLOYMENT_OUTAGE_S = (300.0, 720.0)
 MALFORMED = (
     "not json {{{",
     '{"task_name": "no id"}',
@@ -181,6 +185,11 @@ class FaultPlan:
             # Issue 22's faults hit the product's LLM boundary and clocks: the original design has
             # neither a per-host view of the LLM nor a fleet limiter, so they are not modelled there.
             return
+        if kind.startswith(DEPLOYMENT_DOWN):  # one of several deployments: the product's routing only
+            deploy = getattr(self.sys, "deploy", None)
+            if deploy is not None:
+                self._take_a_deployment_down(deploy, kind)
+            return
         action = self.actions.get(kind)
         if action is None:
             raise ValueError(f"unknown fault kind {kind!r}")
@@ -234,6 +243,12 @@ class FaultPlan:
         ms = int(self.rng.uniform(20_000, 7_200_000))
         self.sys.ledger.fault(kind, f"the LLM provider is down for {ms / 60_000:.1f} min (every call fails)")
         self.sys.llm_outage(ms)
+
+    def _take_a_deployment_down(self, deploy: Any, kind: str) -> None:
+        name = kind[len(DEPLOYMENT_DOWN) :]
+        ms = int(self.rng.uniform(*DEPLOYMENT_OUTAGE_S) * 1000)
+        self.sys.ledger.fault(kind, f"LLM deployment {name} is down for {ms / 60_000:.1f} min (every call to it fails)")
+        deploy.down(name, ms)
 
     def _restart_redis(self, kind: str) -> None:
         s = self.sys

@@ -76,6 +76,9 @@ class Checker:
         if now >= self.next_time_check:
             self.next_time_check = now + TIME_CHECK_MS
             self.check_time_bounds()
+            deploy = getattr(self.sys, "deploy", None)
+            if deploy is not None:
+                deploy.check()  # FALLBACK (sim/deployments.py)
         if now >= self.next_loss_check:
             self.next_loss_check = now + LOSS_CHECK_MS
             self.check_nothing_lost()
@@ -219,21 +222,22 @@ class Checker:
         or because its own host was cut off from it (a reaper's reclaim after its worker crashed is
         charged for the crash, as D6 wants). I12 (b): nor charged a timeout for time it waited."""
         s = self.sys
-        led, llm = s.ledger, s.llm
-        outage = str(llm.outage_error())
+        led, llm, llms = s.ledger, s.llm, s.llms()
         limit_ms = int(s.settings.processing_timeout_seconds * 1000)
         for t, tid, attempt, token, error in led.charged[self.charges_seen :]:
             if token is None:
                 continue
-            if token in llm.outage_failed and outage in error:
-                led.violate(
-                    "I9",
-                    tid,
-                    f"attempt {attempt} was charged (retry_count + 1) at {t / 1000:.1f}s although its LLM "
-                    f"call failed because the provider was down",
-                    key=attempt,
-                    t=t,
-                )
+            for each in llms:  # each deployment keeps its own outage failures, in its own words
+                if token in each.outage_failed and str(each.outage_error()) in error:
+                    who = "the provider" if each.deployment is None else f"deployment {each.deployment}"
+                    led.violate(
+                        "I9",
+                        tid,
+                        f"attempt {attempt} was charged (retry_count + 1) at {t / 1000:.1f}s although its LLM "
+                        f"call failed because {who} was down",
+                        key=attempt if each.deployment is None else (each.deployment, attempt),
+                        t=t,
+                    )
             host = llm.partition_failed.get(token)
             if host is not None and llm.cut.get(host, -1) > t and "simulated partition of host" in error:
                 led.violate(
@@ -264,7 +268,7 @@ class Checker:
     def check_handbacks(self) -> None:
         """I12 (a): hand-backs while the provider serves are bounded per task (see the docstring)."""
         s = self.sys
-        led, llm, bound = s.ledger, s.llm, s.settings.max_handbacks
+        led, llms, bound = s.ledger, s.llms(), s.settings.max_handbacks
         for t, tid, attempt, token, error, counted in led.handed[self.handed_seen :]:
             book = led.books.get(tid)
             if book is None:
@@ -279,8 +283,10 @@ class Checker:
                     t=t,
                 )
             llm_reason = "handed back uncharged" in error and not error.startswith(NOT_LLM)
-            served = token is not None and token not in llm.outage_failed and token not in llm.partition_failed
-            if llm_reason and served and llm.down_since is None:
+            served = token is not None and not any(
+                token in each.outage_failed or token in each.partition_failed for each in llms
+            )
+            if llm_reason and served and all(each.down_since is None for each in llms):
                 book.llm_handbacks += 1
                 if book.llm_handbacks > bound:
                     led.violate(

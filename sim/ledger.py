@@ -65,6 +65,7 @@ class Ledger:
     books: dict[int, Book] = field(default_factory=dict)
     processing: dict[int, None] = field(default_factory=dict)  # an ordered set of task ids
     nonterminal: int = 0
+    last_commit: int = 0  # when the latest commit landed (true ms)
     renew: dict[str, int] = field(default_factory=dict)  # lease token -> last renewal (true ms)
     token_task: dict[str, int | None] = field(default_factory=dict)
     token_holder: dict[str, str] = field(default_factory=dict)  # lease token -> actor label
@@ -177,6 +178,7 @@ class Ledger:
         if book.commits > 1:
             self.violate("I4", book.task_id, f"committed {book.commits} times", key=("double", book.commits))
         self.set_status(book, SUCCESS)
+        self.last_commit = self.world.now
         self.mark(book.task_id, "commit")
 
     def cancel_requested(self, book: Book, result: str) -> None:

@@ -117,8 +117,10 @@ class SimLLM:
         rng: random.Random,
         on_end: Callable[[str | None, int], None] | None = None,
         now: Callable[[], int] = lambda: 0,
+        deployment: str | None = None,
     ):
         self.profile, self.rng = profile, rng
+        self.deployment = deployment  # one of several deployments (sim.deployments), or the one provider
         self.on_end, self.now = on_end, now
         self.calls = self.checks = 0
         self.down_since: int | None = None  # a provider outage since (virtual ms), or None
@@ -177,6 +179,8 @@ class SimLLM:
             self.waited[token] = self.waited.get(token, 0) + self.now() - since
 
     def outage_error(self) -> ProviderUnavailable:
+        if self.deployment is not None:  # each deployment's own words: I9 tells whose outage failed a call
+            return ProviderUnavailable(f"cannot reach the LLM (simulated outage of deployment {self.deployment})")
         return ProviderUnavailable("cannot reach the LLM (simulated provider outage)")
 
     def partition_error(self, host: str) -> ProviderUnavailable:

@@ -31,6 +31,7 @@ from docllm.runtime.assembly import Wiring
 from docllm.runtime.service import Service
 from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, WorkerActor
 from sim.breaks import get as get_break
+from sim.deployments import DeploymentWatch
 from sim.lanes import LaneWatch
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
 from sim.system import System
@@ -155,6 +156,7 @@ class ProductSystem(System):
         )
         c.queue.override(self.real_queue)
         self.lane_watch = LaneWatch(self)
+        self.deploy = DeploymentWatch(self) if self.scenario.deployments else None
         repo = c.repository()
         self.real_repo = brk.wrap_repo(repo) if brk else repo
         self.queue_obs = QueueObserver(self.real_queue, self.ledger, self)
@@ -176,6 +178,19 @@ class ProductSystem(System):
             self.actors.append(Operator(self, "operator"))
 
     # -- ports and services per actor --------------------------------------------------------
+    def reviewer_for(self, actor: Any) -> Any:
+        """A worker host's reviewer: its link to the one provider, or the routed reviewer over the
+        deployments (sim/deployments.py)."""
+        return self.deploy.reviewer_for(actor) if self.deploy is not None else self.llm.for_host(actor.name)
+
+    def llms(self) -> list[Any]:
+        return [self.llm, *(self.deploy.llms.values() if self.deploy is not None else ())]
+
+    def heal(self) -> None:
+        super().heal()
+        if self.deploy is not None:
+            self.deploy.heal()
+
     def ports_for(self, actor: Any) -> tuple[Any, Any]:
         brk = self.brk
         if brk and actor.kind == "reaper" and brk.reaper_clock:

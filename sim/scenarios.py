@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from docllm.domain.deployments import Deployment
 from docllm.settings import Settings
 from sim.faults import KINDS, POINTS
 from sim.llm import POISON_KINDS, LlmProfile
@@ -66,15 +67,26 @@ class Scenario:
     expect_original: tuple[str, ...] = ()
     settings_changes: dict = field(default_factory=dict)
     lanes: bool = False  # tasks get lanes and tenants (sim/lanes.py); I13 is checked on every run
+    # Several LLM deployments by name, first in order first (sim/deployments.py); () for one provider.
+    deployments: tuple[str, ...] = ()
+    default_run: bool = True  # in the default run (``python -m sim.crash_scenarios`` without --scenario)
 
     def settings(self) -> Settings:
-        return replace(SETTINGS, **self.settings_changes)
+        changes = dict(self.settings_changes)
+        if self.deployments:  # DOCLLM_LLM_DEPLOYMENTS: the container builds each one's breaker
+            changes.update(llm_provider="openai", llm_deployments=tuple(map(_deployment, enumerate(self.deployments))))
+        return replace(SETTINGS, **changes)
 
     def llm_max_s(self) -> float:
         """The longest an LLM call of this scenario can take (a hung one: forever)."""
         p = self.llm
         longest = max(p.timeout_s, p.long_s[1] if p.p_long else 0, p.slow_s[1] if p.p_slow else 0)
         return float("inf") if self.poison and "hang" in self.poison_kinds else longest
+
+
+def _deployment(entry: tuple[int, str]) -> Deployment:
+    order, name = entry
+    return Deployment(name=name, base_url=f"https://{name}.llm.sim/v1", model="sim-llm", api_key="sim", order=order)
 
 
 CRASHES = {"crash_worker": 2, "kill_llm": 1, "crash_reaper": 1}
@@ -256,6 +268,31 @@ SCENARIOS: dict[str, Scenario] = {
             settings_changes={"reaper_interval_seconds": 20.0, "reconcile_interval_seconds": 60.0},
         ),
         Scenario(
+            "deployments",
+            "two LLM deployments, each down for 4 to 15 min at times of its own (overlapping or not), among "
+            "crashes, a Redis outage and skewed clocks: the workers' RoutedReviewer falls back; no attempt is "
+            "charged for either one's outage (I9 per deployment), commits go on while one serves (FALLBACK)",
+            tasks=40,
+            seeds=4,
+            workers=2,
+            reapers=1,
+            arrival_s=1500.0,
+            faults_s=1500.0,
+            # each deployment's outages drawn on their own: 5 to 12 min each (sim.faults), overlapping or not
+            faults={
+                "deployment_down:a": (2.5, 0.0, 0.8),
+                "deployment_down:b": (2.5, 0.0, 0.8),
+                **CRASHES,
+                "redis_down": 1,
+            },
+            llm=LlmProfile(median_s=3.0, timeout_s=20.0, p_500=0.03),
+            clocks=ClockSpec(skew_h=1.0, drift_ppm=200, skew_redis=True),
+            # Half an hour of virtual time: the fleet's chores at production rates keep the run cheap.
+            settings_changes={"reaper_interval_seconds": 20.0, "reconcile_interval_seconds": 60.0},
+            deployments=("a", "b"),
+            default_run=False,  # run when named (tests/sim/test_deployments_run.py), not in the default run
+        ),
+        Scenario(
             "storm",
             "many workers crashing again and again, reapers too",
             tasks=12,
@@ -384,6 +421,12 @@ def scenario_for(name: str, seed: int) -> Scenario:
 
 
 def names() -> list[str]:
+    """The default run's scenarios."""
+    return [n for n, s in SCENARIOS.items() if s.default_run] + ["random"]
+
+
+def all_names() -> list[str]:
+    """Every scenario ``--scenario`` takes: the default run's and those run only when named."""
     return list(SCENARIOS) + ["random"]
 
 

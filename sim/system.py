@@ -209,6 +209,10 @@ class System:
             self.llm_outages[-1][1] = self.world.now
             self.world.log("fault", "the LLM provider is back", who="faults")
 
+    def llms(self) -> list[SimLLM]:
+        """Every simulated provider: the one, or each deployment's too (``ProductSystem``)."""
+        return [self.llm]
+
     def llm_partition(self, host: str, ms: int) -> None:
         """``host``'s link to the LLM is cut for ``ms`` (or until the faults stop)."""
         self.llm.cut[host] = max(self.llm.cut.get(host, 0), self.world.now + ms)

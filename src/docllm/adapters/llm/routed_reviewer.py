@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -135,7 +134,8 @@ class RoutedReviewer:
         raise ProviderUnavailable(f"every LLM deployment failed the chunk; the last: {last}", last.retry_after)
 
     async def _states(self) -> dict[str, BreakerState]:
-        now = time.monotonic()
+        # The loop's clock (monotonic in production, virtual in the simulation, as LlmGate's).
+        now = asyncio.get_running_loop().time()
         for name, r in self.routes.items():
             seen = self._views.get(name)
             if seen is None or now - seen[0] >= self._poll:
@@ -154,7 +154,7 @@ class RoutedReviewer:
         else:
             view = await self._breaker(r.breaker.record, ok)
         if view is not None:
-            self._views[r.deployment.name] = (time.monotonic(), view)
+            self._views[r.deployment.name] = (asyncio.get_running_loop().time(), view)
             if view.changed:
                 log.warning("deployment %s's breaker %s", r.deployment.name, view.changed)
 

@@ -89,3 +89,15 @@ def test_two_deployments_spend_lands_apart_and_rolls_over_with_the_day(redis_url
     assert budget.view().by_deployment == {} and budget.view().spent_micro == 0
     assert budget.add(9, {"west": 9}).by_deployment == {"west": 9}
     assert client.hgetall(keys.spend_by_deployment(day))  # yesterday's, until its expiry
+
+
+def test_on_a_cluster_the_shares_go_with_the_days_count(cluster_set: Any, cluster_url: str) -> None:
+    """Three keys in one script call: the same hash tag puts them in one slot, as Cluster needs."""
+    from docllm.adapters.redis.client import make_redis_client
+
+    client = make_redis_client(cluster_url, "")
+    clock = ManualClock(start_ms=20_000 * DAY_MS)
+    budget = RedisSpendBudget(client, PREFIX, clock)  # type: ignore[arg-type]
+    view = budget.add(3_000, {"east": 1_000, "west": 2_000})
+    assert view.spent_micro == 3_000 and view.by_deployment == {"east": 1_000, "west": 2_000}
+    assert budget.view().by_deployment == {"east": 1_000, "west": 2_000}

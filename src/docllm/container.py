@@ -218,6 +218,7 @@ def _deployment_reviewer(settings: Settings, d, metrics=None, rate_gate=None, na
         on_call=metrics.llm_call if metrics else None,
         gate=rate_gate,
         deployment=d.name if named else None,
+        spent_at=d.name,
     )
 
 

@@ -2,7 +2,8 @@
 processes, two OpenAI-compatible test servers, the first preferred (``order``). It goes down mid-run
 (connection refused): the work goes on at the second, with no gap in answers longer than one
 breaker interval, no attempt charged and no task handed back; it comes back and, after its
-breaker's probe, takes the work again. Every task is committed once (the database's audit)."""
+breaker's probe, takes the work again. Every task is committed once (the database's audit), and
+``stats`` shows each deployment's spend today, the two making up the fleet's."""
 
 from __future__ import annotations
 
@@ -54,10 +55,13 @@ def test_the_first_deployment_goes_down_and_comes_back_without_a_pause_or_a_char
     write_documents(tmp_path / "then", 30, "doc", start=61)
     first, second = TimedLLM().start(), TimedLLM().start()
     port = first.port
+    prices = {"input": 1.0, "output": 4.0}  # each deployment's own: spend is counted per deployment
     deployments: list[dict[str, Any]] = [
         {"name": "primary", "base_url": first.base_url, "api_key": "k1", "model": "test-model", "order": 0},
         {"name": "secondary", "base_url": second.base_url, "api_key_env": "SECOND_KEY", "model": "test-model"},
     ]
+    for d in deployments:
+        d["prices"] = prices
     deployments[1]["order"] = 1
     env = {
         "DOCLLM_LLM_PROVIDER": "openai",
@@ -105,8 +109,18 @@ def test_the_first_deployment_goes_down_and_comes_back_without_a_pause_or_a_char
     assert {i: a for i, a in commits(probe).items() if len(a) != 1} == {}, "a task committed more than once"
     assert set(commits(probe)) == ids
     served_by = harness.cli_json("show", str(max(ids)))
+
+    # Each deployment's share of today's spend, added in the same script call as the fleet's: both
+    # served, and together they are the fleet's count (each share rounded to the micro-dollar).
+    llm = harness.cli_json("stats", env=env)["llm"]
+    primary_usd = llm["deployment-primary"]["spend_usd_today"]
+    secondary_usd = llm["deployment-secondary"]["spend_usd_today"]
+    fleet_usd = llm["budget"]["spent_usd_today"]
+    assert abs(primary_usd + secondary_usd - fleet_usd) <= 5e-6, (primary_usd, secondary_usd, fleet_usd)
+    assert primary_usd > 0 and secondary_usd > 0, (primary_usd, secondary_usd)
     print(
         f"longest gap between answers after the first went down: {longest:.2f} s (interval {OPEN_S:g} s); "
         f"requests: first {len(first.came)}, second {len(second.came)}, first back {len(back.came if back else [])}; "
-        f"last task served by {served_by.get('result', {}).get('deployments')}"
+        f"last task served by {served_by.get('result', {}).get('deployments')}; spend today: primary "
+        f"{primary_usd:.6f}, secondary {secondary_usd:.6f}, fleet {fleet_usd:.6f} USD"
     )

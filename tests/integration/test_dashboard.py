@@ -302,7 +302,7 @@ def test_the_dashboard_is_served_on_the_worker_http_port(world: World):
         endpoints.stop()
 
 
-def test_each_deployment_shows_its_breaker_and_limit_use(world: World):
+def test_each_deployment_shows_its_breaker_limit_use_and_spend_today(world: World):
     from dependency_injector import providers
 
     from docllm.domain.breaker import BreakerPolicy
@@ -317,6 +317,7 @@ def test_each_deployment_shows_its_breaker_and_limit_use(world: World):
     limiter = InMemoryRateLimiter(clock, rpm=60)
     health = [(east, down, None), (west, InMemoryLlmBreaker(clock, BreakerPolicy()), limiter)]
     world.container.deployment_health.override(providers.Object(health))
+    world.container.spend_budget().add(1_500_000, {"e": 1_250_000, "w": 250_000})
     try:
         page = create_app(world.sources).test_client().get("/llm").get_data(as_text=True)
     finally:
@@ -325,6 +326,8 @@ def test_each_deployment_shows_its_breaker_and_limit_use(world: World):
     assert "<th>breaker_state</th><td>open</td>" in east_table.split("</table>")[0]
     assert "<th>breaker_state</th><td>closed</td>" in west_table.split("</table>")[0]
     assert "<th>limit_rpm</th><td>60</td>" in west_table.split("</table>")[0]
+    assert "<th>spend_usd_today</th><td>1.25</td>" in east_table.split("</table>")[0]  # today's share of each
+    assert "<th>spend_usd_today</th><td>0.25</td>" in west_table.split("</table>")[0]
 
 
 def _group(pattern: str, text: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import redis
@@ -66,8 +67,8 @@ class WatchedBudget(RedisSpendBudget):
 
     crossed: list[float]
 
-    def add(self, micro_usd: int) -> BudgetView:
-        view = super().add(micro_usd)
+    def add(self, micro_usd: int, by_deployment: Mapping[str, int] | None = None) -> BudgetView:
+        view = super().add(micro_usd, by_deployment)
         if view.over and not self.crossed:
             self.crossed.append(time.monotonic())
         return view

@@ -72,7 +72,7 @@ def worker_metrics() -> Metrics:
                 sink.emit(name, reason=reason, duration=0.5)
     for state in ("closed", "open", "half_open"):
         sink.emit(ev.BREAKER_SEEN, state=state)
-    sink.emit(ev.BUDGET_SEEN, spent_usd=1.5, cap_usd=10.0, over=False, source="setting")
+    sink.emit(ev.BUDGET_SEEN, spent_usd=1.5, cap_usd=10.0, over=False, source="setting", by_deployment={"east": 1.5})
     m.llm_call(LlmCall("gpt-4o-mini", "ok", 1.2, prompt_tokens=900, completion_tokens=300, cost_usd=0.0003))
     return m
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import fakeredis
@@ -17,6 +18,7 @@ from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.domain import events as ev
 from docllm.domain.budget import DAY_MS, KEEP_MS, MICRO, BudgetView, day_of
+from docllm.domain.errors import Unavailable
 from docllm.domain.events import RecordingEvents
 from docllm.domain.model import TaskStatus
 from docllm.domain.usage import LlmCall, record
@@ -70,6 +72,27 @@ def test_the_fleets_cap_overrides_every_processs_setting_and_clearing_it_goes_ba
     assert ours.set_cap(None).over and theirs.view().source == "off"  # back to the settings
 
 
+def test_each_deployments_spend_lands_apart_in_the_same_step_and_rolls_over_with_the_day():
+    clock = ManualClock(start_ms=20_000 * DAY_MS + DAY_MS - 1_000)
+    budget = budget_on(clock)
+    budget.add(3_000, {"east": 1_000, "west": 2_000})
+    view = budget.add(500, {"east": 500})
+    assert view.spent_micro == 3_500 and view.by_deployment == {"east": 1_500, "west": 2_000}
+    assert budget.view().deployment_usd("west") == 0.002 and budget.view().deployment_usd("north") == 0
+    day = day_of(clock.now_ms())
+    shares = RedisKeys(PREFIX).spend_by_deployment(day)
+    assert 0 < budget._client.pttl(shares) <= KEEP_MS  # expires with the day's count
+    clock.advance(1_000)  # the authority's midnight: a new day, nothing spent at any deployment
+    assert budget.view().by_deployment == {}
+    assert budget.add(7, {"west": 7}).by_deployment == {"west": 7}
+    assert RedisKeys(PREFIX).spend_by_deployment(day + 1) != shares
+
+
+def test_the_shares_live_in_the_queues_hash_tag():
+    keys = RedisKeys(PREFIX)
+    assert keys.spend_by_deployment(5).startswith("{docllm}:") and keys.spend(5).startswith("{docllm}:")
+
+
 # -- the worker's gate --------------------------------------------------------------------------
 
 
@@ -108,8 +131,8 @@ def run_to_the_cap(costs: list[int], cap: int, concurrency: int, gate_on: bool =
     crossed: list[tuple[float, int]] = []  # (loop time, spend) of the add that crossed the cap
     add = budget.add
 
-    def watched_add(micro_usd: int) -> BudgetView:
-        view = add(micro_usd)
+    def watched_add(micro_usd: int, by_deployment: Mapping[str, int] | None = None) -> BudgetView:
+        view = add(micro_usd, by_deployment)
         if view.over and not crossed:
             crossed.append((rig.now(), view.spent_micro))
         return view
@@ -169,3 +192,97 @@ def test_a_gate_that_never_pauses_is_caught():
     seen = run_to_the_cap([10_000] * 30, 50_000, 2, gate_on=False)
     at, _ = seen["crossed"][0]
     assert [t for t in seen["starts"] if t > at + POLL + 0.01]  # the check above would fail
+
+
+def test_the_gate_sends_each_deployments_share_and_keeps_it_while_redis_is_down():
+    budget = budget_on(ManualClock())
+    add = budget.add
+    down = [True]
+
+    def flaky_add(micro_usd: int, by_deployment: Mapping[str, int] | None = None) -> BudgetView:
+        if down[0]:
+            raise Unavailable("redis down")
+        return add(micro_usd, by_deployment)
+
+    budget.add = flaky_add
+    gate = BudgetGate(budget, Inline(), logging.getLogger("test"))
+
+    async def main() -> None:
+        gate.spent(0.003, {"east": 0.001, "west": 0.002})
+        assert gate.sending is not None
+        await gate.sending  # Redis down: nothing lost
+        down[0] = False
+        gate.spent(0.0005, {"east": 0.0005})
+        assert gate.sending is not None
+        await gate.sending
+
+    asyncio.run(main())
+    assert budget.view().spent_micro == 3_500
+    assert budget.view().by_deployment == {"east": 1_500, "west": 2_000}
+
+
+def test_an_attempts_calls_are_counted_at_the_deployment_that_served_each():
+    rig = Rig(SplitReviewer(0.05), concurrency=2)
+    assert rig.time is not None
+    budget = budget_on(rig.time)
+    gate = BudgetGate(budget, rig.calls, logging.getLogger("test"), poll_seconds=POLL)
+    rig.worker = Worker(rig.proc, rig.calls, rig.gate, 2, idle_wait_seconds=0.05, budget=gate)
+    ids = rig.submit(4)
+
+    async def main() -> None:
+        running = asyncio.create_task(rig.worker.run())
+        await rig.until(lambda: all(s is TaskStatus.success for s in rig.statuses(ids)), timeout=60)
+        await asyncio.sleep(1)  # the last spend is sent
+        rig.worker.stop(1)
+        await running
+
+    rig.time.run(main())
+    assert budget.view().by_deployment == {"east": 4 * 1_000, "west": 4 * 250}
+    assert budget.view().spent_micro == 4 * 1_250
+
+
+class Inline:
+    async def call(self, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+
+class SplitReviewer(FakeReviewer):
+    """A review whose chunks went to two deployments: 1000 micro-dollars at east, 250 at west."""
+
+    async def review(self, task_name: str, document: str) -> dict[str, Any]:
+        report = await super().review(task_name, document)
+        record(LlmCall("m", "ok", self.seconds, 10, 1, 0.001, deployment="east"))
+        record(LlmCall("m", "ok", self.seconds, 10, 1, 0.00025, deployment="west"))
+        return report
+
+
+def test_the_deployment_spend_gauge_follows_each_view_and_a_new_day_sets_it_back_to_zero():
+    from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents
+
+    m = Metrics()
+    sink = PrometheusEvents(m)
+
+    def gauge(name: str) -> float | None:
+        return m.registry.get_sample_value("docllm_deployment_spend_usd_today", {"deployment": name})
+
+    sink.emit(ev.BUDGET_SEEN, spent_usd=0.4, cap_usd=None, over=False, source="off", by_deployment={"e": 0.3, "w": 0.1})
+    assert (gauge("e"), gauge("w")) == (0.3, 0.1)
+    sink.emit(ev.BUDGET_SEEN, spent_usd=0.0, cap_usd=None, over=False, source="off", by_deployment={})  # a new day
+    assert (gauge("e"), gauge("w")) == (0.0, 0.0)
+    sink.emit(ev.BUDGET_SEEN)  # a bare event: the gauges keep going
+    assert gauge("e") == 0.0
+
+
+def test_a_worker_counts_spend_when_only_its_deployments_carry_prices():
+    from docllm.domain.deployments import Deployment
+    from docllm.domain.prices import Price
+    from docllm.entrypoints.bootstrap import _priced
+    from docllm.settings import Settings
+
+    def one(price: Price | None) -> Deployment:
+        return Deployment(name="e", base_url="http://e/v1", model="m", api_key="k", price=price)
+
+    assert not _priced(Settings())
+    assert _priced(Settings(llm_prices="m=1/2"))
+    assert _priced(Settings(llm_deployments=(one(Price(1.0, 2.0)),)))  # the deployment's own prices
+    assert not _priced(Settings(llm_deployments=(one(None),)))

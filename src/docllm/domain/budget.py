@@ -10,12 +10,16 @@ over on its own, and old days expire. The cap is the process's setting
 I14's bound: a dispatcher claims only while the last view it took (at most ``poll`` seconds old)
 was under the cap, and spend is added as attempts end; so once the crossing is recorded no
 attempt starts past the next look, and the overshoot is at most what was in flight then.
+
+Each deployment's share of the day's spend (DOCLLM_LLM_DEPLOYMENTS; the single-URL settings are the
+one deployment "default") is added in the same atomic step as the fleet's, kept for the same day
+and expiring with it: shown per deployment, never a cap of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from docllm.domain.prices import PriceTable
 from docllm.domain.rate_limits import COMPLETION_ESTIMATE_TOKENS, estimate_tokens
@@ -40,6 +44,7 @@ class BudgetView:
     spent_micro: int
     cap_micro: int | None  # None: no cap
     source: str  # where the cap comes from: "setting", "fleet" (set in Redis), or "off"
+    by_deployment: Mapping[str, int] = field(default_factory=dict)  # name -> micro-dollars spent today
 
     @property
     def over(self) -> bool:
@@ -53,6 +58,10 @@ class BudgetView:
     @property
     def spent_usd(self) -> float:
         return self.spent_micro / MICRO
+
+    def deployment_usd(self, name: str) -> float:
+        """What the deployment ``name`` spent today (0 when nothing was counted for it)."""
+        return self.by_deployment.get(name, 0) / MICRO
 
     @property
     def cap_usd(self) -> float | None:

@@ -6,7 +6,7 @@ in milliseconds; no port takes or returns a worker's wall clock.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from docllm.domain.breaker import BreakerView
@@ -405,8 +405,9 @@ class RateLimiter(Protocol):
 class SpendBudget(Protocol):
     """The fleet's LLM spend today against its cap (``domain.budget``, I14), on the authority clock."""
 
-    def add(self, micro_usd: int) -> BudgetView:
-        """Add what an attempt spent to today's count, atomically; the view after it."""
+    def add(self, micro_usd: int, by_deployment: Mapping[str, int] | None = None) -> BudgetView:
+        """Add what attempts spent to today's count, and each deployment's share (name ->
+        micro-dollars) to its own, in one atomic step; the view after it."""
 
     def view(self) -> BudgetView:
         """Today's spend and the cap in force."""

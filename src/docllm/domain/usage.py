@@ -26,6 +26,7 @@ class LlmCall:
     completion_tokens: int = 0
     cost_usd: float | None = None  # None: the price table has no price for the model
     cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
+    deployment: str | None = None  # the LLM deployment that served it (its spend is counted there)
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,15 @@ class UsageMeter:
 
     def __init__(self) -> None:
         self.total = Usage()
+        self.cost_by_deployment: dict[str, float] = {}  # USD of the priced calls, per deployment that served them
         self.held_s = 0.0  # closed spans during which at least one request of the attempt waited
         self._waiters = 0
         self._held_since = 0.0
 
     def add(self, call: LlmCall) -> None:
         self.total = self.total + Usage.of(call)
+        if call.deployment is not None and call.cost_usd:
+            self.cost_by_deployment[call.deployment] = self.cost_by_deployment.get(call.deployment, 0.0) + call.cost_usd
 
     def waited(self, now: float) -> float:
         """Seconds held so far, the span still open included (``now``: the event loop's time)."""

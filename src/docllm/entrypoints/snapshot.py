@@ -18,11 +18,15 @@ def stats_of(c: Container) -> dict[str, Any]:
         result.setdefault("llm", {})["limits"] = {"model": c.settings().llm_model, **limiter.headroom()}
     result.setdefault("llm", {})["usage"] = views.usage_json(*c.repository().usage_totals(3600))
     result.setdefault("llm", {})["breaker"] = views.breaker_json(c.breaker().view())
+    budget = c.spend_budget().view()
     for deployment, breaker, limiter in c.deployment_health():  # several deployments: each one's own
         result["llm"][f"deployment-{deployment.name}"] = views.deployment_json(
-            deployment, breaker.view(), limiter.headroom() if limiter is not None else None
+            deployment,
+            breaker.view(),
+            limiter.headroom() if limiter is not None else None,
+            budget.deployment_usd(deployment.name),
         )
     figures = c.repository().lane_figures(SHOWN_WINDOW_S, SHOWN_TOP_TENANTS)
     result["lanes"] = lane_view.lanes_json(figures)
-    result["llm"]["budget"] = views.budget_json(c.spend_budget().view())
+    result["llm"]["budget"] = views.budget_json(budget)
     return result

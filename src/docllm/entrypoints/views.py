@@ -92,14 +92,18 @@ def breaker_json(view: BreakerView) -> dict[str, Any]:
     }
 
 
-def deployment_json(d: Deployment, view: BreakerView, headroom: dict[str, Any] | None) -> dict[str, Any]:
+def deployment_json(
+    d: Deployment, view: BreakerView, headroom: dict[str, Any] | None, spent_usd_today: float = 0.0
+) -> dict[str, Any]:
     """One LLM deployment as ``stats --json`` shows it under "llm" -> "deployment-NAME": flat, its
-    breaker's fields and its rate limits' headroom (``limit_`` first; none when it sets no limit)."""
+    share of the fleet's spend today, its breaker's fields and its rate limits' headroom (``limit_``
+    first; none when it sets no limit)."""
     return {
         "model": d.model,
         "base_url": redact_url(d.base_url),
         "order": d.order,
         "weight": d.weight,
+        "spend_usd_today": round(spent_usd_today, 6),  # the authority clock's day, as "budget"
         **{f"breaker_{k}": v for k, v in breaker_json(view).items()},
         **{f"limit_{k}": v for k, v in (headroom or {}).items()},
     }

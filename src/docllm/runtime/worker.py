@@ -209,7 +209,7 @@ class Worker:
         finally:
             self.running.pop(delivery.token, None)
             if self.budget is not None:  # whatever the end: what was spent was spent
-                self.budget.spent(attempt.meter.total.cost_usd)
+                self.budget.spent(attempt.meter.total.cost_usd, attempt.meter.cost_by_deployment)
 
     async def _review(self, run: Running) -> Outcome | None:
         """The attempt's verdict (None: its lease is lost). The review runs under the runtime bound

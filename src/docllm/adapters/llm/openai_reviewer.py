@@ -89,11 +89,15 @@ class OpenAIReviewer:
         on_call: Callable[[LlmCall], None] | None = None,
         deployment: str | None = None,
         max_task_cost_usd: float | None = None,
+        spent_at: str | None = None,
     ):
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
         self.model = model
         self.deployment = deployment  # its name in DOCLLM_LLM_DEPLOYMENTS, recorded per chunk; None: not routed
+        # The deployment its calls' spend is counted under (the lone one too: "default" for the
+        # single-URL settings); None: not counted per deployment.
+        self._spent_at = spent_at or deployment
         self._key = api_key or ""
         self._where = re.sub(r"//[^/@]*@", "//", base_url) if base_url else "the OpenAI API"  # no user:password
         self._timeout = timeout_seconds
@@ -287,7 +291,7 @@ class OpenAIReviewer:
     def _record(self, outcome: str, seconds: float, body: dict[str, Any] | None) -> LlmCall:
         prompt, completion, cached = _reported_tokens(body) or (0, 0, 0)
         cost = self._prices.cost(self.model, prompt, completion, cached)
-        call = LlmCall(self.model, outcome, seconds, prompt, completion, cost, cached)
+        call = LlmCall(self.model, outcome, seconds, prompt, completion, cost, cached, self._spent_at)
         record(call)
         if self._on_call is not None:
             self._on_call(call)

@@ -106,6 +106,10 @@ class RedisKeys:
         """The fleet's LLM spend of one authority-clock day, in micro-dollars (budget.lua)."""
         return f"{self.prefix}:budget:spent:{day}"
 
+    def spend_by_deployment(self, day: int) -> str:
+        """The hash of that day's spend per LLM deployment, name -> micro-dollars (budget.lua)."""
+        return f"{self.prefix}:budget:spent:{day}:deployments"
+
     @property
     def spend_cap(self) -> str:
         """The fleet's daily spend cap set by an operator (``docllm budget set``), in micro-dollars."""

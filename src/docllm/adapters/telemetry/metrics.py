@@ -72,6 +72,14 @@ class Metrics:
         self.spend_cap_reached = budget(
             "docllm_spend_cap_reached", "1 while the spend cap is reached and claims are stopped"
         )
+        self.deployment_spend_today = Gauge(
+            "docllm_deployment_spend_usd_today",
+            "Each LLM deployment's share of the fleet's spend today (authority clock)",
+            ["deployment"],
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self.deployments_spent: set[str] = set()  # labels set so far: 0 once a new day has none
         self.llm_seconds = Histogram(
             "docllm_llm_review_seconds",
             "Time of one document review (all LLM calls)",
@@ -165,6 +173,10 @@ class PrometheusEvents:
             m.spend_today.set(fields.get("spent_usd") or 0)
             m.spend_cap.set(fields.get("cap_usd") or 0)
             m.spend_cap_reached.set(1 if fields.get("over") else 0)
+            spent = fields.get("by_deployment") or {}
+            m.deployments_spent |= set(spent)
+            for name in m.deployments_spent:  # a new day's count starts empty: back to 0
+                m.deployment_spend_today.labels(name).set(spent.get(name, 0))
         elif event == ev.BREAKER_SEEN:
             for state in ("closed", "open", "half_open"):  # one series per state, 1 for the current one
                 m.breaker_state.labels(state).set(1 if fields.get("state") == state else 0)

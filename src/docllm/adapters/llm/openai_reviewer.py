@@ -67,7 +67,6 @@ except ImportError:  # pragma: no cover - depends on the openai version installe
 log = logging.getLogger(__name__)
 
 POOL_CONNECTIONS = 32  # the most connections one HTTP pool of the reviewer holds
-__all__ = ["RUNGS", "OpenAIReviewer", "gen_ai_answer"]  # RUNGS: the domain's, named here for the tests
 
 
 class OpenAIReviewer:

@@ -301,11 +301,8 @@ class FakeBatches:
         limit = max(1, min(100, int(query.get("limit", 20))))
         page = [self._advanced(b).obj for b in newest_first[:limit]]
         first, last = (page[0]["id"], page[-1]["id"]) if page else (None, None)
-        return (
-            200,
-            {"object": "list", "data": page, "first_id": first, "last_id": last, "has_more": len(newest_first) > limit},
-            JSON,
-        )
+        listing = {"object": "list", "data": page, "first_id": first, "last_id": last}
+        return 200, {**listing, "has_more": len(newest_first) > limit}, JSON
 
     def _batch(self, batch_id: str, then: Callable[[_Batch], Answer]) -> Answer:
         batch = self.batches.get(batch_id)
@@ -335,7 +332,7 @@ class FakeBatches:
         elapsed = self.clock() - batch.started
         if batch.cancel_at is not None:
             if elapsed >= batch.cancel_at + batch.cancelled_after:
-                self._finish(batch, "cancelled", batch.cancel_at, CANCELLED, batch.cancel_at + batch.cancelled_after)
+                self._finish(batch, "cancelled", batch.cancel_at + batch.cancelled_after, batch.cancel_at, CANCELLED)
             return batch
         if elapsed >= 0.1 * d and batch.fails:
             obj.update(
@@ -350,15 +347,13 @@ class FakeBatches:
         if elapsed >= 0.9 * d and not batch.expires:
             obj.update(status="finalizing", finalizing_at=self._at(batch, 0.9 * d))
         if elapsed >= d:
-            if batch.expires:
-                self._finish(batch, "expired", d, EXPIRED, d)
-            else:
-                self._finish(batch, "completed", d, EXPIRED, d)  # every line was answered by 0.9 d
+            self._finish(batch, "expired" if batch.expires else "completed", d, d)  # by 0.9 d, unless it expires
         return batch
 
-    def _finish(self, batch: _Batch, status: str, cut: float, unanswered: dict, at: float) -> None:
-        """Write the result files: lines answered before ``cut`` by their answer, the rest as
-        ``unanswered`` errors; in a seeded shuffled order, as the provider gives no order."""
+    def _finish(self, batch: _Batch, status: str, at: float, cut: float, unanswered: dict = EXPIRED) -> None:
+        """End the batch ``at`` seconds after its create, writing its result files: the lines answered
+        by ``cut`` with their answers, the rest as ``unanswered`` errors; each file in a seeded shuffled
+        order (the provider promises none)."""
         obj, rid = batch.obj, batch.obj["id"]
         out: list[dict] = []
         errs: list[dict] = []

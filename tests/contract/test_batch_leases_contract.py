@@ -1,4 +1,4 @@
-"""The BatchLeases contract: batch_lease.lua on fakeredis and on a real Redis, on a ManualClock.
+"""The BatchLeases contract: batch_lease.lua on fakeredis, a real Redis and a Cluster, on a ManualClock.
 
 One poller at a time per batch; a lease that runs out on the authority clock lets another take it;
 a stale token can neither renew nor release (issue 28, Life of a batch, 4). The member tasks'
@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from docllm.adapters.redis.batch_leases import RedisBatchLeases
+from docllm.adapters.redis.client import make_redis_client
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.ports import BatchLeases
 from sim.manual_clock import ManualClock
@@ -31,13 +32,18 @@ class LeasesUnderTest:
     clock: ManualClock
 
 
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis_server)])
+REAL = ("redis", "cluster")  # a Cluster: the lease's key and the queue's share one slot (the hash tag)
+
+
+@pytest.fixture(params=["fakeredis", *(pytest.param(name, marks=pytest.mark.redis_server) for name in REAL)])
 def subject(request: pytest.FixtureRequest) -> Iterator[LeasesUnderTest]:
     clock = ManualClock()
     if request.param == "fakeredis":
         client: Any = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    else:
+    elif request.param == "redis":
         client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+    else:  # the production client of a Cluster
+        client = make_redis_client(request.getfixturevalue("cluster_url"), "")
     queue = RedisTaskQueue(client, "{docllm}", clock=clock)
     yield LeasesUnderTest(RedisBatchLeases(client, queue.keys, clock, queue), queue, clock)
     client.close()

@@ -20,6 +20,8 @@ from docllm.adapters.redis.client import make_redis_client
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.ports import BatchLeases
 from sim.manual_clock import ManualClock
+from tests.support.memory.batch_leases import in_memory_batch_leases
+from tests.support.memory.queue import InMemoryTaskQueue
 
 TTL = 60_000  # long in real time too: the real server's key TTL must never decide before the clock does
 REF, OTHER = "a" * 32, "b" * 32
@@ -28,16 +30,20 @@ REF, OTHER = "a" * 32, "b" * 32
 @dataclass
 class LeasesUnderTest:
     leases: BatchLeases
-    queue: RedisTaskQueue
+    queue: RedisTaskQueue  # whose task leases the batch's members hold
     clock: ManualClock
 
 
 REAL = ("redis", "cluster")  # a Cluster: the lease's key and the queue's share one slot (the hash tag)
 
 
-@pytest.fixture(params=["fakeredis", *(pytest.param(name, marks=pytest.mark.redis_server) for name in REAL)])
+@pytest.fixture(params=["memory", "fakeredis", *(pytest.param(name, marks=pytest.mark.redis_server) for name in REAL)])
 def subject(request: pytest.FixtureRequest) -> Iterator[LeasesUnderTest]:
     clock = ManualClock()
+    if request.param == "memory":  # what unit tests use: the adapter on the in-memory queue's fakeredis
+        memory = InMemoryTaskQueue(clock)
+        yield LeasesUnderTest(in_memory_batch_leases(memory, clock), memory, clock)
+        return
     if request.param == "fakeredis":
         client: Any = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     elif request.param == "redis":
@@ -54,8 +60,8 @@ def test_adapter_has_every_method_of_the_port(subject):
     assert {name for name in wanted if not callable(getattr(subject.leases, name, None))} == set()
 
 
-def test_the_lease_key_is_in_the_queues_hash_tag(subject):
-    assert subject.queue.keys.batch_lease(REF) == "{docllm}:batch:lease:" + REF
+def test_the_lease_key_is_under_the_queues_prefix(subject):
+    assert subject.queue.keys.batch_lease(REF) == f"{subject.queue.keys.prefix}:batch:lease:{REF}"
 
 
 def test_one_holder_at_a_time(subject):

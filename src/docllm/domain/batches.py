@@ -3,10 +3,9 @@
 The record is written before anything is asked of the provider (``open``), so a batch the provider
 holds is never forgotten: a batcher killed mid-way leaves a row that the next poller adopts.
 
-    open ──> uploaded ──> submitted ──> applied
-      │         │  ▲          │
-      │         │  └─ (open ─>┘ adoption of a batch found by its metadata)
-      └─────────┴─────────────┴──────> returned
+    open -> uploaded -> submitted -> applied
+    open -> submitted                      (adoption: the provider's batch found by its docllm_ref)
+    open | uploaded | submitted -> returned
 
 ``applied`` (its results written) and ``returned`` (its members handed back uncharged) are terminal.
 A move from a state to itself records fields (the provider's status as a poller saw it) and keeps
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 
-class BatchState(str, enum.Enum):  # noqa: UP042 - as TaskStatus: str() is the value
+class BatchState(str, enum.Enum):  # noqa: UP042 - as TaskStatus (StrEnum would change str())
     open = "open"  # recorded with its members; nothing sent to the provider yet
     uploaded = "uploaded"  # its input file is at the provider (input_file_id)
     submitted = "submitted"  # the provider's batch exists (batch_id); pollers watch it
@@ -61,10 +60,6 @@ class BatchMember:
 
     task_id: int
     attempt: int
-
-
-# What ``advance`` may record beside the state; None leaves a field as it is.
-BATCH_FIELDS = ("batch_id", "input_file_id", "output_file_id", "error_file_id", "provider_status", "cost_usd", "error")
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,20 @@ def _spend_budget(client, settings: Settings, clock):
     return RedisSpendBudget(client, settings.queue_prefix, clock, settings.spend_cap_usd_per_day)
 
 
+def _batch_store(engine):
+    """The durable record of provider batches (issue 28), beside the tasks."""
+    from docllm.adapters.sql.batches import SqlAlchemyBatchStore
+
+    return SqlAlchemyBatchStore(engine)
+
+
+def _batch_leases(client, settings: Settings, clock, queue):
+    """Who polls each batch, in Redis on the authority clock; its members' leases are ``queue``'s."""
+    from docllm.adapters.redis.batch_leases import RedisBatchLeases
+
+    return RedisBatchLeases(client, settings.queue_prefix, clock, queue)
+
+
 def breaker_policy(settings: Settings):
     from docllm.domain.breaker import BreakerPolicy
 
@@ -292,6 +306,8 @@ class Container(containers.DeclarativeContainer):
     rubrics = providers.Singleton(_rubrics, settings)
     breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis
     spend_budget = providers.Singleton(_spend_budget, redis_client, settings, clock)  # the fleet's, in Redis
+    batch_store = providers.Singleton(_batch_store, engine)  # the batch lane's (issue 28)
+    batch_leases = providers.Singleton(_batch_leases, redis_client, settings, clock, queue)
     events = providers.Singleton(_events, settings, metrics)
     tracer = providers.Singleton(_tracer, settings)
     readiness = providers.Singleton(_readiness, redis_client, engine)

@@ -22,8 +22,30 @@ With ``cached_tokens`` every default answer reports that many of its prompt toke
 a prompt cache, in the field ``cached_as`` names (``CACHED_FIELDS``).
 A scripted ``Reply`` without a body adds its headers to the default answer.
 
+The Files and Batch APIs (``tests.support.llm_batches``, in memory, nothing on disk), after the same
+401/chaos as every route: ``POST /v1/files`` (multipart ``file``, ``purpose``), ``GET /v1/files[/{id}]``,
+``GET /v1/files/{id}/content``, ``DELETE /v1/files/{id}``; ``POST /v1/batches``, ``GET /v1/batches``
+(newest first, ``after``/``limit``), ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``.
+Each line of a batch is answered by the chat route's logic (smart answer, usage, ``cached_tokens``;
+no rate limits); a batch runs ``batch_delay_s`` (seconds, or a seeded (low, high)) on the monotonic
+clock, worked out when it is read: validating, in_progress, finalizing, completed; the output file
+holds the 200 answers and the error file the rest, each in a seeded shuffled order (a file with no
+lines is not made: its id stays null). Knobs: ``batch_fail_rate`` (seeded fraction of lines answered
+500), ``poison_marker`` (lines whose messages contain it answer 400 ``context_length_exceeded``: the
+document's fault), ``expire_batches`` (the next N batches created, or those a predicate on the batch
+picks, end ``expired`` at their delay: half their lines answered, the rest ``batch_expired`` errors),
+``lose_files`` (those batches' result files answer 404 once made), ``fail_batches`` (end ``failed``
+after validating, no files), ``cancel_delay_s`` (how long a cancelled batch stays ``cancelling``;
+lines answered before the cancel are kept, the rest are ``batch_cancelled`` errors).
+``llm.batches.counters`` counts files_created, batches_created, batches_cancelled, batch_lines (lines
+written to a result file), batch_lines_failed, content_reads, content_lost (a 404 on a lost file);
+``GET /_fake/counters`` answers them as JSON, for a test in another process.
+
 As a process: ``python -m tests.support.llm_server --port 0 --latency-ms 5-50 --rate-429 0.1
---rate-500 0.05 --seed 1`` prints its port, then serves until SIGTERM or SIGINT.
+--rate-500 0.05 --seed 1`` prints its port, then serves until SIGTERM or SIGINT; the batch knobs are
+``--batch-delay-s 0.5`` (or ``0.2-2``), ``--batch-fail-rate``, ``--poison-marker``, ``--expire-batches``,
+``--lose-files``, ``--fail-batches`` (``N``: the next N created, or ``at:I,J``: the I-th and J-th
+created, from 1), ``--cancel-delay-s``; ``--cached-tokens`` as the argument.
 """
 
 from __future__ import annotations
@@ -40,6 +62,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from tests.support.llm_batches import FakeBatches, Pick, parse_form, pick_from_cli
+
 _NUMBERED = re.compile(r"^(\d+)\| (.*)$", re.M)
 
 
@@ -50,6 +74,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before answering
     content: str | None = None  # shorthand for a chat completion whose message is this text
+    content_type: str = "application/json"
 
 
 def completion(content: str, model: str = "test-model", prompt_tokens: int = 10, completion_tokens: int = 5) -> dict:
@@ -129,6 +154,13 @@ class FakeLLM:
         window_s: float = 60.0,
         cached_tokens: int = 0,
         cached_as: str = CACHED_FIELDS[0],
+        batch_delay_s: float | tuple[float, float] = 0.0,
+        batch_fail_rate: float = 0.0,
+        poison_marker: str | None = None,
+        expire_batches: Pick = 0,
+        lose_files: Pick = 0,
+        fail_batches: Pick = 0,
+        cancel_delay_s: float = 0.0,
     ):
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
         self.cached_tokens, self.cached_as = cached_tokens, cached_as
@@ -140,6 +172,17 @@ class FakeLLM:
         self.in_flight = self.max_in_flight = 0  # requests being answered now, and the most at once
         self._queue: collections.deque[Reply] = collections.deque()
         self._rng, self._lock, self._stopping = random.Random(seed), threading.Lock(), threading.Event()
+        self.batches = FakeBatches(
+            self._chat_line,
+            seed=seed,
+            batch_delay_s=batch_delay_s,
+            batch_fail_rate=batch_fail_rate,
+            poison_marker=poison_marker,
+            expire_batches=expire_batches,
+            lose_files=lose_files,
+            fail_batches=fail_batches,
+            cancel_delay_s=cancel_delay_s,
+        )
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.fake = self  # type: ignore[attr-defined]
         serve = lambda: self._httpd.serve_forever(poll_interval=0.02)  # noqa: E731  (a quick stop)
@@ -177,6 +220,8 @@ class FakeLLM:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
     def answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> Reply:
+        if path == "/_fake/counters":  # for a test in another process; not a request of the API
+            return Reply(body=dict(self.batches.counters))
         with self._lock:
             self.requests.append({"method": method, "path": path, "headers": headers, "body": body})
             scripted = self._queue.popleft() if self._queue else None
@@ -184,7 +229,7 @@ class FakeLLM:
             draw = self._rng.random()
         if scripted and (scripted.body is not None or scripted.content is not None or scripted.status != 200):
             body = completion(scripted.content) if scripted.content is not None else scripted.body
-            return Reply(scripted.status, body, scripted.headers, scripted.delay)
+            return Reply(scripted.status, body, scripted.headers, scripted.delay, content_type=scripted.content_type)
         reply = self._default(method, path, body if isinstance(body, dict) else {}, draw)
         reply.delay = scripted.delay if scripted else latency
         if scripted:
@@ -216,6 +261,9 @@ class FakeLLM:
             return error(429, "Rate limit reached.", retry_after="1")
         if draw < self.rate_429 + self.rate_500:
             return error(500, "The server had an error.")
+        if self.batches.owns(path):
+            status, answer, content_type = self.batches.serve(method, path, body)
+            return Reply(status, answer, content_type=content_type)
         model = path.rsplit("/", 1)[-1] if path.startswith("/v1/models/") else body.get("model", "")
         if self.models is not None and model not in self.models:
             return error(404, f"The model `{model}` does not exist.", code="model_not_found")
@@ -223,6 +271,21 @@ class FakeLLM:
             return Reply(body={"id": model, "object": "model", "created": 0, "owned_by": "docllm-tests"})
         if method != "POST" or path != "/v1/chat/completions":
             return error(404, f"no route {method} {path}")
+        reply = self._chat(body)
+        if reply.status != 200 or (self.rpm is None and self.tpm is None):
+            return reply
+        return self._within_limits(str(body.get("model", "")), reply.body)
+
+    def _chat_line(self, body: dict) -> tuple[int, dict]:
+        """A batch line's answer: the chat route's, without chaos or rate limits (a batch has neither)."""
+        model = body.get("model", "")
+        if self.models is not None and model not in self.models:
+            reply = error(404, f"The model `{model}` does not exist.", code="model_not_found")
+        else:
+            reply = self._chat(body)
+        return reply.status, reply.body
+
+    def _chat(self, body: dict) -> Reply:
         if self.reject_response_format and "response_format" in body:
             return error(400, "response_format is not supported by this server", param="response_format")
         if self.reject_json_schema and (body.get("response_format") or {}).get("type") == "json_schema":
@@ -230,9 +293,7 @@ class FakeLLM:
         answer = smart_answer(body)
         if self.cached_tokens:
             answer = with_cached(answer, self.cached_tokens, self.cached_as)
-        if self.rpm is None and self.tpm is None:
-            return Reply(body=answer)
-        return self._within_limits(str(body.get("model", "")), answer)
+        return Reply(body=answer)
 
 
 def _per_model(limit: int | dict[str, int] | None, model: str) -> int | None:
@@ -245,8 +306,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve(None)
 
+    def do_DELETE(self) -> None:
+        self._serve(None)
+
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        content_type = self.headers.get("Content-Type") or ""
+        if content_type.startswith("multipart/form-data"):  # a file upload
+            self._serve(parse_form(content_type, raw))
+            return
         try:
             self._serve(json.loads(raw or b"null"))
         except json.JSONDecodeError:
@@ -270,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
         payload = data.encode()
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(payload)))
             for name, value in reply.headers.items():
                 self.send_header(name, value)
@@ -291,8 +359,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rate-500", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--unauthorized", action="store_true", help="answer 401 to everything")
+    p.add_argument("--cached-tokens", type=int, default=0, help="prompt tokens every answer reports as cached")
+    p.add_argument("--batch-delay-s", default="0", help="S or A-B: seconds from a batch's create to its end")
+    p.add_argument("--batch-fail-rate", type=float, default=0.0, help="fraction of batch lines answered 500")
+    p.add_argument("--poison-marker", default=None, help="batch lines whose messages contain it answer 400")
+    pick = "N (the next N batches created) or at:I,J (the I-th, J-th created, from 1)"
+    p.add_argument("--expire-batches", type=pick_from_cli, default=0, help=f"batches that end expired: {pick}")
+    p.add_argument("--lose-files", type=pick_from_cli, default=0, help=f"batches whose result files 404: {pick}")
+    p.add_argument("--fail-batches", type=pick_from_cli, default=0, help=f"batches that end failed: {pick}")
+    p.add_argument("--cancel-delay-s", type=float, default=0.0, help="seconds a cancelled batch stays cancelling")
     args = p.parse_args(argv)
     low, _, high = args.latency_ms.partition("-")
+    delay_low, _, delay_high = args.batch_delay_s.partition("-")
     fake = FakeLLM(
         port=args.port,
         seed=args.seed,
@@ -300,6 +378,14 @@ def main(argv: list[str] | None = None) -> None:
         rate_429=args.rate_429,
         rate_500=args.rate_500,
         unauthorized=args.unauthorized,
+        cached_tokens=args.cached_tokens,
+        batch_delay_s=(float(delay_low), float(delay_high)) if delay_high else float(delay_low),
+        batch_fail_rate=args.batch_fail_rate,
+        poison_marker=args.poison_marker,
+        expire_batches=args.expire_batches,
+        lose_files=args.lose_files,
+        fail_batches=args.fail_batches,
+        cancel_delay_s=args.cancel_delay_s,
     )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -42,6 +42,21 @@ def test_the_real_redis_adapter_is_built_from_a_client():
     assert queue.stats().ready == 1 and queue.keys.ready == "{q}:queue:ready"
 
 
+def test_the_batch_lanes_store_and_leases_are_built_over_the_engine_and_the_queues_redis():
+    from docllm.adapters.redis.batch_leases import RedisBatchLeases
+    from docllm.adapters.sql.batches import SqlAlchemyBatchStore
+
+    c = Container()
+    c.settings.override(providers.Object(Settings.from_env({"DOCLLM_QUEUE_PREFIX": "{q}"})))
+    c.redis_client.override(providers.Object(fakeredis.FakeRedis()))
+    c.engine.override(providers.Object(object()))  # never touched: building the store runs no query
+    c.clock.override(providers.Object(ManualClock()))
+    assert isinstance(c.batch_store(), SqlAlchemyBatchStore)
+    leases = c.batch_leases()
+    assert isinstance(leases, RedisBatchLeases) and leases.acquire("r", "w-1", 1000) is not None
+    assert c.queue().keys.batch_lease("r") == "{q}:batch:lease:r"
+
+
 def test_openai_provider_builds_the_openai_reviewer():
     c = Container()
     c.settings.override(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from docllm.domain.breaker import BreakerState
 from docllm.domain.deployments import Deployment, route
-from docllm.domain.prices import Price
+from docllm.domain.prices import Price, batch_price
 from docllm.settings import Settings, SettingsError
 
 EAST = {"name": "east", "base_url": "https://east.example/v1", "api_key": "sk-east-secret", "model": "m1"}
@@ -49,6 +49,16 @@ def test_inline_json_with_every_key():
     )
     assert west.api_key == "sk-west" and west.order == 1 and west.price is None
     assert "sk-east-secret" not in repr(s) and "sk-west" not in repr(s)
+
+
+def test_a_deployment_may_give_its_own_batch_rates():
+    rates = {"batch_input": 0.07, "batch_cached_input": 0.03, "batch_output": 0.3}
+    (east,) = settings([{**EAST, "prices": {"input": 0.15, "output": 0.6, **rates}}]).deployments
+    assert east.price == Price(0.15, 0.6) and east.batch_prices == rates
+    assert batch_price(east.price, east.batch_prices) == Price(0.07, 0.3, 0.03)
+    (west,) = settings([{**EAST, "prices": {"input": 0.15, "output": 0.6, "batch_output": 0.2}}]).deployments
+    assert batch_price(west.price, west.batch_prices) == Price(0.075, 0.2)  # the others: half
+    assert settings([EAST]).deployments[0].batch_prices == {}
 
 
 def test_a_yaml_or_json_file(tmp_path):
@@ -95,6 +105,10 @@ def test_the_single_url_settings_are_a_list_of_one():
         ([{**EAST, "prices": {"input": 1, "output": -1}}], "key 'prices': output must be"),
         ([{**EAST, "prices": {"input": 1, "output": 1, "cache": 1}}], "key 'prices': unknown price 'cache'"),
         ([{**EAST, "prices": "1/2"}], "key 'prices': must be an object"),
+        ([{**EAST, "prices": {"input": 1, "output": 1, "batch_output": "half"}}], "key 'prices': batch_output must be"),
+        ([{**EAST, "prices": {"input": 1, "output": 1, "batch_input": -0.5}}], "key 'prices': batch_input must be"),
+        ([{**EAST, "prices": {"input": 1, "output": 1, "batch": 1}}], "key 'prices': unknown price 'batch'"),
+        ([{**EAST, "prices": {"batch_input": 1, "batch_output": 1}}], "key 'prices': input is required"),
         ([{**EAST, "order": "first"}], "key 'order'"),
         ([{**EAST, "weight": 0}], "key 'weight'"),
         ([{**EAST, "order": 1, "weight": 1}], "key 'weight': give order or weight"),

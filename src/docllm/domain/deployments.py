@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docllm.domain.breaker import BreakerState
-from docllm.domain.prices import Price
+from docllm.domain.prices import BATCH_PRICE_KEYS, Price
 
 KEYS = frozenset(
     {"name", "base_url", "api_key", "api_key_env", "model", "rpm", "tpm", "prices", "order", "weight", "batch", "tags"}
 )
-PRICE_KEYS = frozenset({"input", "cached_input", "output"})
+PRICE_KEYS = frozenset({"input", "cached_input", "output", *BATCH_PRICE_KEYS})
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Deployment:
     order: int = 0  # lower first
     weight: float | None = None  # set on every entry or none: then chosen at random in proportion
     batch: bool = False  # offers the Batch API
+    batch_prices: dict[str, float] = field(default_factory=dict)  # its own batch rates; see prices.batch_price
     tags: Any = field(default_factory=dict)  # free: an object or a list, kept as written
 
 
@@ -73,7 +74,7 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
     key = _api_key(raw, env, bad)
     if "order" in raw and "weight" in raw:
         raise bad("weight", "give order or weight, not both")
-    price = _prices(raw.get("prices"), bad)
+    price, batch_prices = _prices(raw.get("prices"), bad)
     tags = raw.get("tags", {})
     if not isinstance(tags, dict | list):
         raise bad("tags", "must be an object or a list")
@@ -90,6 +91,7 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
         order=_order(raw, bad),
         weight=_weight(raw, bad),
         batch=raw.get("batch", False),
+        batch_prices=batch_prices,
         tags=tags,
     )
 
@@ -132,9 +134,10 @@ def _weight(raw: dict[str, Any], bad: Any) -> float | None:
     return float(value)
 
 
-def _prices(value: Any, bad: Any) -> Price | None:
+def _prices(value: Any, bad: Any) -> tuple[Price | None, dict[str, float]]:
+    """The realtime price and the batch rates given (``batch_input``... : ``prices.batch_price``)."""
     if value is None:
-        return None
+        return None, {}
     if not isinstance(value, dict):
         raise bad("prices", 'must be an object {"input": ..., "cached_input": ..., "output": ...}')
     for key in value:
@@ -148,7 +151,8 @@ def _prices(value: Any, bad: Any) -> Price | None:
     for key in ("input", "output"):
         if key not in amounts:
             raise bad("prices", f"{key} is required (USD per 1M tokens)")
-    return Price(amounts["input"], amounts["output"], amounts.get("cached_input"))
+    batch = {k: v for k, v in amounts.items() if k in BATCH_PRICE_KEYS}
+    return Price(amounts["input"], amounts["output"], amounts.get("cached_input")), batch
 
 
 def route(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from docllm.domain.batches import Batch, BatchMember, BatchState
 from docllm.domain.breaker import BreakerView
 from docllm.domain.budget import BudgetView
 from docllm.domain.lane_figures import LaneFigures
@@ -309,6 +310,67 @@ class LaneViews(Protocol):
 
 class TaskRepository(TaskStore, TaskViews, LaneViews, Protocol):
     """The MySQL side, every role: the source of truth."""
+
+
+class BatchStore(Protocol):
+    """The durable record of provider batches (issue 28; MySQL, beside the tasks): written before
+    the provider is asked anything, so no batch it holds is forgotten (domain/batches.py)."""
+
+    def open(self, ref: str, deployment: str, members: Iterable[BatchMember | tuple[int, int]], now_ms: int) -> Batch:
+        """Record a new batch, state ``open``, with one member per (task_id, attempt), at authority
+        time ``now_ms``. ``ref``: a fresh id the caller made (uuid4 hex); ValueError if it is taken."""
+
+    def advance(
+        self,
+        ref: str,
+        from_state: BatchState,
+        to_state: BatchState,
+        now_ms: int,
+        *,
+        batch_id: str | None = None,
+        input_file_id: str | None = None,
+        output_file_id: str | None = None,
+        error_file_id: str | None = None,
+        provider_status: str | None = None,
+        cost_usd: float | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Compare-and-set: move the batch to ``to_state`` and record the fields given (None
+        leaves one as it is) only while it is in ``from_state``; False when it is not (a racing
+        poller moved it first), so of two moves from one state exactly one lands. A move to the
+        same state records fields only (and lets every racer land). ValueError for a move
+        ``batches.can_move`` refuses."""
+
+    def get(self, ref: str) -> Batch | None:
+        """The batch with its members."""
+
+    def unfinished(self, limit: int = 100) -> list[Batch]:
+        """Batches not in a terminal state, oldest first, without members (``get`` one under its
+        lease for them): what pollers pick from."""
+
+    def of_task(self, task_id: int) -> list[str]:
+        """The refs of the batches holding the task (any attempt), newest first: ``show``, ``cancel``."""
+
+    def recent(self, limit: int = 50) -> list[Batch]:
+        """The newest batches, without members: ``stats`` and the dashboard."""
+
+
+class BatchLeases(Protocol):
+    """Who polls a batch (issue 28): one holder at a time per batch, token-fenced, on the authority
+    clock, like a task's lease; a poller that dies is replaced once its lease runs out."""
+
+    def acquire(self, ref: str, owner: str, ttl_ms: int) -> str | None:
+        """A new token holding the batch's lease for ``ttl_ms``, or None while another holds it."""
+
+    def renew(self, ref: str, token: str, ttl_ms: int) -> bool:
+        """Hold it ``ttl_ms`` more; False when ``token`` no longer holds it (expired, or taken since)."""
+
+    def release(self, ref: str, token: str) -> bool:
+        """Give it up; False (and nothing changes) when the lease is not ``token``'s (taken since, or gone)."""
+
+    def renew_tasks(self, tokens: list[str], lease_ms: int) -> list[bool]:
+        """Renew the member tasks' leases (their lease tokens) in one round trip: the queue's own
+        renewal (``Leases.extend_many``), with its rules; one bool per token, in order."""
 
 
 class DocumentReviewer(Protocol):

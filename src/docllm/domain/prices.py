@@ -12,6 +12,7 @@ Without a cached price, cached prompt tokens cost what other prompt tokens cost.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 PER = 1_000_000
@@ -65,6 +66,26 @@ class PriceTable:
 
     def __str__(self) -> str:
         return ",".join(f"{m}={_spelled(p)}" for m, p in self.entries)
+
+
+# A deployment's own batch rates (its ``prices`` object), USD per 1M tokens; each one left out is half
+# the realtime rate, the Batch API's discount.
+BATCH_PRICE_KEYS = ("batch_input", "batch_cached_input", "batch_output")
+
+
+def batch_price(price: Price, overrides: Mapping[str, float] | None = None) -> Price:
+    """What the Batch API charges for tokens priced ``price`` in realtime: every rate halved, unless
+    ``overrides`` gives it (``batch_input``, ``batch_cached_input``, ``batch_output``). Without any
+    cached rate, cached tokens cost what other batch input tokens cost, as in realtime."""
+    given = overrides or {}
+    cached = given.get("batch_cached_input")
+    if cached is None and price.cached_input_per_m is not None:
+        cached = price.cached_input_per_m / 2
+    return Price(
+        given.get("batch_input", price.input_per_m / 2),
+        given.get("batch_output", price.output_per_m / 2),
+        cached,
+    )
 
 
 def _spelled(price: Price) -> str:

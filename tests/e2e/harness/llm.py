@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from tests.e2e.harness.process import Proc
 from tests.e2e.harness.programs import Harness
@@ -17,8 +18,10 @@ def start_llm_server(
     rate_500: float = 0.0,
     seed: int = 1,
     port: int = 0,
+    extra: Sequence[str] = (),
 ) -> tuple[Proc, int]:
-    """``python -m tests.support.llm_server`` as a process; returns it and its port."""
+    """``python -m tests.support.llm_server`` as a process; returns it and its port. ``extra``: more
+    flags, e.g. the batch knobs (``--batch-delay-s 0.5 --expire-batches at:2``)."""
     argv = [
         sys.executable,
         "-m",
@@ -33,6 +36,7 @@ def start_llm_server(
         str(rate_500),
         "--seed",
         str(seed),
+        *extra,
     ]
     proc = harness.spawn(name, argv, "llm")
 

@@ -13,7 +13,9 @@ credentials and raises its error types, which ``_translate`` maps as before.
 
 The answer's form is asked for as strictly as the server allows (``RUNGS``): the domain's answer
 schema as a strict ``json_schema``, else ``json_object``, else the prompt's words; every answer is
-checked against that one schema whatever was asked (``report.parse_answer``).
+checked against that one schema whatever was asked (``report.parse_answer``). The body, the reading
+of an answer and the meaning of an error status are the domain's (``domain/chat.py``), shared with
+the Batch API's lines.
 """
 
 from __future__ import annotations
@@ -35,21 +37,23 @@ from openai._models import FinalRequestOptions
 from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
-from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_NAME
 from docllm.domain.budget import estimated_cost
-from docllm.domain.chunking import Chunk, place_finding, split_markdown
-from docllm.domain.errors import (
-    ConfigurationError,
-    DocllmError,
-    OverCostCap,
-    PermanentError,
-    ProviderUnavailable,
-    TransientError,
+from docllm.domain.chat import (
+    RUNGS,
+    about_response_format,
+    chat_body,
+    chunk_report,
+    content,
+    detail,
+    reported_tokens,
+    status_error,
 )
+from docllm.domain.chunking import Chunk, split_markdown
+from docllm.domain.errors import ConfigurationError, DocllmError, OverCostCap, ProviderUnavailable, TransientError
 from docllm.domain.prices import PriceTable
-from docllm.domain.prompt import PROMPT_VERSION, build_messages, repair_messages
-from docllm.domain.rate_limits import MAX_COUNT, estimate_tokens
-from docllm.domain.report import make_report, merge_reports, parse_answer, require_reviewable
+from docllm.domain.prompt import build_messages, repair_messages
+from docllm.domain.rate_limits import estimate_tokens
+from docllm.domain.report import merge_reports, parse_answer, require_reviewable
 from docllm.domain.rubric import Rubric
 from docllm.domain.services.rate_gate import NoGate, RateGate
 from docllm.domain.tracing import current, traced
@@ -63,12 +67,6 @@ except ImportError:  # pragma: no cover - depends on the openai version installe
 log = logging.getLogger(__name__)
 
 POOL_CONNECTIONS = 32  # the most connections one HTTP pool of the reviewer holds
-JSON_MODE = {"type": "json_object"}
-STRICT_SCHEMA = {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": ANSWER_SCHEMA}}
-# How the answer's form is asked for, strictest first: the answer schema enforced by the server,
-# any JSON object, then the prompt's words alone (None: no response_format). A server that refuses
-# a rung (a 400 about response_format) is asked with the next one from then on.
-RUNGS: tuple[dict[str, Any] | None, ...] = (STRICT_SCHEMA, JSON_MODE, None)
 
 
 class OpenAIReviewer:
@@ -216,17 +214,7 @@ class OpenAIReviewer:
                 if repairing:
                     raise TransientError(f"LLM answered an invalid report: {e}") from None
                 messages = repair_messages(messages, answer, str(e))
-        findings = [place_finding(f, chunk) for f in parsed["findings"]]
-        return make_report(
-            findings,
-            parsed["summary"],
-            self.name,
-            self.model,
-            chunks=1,
-            usage=usage,
-            prompt_version=PROMPT_VERSION,
-            deployments=None if self.deployment is None else [self.deployment],
-        )
+        return chunk_report(parsed, chunk, self.model, usage, self.deployment)
 
     async def _complete(
         self, messages: list[dict[str, str]], usage: dict[str, int], max_wait: float | None = None
@@ -254,7 +242,7 @@ class OpenAIReviewer:
         if reported:
             usage["prompt_tokens"] += reported[0]
             usage["completion_tokens"] += reported[1]
-        return _content(body)
+        return content(body)
 
     def _step_down(self, refused: int) -> int:
         """The rung below the one the server refused, remembered. Chunks in flight at once may each
@@ -300,9 +288,7 @@ class OpenAIReviewer:
     async def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> httpx.Response:
         """The chat completion's HTTP response, through the SDK: it adds the headers and the timeout,
         sends, and raises its errors (a status error for a 4xx or 5xx)."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if response_format is not None:
-            body["response_format"] = response_format
+        body = chat_body(self.model, messages, response_format)
         options = self._chat.model_copy(update={"content": orjson.dumps(body)})
         return await self._client.request(httpx.Response, options)
 
@@ -322,66 +308,17 @@ class OpenAIReviewer:
             return ProviderUnavailable(f"cannot reach the LLM at {self._where}")
         if not isinstance(e, openai.APIStatusError):
             return TransientError(f"LLM client error: {type(e).__name__}")
-        status, detail = e.status_code, self._detail(e)
-        if status in (401, 403):
-            hint = "" if self._key else "; no API key is set (DOCLLM_LLM_API_KEY or OPENAI_API_KEY)"
-            return ConfigurationError(f"the LLM at {self._where} refused the credentials ({status}){hint}")
-        if status == 429 and e.code == "insufficient_quota":  # billing, not load: waiting will not help
-            return ConfigurationError(f"the LLM account at {self._where} has no quota left (429 insufficient_quota)")
-        if status == 404:
-            return ConfigurationError(f"the LLM at {self._where} does not serve model {self.model!r} (404){detail}")
-        if status in (408, 409, 429) or status >= 500:
-            return ProviderUnavailable(
-                f"the LLM answered {status}{detail}", retry_after=_retry_after(e.response.headers)
-            )
-        return PermanentError(f"the LLM refused the request ({status}){detail}")
-
-    def _detail(self, e: openai.APIStatusError) -> str:
-        text = e.body.get("message") if isinstance(e.body, dict) else e.body
-        text = " ".join(str(text or "").split())[:300]
-        if self._key:
-            text = text.replace(self._key, "***")
-        return f": {text}" if text else ""
+        said = detail(e.body.get("message") if isinstance(e.body, dict) else e.body, self._key)
+        hint = "" if self._key else "; no API key is set (DOCLLM_LLM_API_KEY or OPENAI_API_KEY)"
+        retry_after = (
+            _retry_after(e.response.headers) if e.status_code in (408, 409, 429) or e.status_code >= 500 else None
+        )
+        return status_error(e.status_code, e.code, said, self._where, self.model, retry_after, hint)
 
 
 def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int, int] | None:
-    """The answer's (prompt, completion, cached prompt) tokens; None when it reports none, or a
-    prompt or completion count beyond belief (then none is kept: the request's estimate stays
-    charged). A cached count beyond belief, or above the prompt's, counts as 0: full price."""
-    usage = body.get("usage") if body is not None else None
-    if not usage or not isinstance(usage, dict):
-        return None
-    counts = []
-    for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = _count(f"usage.{field}", usage.get(field))
-        if value is None:
-            return None
-        counts.append(value)
-    cached = _count(*_cached_field(usage)) or 0
-    return counts[0], counts[1], cached if cached <= counts[0] else 0
-
-
-def _cached_field(usage: dict[str, Any]) -> tuple[str, object]:
-    """Where the server said how many prompt tokens its cache served: OpenAI's
-    ``prompt_tokens_details.cached_tokens``, DeepSeek's ``prompt_cache_hit_tokens``, Anthropic's
-    ``cache_read_input_tokens`` (its OpenAI-compatible layer and proxies pass it on)."""
-    details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and details.get("cached_tokens") is not None:
-        return "usage.prompt_tokens_details.cached_tokens", details.get("cached_tokens")
-    for field in ("prompt_cache_hit_tokens", "cache_read_input_tokens"):
-        if usage.get(field) is not None:
-            return f"usage.{field}", usage.get(field)
-    return "usage.cached_tokens", 0
-
-
-def _count(name: str, raw: object) -> int | None:
-    """A token count the server sent (nothing validated it), or None when beyond belief."""
-    raw = raw or 0
-    try:
-        value = float(raw)  # type: ignore[arg-type]  # whatever it is: float() says
-    except (TypeError, ValueError):
-        value = math.nan
-    return None if bounded(name, raw, value, MAX_COUNT) is None else int(value)
+    """``chat.reported_tokens`` with a warning for a count beyond belief (once per field)."""
+    return reported_tokens(body, bounded)
 
 
 def gen_ai_answer(body: dict[str, Any] | None, call: LlmCall) -> dict[str, Any]:
@@ -401,15 +338,6 @@ def gen_ai_answer(body: dict[str, Any] | None, call: LlmCall) -> dict[str, Any]:
     return attributes
 
 
-def _content(body: dict[str, Any]) -> str:
-    """The first choice's message text; "" when there is none (the report's parse then asks for a repair)."""
-    choices = body.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices else None
-    message = first.get("message") if isinstance(first, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else ""
-
-
 def _refused(e: BaseException) -> bool:
     """Whether an error the SDK calls a timeout is a connection that failed without timing out: the
     aiohttp transport maps every ``aiohttp.ClientConnectionError`` (refused, reset, closed by the
@@ -425,8 +353,7 @@ def _refused(e: BaseException) -> bool:
 
 
 def _about_response_format(e: openai.BadRequestError) -> bool:
-    text = str(e.body or e.message)
-    return e.param == "response_format" or "response_format" in text or "json_schema" in text
+    return about_response_format(e.param, str(e.body or e.message))
 
 
 def _kind(rung: int) -> str:

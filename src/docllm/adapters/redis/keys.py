@@ -119,6 +119,10 @@ class RedisKeys:
         """The key of the fleet's lease on ``role`` (lead.lua)."""
         return f"{self.prefix}:lead:{role}"
 
+    def batch_lease(self, ref: str) -> str:
+        """The lease on polling one provider batch (batch_lease.lua): a hash of token, owner, until."""
+        return f"{self.prefix}:batch:lease:{ref}"
+
     def worker(self, worker_id: str) -> str:
         """The hash of one worker's record (redis_registry.py); expires with its TTL."""
         return f"{self.prefix}:worker:{worker_id}"

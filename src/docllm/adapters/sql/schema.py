@@ -9,7 +9,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Double, Index, Integer, MetaData, String, Table, Text, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
 from sqlalchemy.dialects.mysql import LONGTEXT
 from sqlalchemy.types import TypeDecorator
 
@@ -102,3 +114,43 @@ task_doc_llm = Table(
 )
 # The reconciler pages pending/processing rows by (updated_at, task_id) through this index (D8).
 Index(STATUS_INDEX, task_doc_llm.c.status, task_doc_llm.c.updated_at)
+
+# Provider batches of bulk tasks (issue 28, migration 0009): the durable record a batcher writes
+# before it asks the provider anything (domain/batches.py). Its times are the authority's, given
+# by the caller (the batch's deadlines are read on that clock), not the database's.
+BATCHES_TABLE = "llm_batches"
+BATCH_TASKS_TABLE = "llm_batch_tasks"
+BATCH_TASKS_INDEX = "ix_llm_batch_tasks_task_id"
+BATCHES_STATE_INDEX = "ix_llm_batches_state_created_at"
+
+llm_batches = Table(
+    BATCHES_TABLE,
+    metadata,
+    Column("ref", String(32), primary_key=True),
+    Column("deployment", String(128), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("batch_id", String(128), nullable=True, unique=True),
+    Column("input_file_id", String(128), nullable=True),
+    Column("output_file_id", String(128), nullable=True),
+    Column("error_file_id", String(128), nullable=True),
+    Column("provider_status", String(32), nullable=True),
+    Column("tasks", Integer, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Column("cost_usd", Double, nullable=True),
+    Column("error", Text, nullable=True),
+    **MYSQL_TABLE_OPTIONS,
+)
+# Pollers list the unfinished batches oldest first through this index.
+Index(BATCHES_STATE_INDEX, llm_batches.c.state, llm_batches.c.created_at)
+
+llm_batch_tasks = Table(
+    BATCH_TASKS_TABLE,
+    metadata,
+    Column("ref", String(32), ForeignKey(f"{BATCHES_TABLE}.ref"), primary_key=True),
+    Column("task_id", TaskId, primary_key=True, autoincrement=False),
+    Column("attempt", Integer, primary_key=True, autoincrement=False),
+    **MYSQL_TABLE_OPTIONS,
+)
+# ``show`` and ``cancel`` find a task's batches through this index.
+Index(BATCH_TASKS_INDEX, llm_batch_tasks.c.task_id)

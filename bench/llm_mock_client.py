@@ -63,7 +63,7 @@ class MockLLM:
 def request_body() -> bytes:
     """What docllm sends for the bench document: the real prompt, so the mock parses real sizes."""
     from bench.llm_task import DOCUMENT
-    from docllm.adapters.llm.openai_reviewer import STRICT_SCHEMA
+    from docllm.domain.chat import STRICT_SCHEMA
     from docllm.domain.prompt import build_messages
 
     return json.dumps(

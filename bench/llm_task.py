@@ -87,7 +87,7 @@ def async_client():
 
 
 def _request(task_id: int) -> dict[str, Any]:
-    from docllm.adapters.llm.openai_reviewer import STRICT_SCHEMA
+    from docllm.domain.chat import STRICT_SCHEMA
     from docllm.domain.prompt import build_messages
 
     return {

@@ -46,7 +46,8 @@ import orjson
 
 from bench.llm_mock_client import MockLLM
 from bench.llm_task import DOCUMENT, MODEL
-from docllm.adapters.llm.openai_reviewer import JSON_MODE, OpenAIReviewer, httpx
+from docllm.adapters.llm.openai_reviewer import OpenAIReviewer, httpx
+from docllm.domain.chat import JSON_MODE
 
 
 class _Httpx(OpenAIReviewer):

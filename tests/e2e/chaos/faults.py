@@ -194,7 +194,8 @@ class Faults:
         workers, reapers = self._procs("worker"), self._procs("reaper")
         if not workers:
             return False
-        victim = self.rng.choice(reapers) if reapers and self.rng.random() < 0.2 else self._busy_worker(workers)
+        to_reaper = reapers and self.rng.random() < 0.2 and not what.startswith("net_drop")  # reapers rarely commit
+        victim = self.rng.choice(reapers) if to_reaper else self._busy_worker(workers)
         self.say(f"fault: {what}: {self.network.fault(what, victim.name, self.count)}")
         return True
 

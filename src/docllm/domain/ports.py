@@ -53,8 +53,12 @@ class Claims(Protocol):
         """Atomically move the next ready payload into processing under a new lease, or None.
         ``Delivery.cancelled`` says whether its task carried a cancel mark (``mark_cancelled``)."""
 
-    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
-        """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first."""
+    def claim_batch(
+        self, worker_id: str, lease_ms: int, limit: int, lanes: tuple[str, ...] | None = None
+    ) -> list[Delivery]:
+        """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first.
+        ``lanes``: claim from these lanes only (the batch lane's batcher: ``("bulk",)``); None:
+        the lanes of the queue's policy (``LanePolicy.serves``)."""
 
     def stage(self, timeout_s: float) -> str | None:
         """Block until ready holds a payload (at most ``timeout_s``; 0: do not block) and move it

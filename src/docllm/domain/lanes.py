@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 LANES = ("interactive", "default", "bulk")  # the claim script's order; ties go to the earlier lane
 DEFAULT_LANE = "default"
+BATCH_LANE = "bulk"  # reviewed by the Batch API when a deployment offers it (issue 28)
 DEFAULT_WEIGHTS = "interactive=8,default=3,bulk=1"
 # A tenant is written as is into key fields ("tenant|seq"): no '|', no escapes; the column is 64 wide.
 TENANT = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")

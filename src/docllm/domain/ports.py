@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol
 
-from docllm.domain.batches import Batch, BatchMember, BatchState
+from docllm.domain.batches import Batch, BatchMember, BatchState, ProviderBatch
 from docllm.domain.breaker import BreakerView
 from docllm.domain.budget import BudgetView
 from docllm.domain.lane_figures import LaneFigures
@@ -375,6 +375,28 @@ class BatchLeases(Protocol):
     def renew_tasks(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """Renew the member tasks' leases (their lease tokens) in one round trip: the queue's own
         renewal (``Leases.extend_many``), with its rules; one bool per token, in order."""
+
+
+class BatchApi(Protocol):
+    """The provider's Files and Batch APIs (issue 28). Errors are the domain's: ProviderUnavailable
+    (no answer, 429, 5xx), ConfigurationError (401/403), PermanentError (a request it refuses),
+    BatchFileLost (a file it no longer has)."""
+
+    def upload(self, jsonl: bytes, name: str) -> str:
+        """Upload a batch's input file (``purpose="batch"``); its file id."""
+
+    def create(self, input_file_id: str, ref: str) -> ProviderBatch:
+        """Create the batch (24 h window, chat completions), ``ref`` in its metadata as docllm_ref."""
+
+    def retrieve(self, batch_id: str) -> ProviderBatch: ...
+
+    def find(self, ref: str) -> ProviderBatch | None:
+        """The provider's batch whose metadata docllm_ref is ``ref`` (adoption), or None."""
+
+    def cancel(self, batch_id: str) -> None: ...
+
+    def content(self, file_id: str) -> list[str]:
+        """A result file's lines; BatchFileLost when the provider no longer has it."""
 
 
 class DocumentReviewer(Protocol):

@@ -16,10 +16,12 @@ from typing import Any
 
 from docllm.domain.ports import DocumentReviewer, LaneViews, LlmBreaker, SpendBudget, TaskQueue, WorkerRegistry
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.batch_poller import BatchPoller
+from docllm.domain.services.batcher import Batcher
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime import exit_watchdog
-from docllm.runtime.assembly import Wiring, build_worker, reap_step, reconcile_step
+from docllm.runtime.assembly import Wiring, batcher_tick, build_worker, keep_step, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.presence import Presence, beat_seconds
@@ -54,6 +56,8 @@ class Parts:
     web_app: Any = None  # a WSGI app served on the HTTP port's other paths (the dashboard)
     registry: WorkerRegistry | None = None  # where a worker process reports itself (docllm workers)
     lanes: LaneViews | None = None  # the figures per lane and tenant the HTTP port's metrics show
+    batcher: Batcher | None = None  # the batch lane's (issue 28): bulk tasks into provider batches
+    poller: BatchPoller | None = None  # the batch lane's: any process polls any batch
 
 
 class Service:
@@ -99,6 +103,13 @@ class Service:
         if p.reconciler is not None:
             every = s.reconcile_interval_seconds
             self._loop_of("reconciler", reconcile_step(p.reconciler), every, m and m.reconcile_cycle)
+        for name, batch_part, tick in (
+            ("batcher", p.batcher, batcher_tick(s.batch_max_wait_seconds, s.batch_lease_seconds)),
+            ("batch-poller", p.poller, s.batch_lease_seconds),
+        ):
+            if batch_part is not None:  # its step, and beside it the renewal of the leases it holds
+                self._loop_of(name, batch_part.step, tick, None)
+                self._loop_of(f"{name}-keep", keep_step(batch_part), s.batch_lease_seconds, None)
 
     def _loop_of(self, name: str, step: Callable[[], bool], interval: float, cycles: Any) -> None:
         on_cycle = cycles.observe if cycles else None

@@ -159,14 +159,20 @@ def _batch_target(settings: Settings):
     )
 
 
-def _batcher(settings: Settings, processor, store, leases, api, target):
+def _batcher(settings: Settings, processor, store, leases, api, target, budget):
     """The batch lane's batcher (issue 28); None when batching is off."""
     if target is None:
         return None
     from docllm.domain.services.batcher import Batcher
 
     max_wait_ms, lease_ms = int(settings.batch_max_wait_seconds * 1000), int(settings.batch_lease_seconds * 1000)
-    return Batcher(processor, store, leases, api, target, settings.batch_max_tasks, max_wait_ms, lease_ms)
+    spend = budget() if _counts_spend(settings, target) else None
+    return Batcher(processor, store, leases, api, target, settings.batch_max_tasks, max_wait_ms, lease_ms, spend)
+
+
+def _counts_spend(settings: Settings, target) -> bool:
+    """Spend is counted only where calls are priced (as the realtime worker's)."""
+    return bool(settings.price_table.entries) or target.price is not None
 
 
 def _batch_poller(settings: Settings, processor, store, leases, api, target, budget):
@@ -184,7 +190,7 @@ def _batch_poller(settings: Settings, processor, store, leases, api, target, bud
         poll_ms=int(settings.batch_poll_seconds * 1000),
         batch_lease_ms=int(settings.batch_lease_seconds * 1000),
         bound_ms=int(settings.batch_give_up_seconds * 1000),
-        budget=budget() if settings.price_table.entries or target.price is not None else None,
+        budget=budget() if _counts_spend(settings, target) else None,
     )
 
 
@@ -421,7 +427,9 @@ class Container(containers.DeclarativeContainer):
         batches=providers.Callable(_reaper_batches, settings, batch_store.provider),
     )
     # The batch lane (issue 28): run by ``docllm worker`` when some deployment offers batches.
-    batcher = providers.Factory(_batcher, settings, processor, batch_store, batch_leases, batch_api, batch_target)
+    batcher = providers.Factory(
+        _batcher, settings, processor, batch_store, batch_leases, batch_api, batch_target, spend_budget.provider
+    )
     batch_poller = providers.Factory(
         _batch_poller,
         settings,

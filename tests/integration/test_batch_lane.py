@@ -297,3 +297,29 @@ def test_the_lane_works_on_mariadb_too(rig_for, mysql_url):
         assert service.wait(30)
     assert all(r.status is TaskStatus.success and r.attempt == 1 for r in rig.rows(ids))
     assert [b.state for b in rig.batches()] == [BatchState.applied]
+
+
+def test_a_task_over_the_cost_cap_at_batch_prices_fails_before_anything_is_uploaded(rig_for):
+    rig, llm = rig_for(batch_max_tasks=2, task_max_cost_usd=3.0)  # one chunk costs about 2 USD at batch prices
+    big = "# Part\n\n" + "word " * 12_000  # five chunks or so: about 10 USD
+    small_id, big_id = rig.submit(2, doc=lambda i: big if i else DOC)
+    rig.until(lambda: bool(rig.batches()), step=rig.container.batcher().step)
+    over = rig.repo.get(big_id)
+    assert over.status is TaskStatus.failed and over.usage is None  # nothing was sent
+    assert "DOCLLM_TASK_MAX_COST_USD=3" in (over.error or "") and "at batch prices" in (over.error or "")
+    [batch] = rig.batches()
+    assert batch.tasks == 1 and rig.store.of_task(small_id) == [batch.ref] and not rig.store.of_task(big_id)
+
+
+def test_at_the_spend_cap_the_batcher_claims_nothing(rig_for):
+    rig, llm = rig_for(spend_cap_usd_per_day=1.0)
+    ids = rig.submit(5)
+    budget = rig.container.spend_budget()
+    budget.add(2_000_000)  # 2 USD spent today: over the cap (I14)
+    batcher = rig.container.batcher()
+    for _ in range(3):
+        batcher.step()
+    assert not rig.batches() and not batcher.held
+    assert all(r.status is TaskStatus.pending and r.attempt == 0 for r in rig.rows(ids))
+    budget.set_cap(100.0)  # what `docllm budget set --usd 100` does
+    rig.until(lambda: bool(rig.batches()), step=batcher.step)

@@ -28,7 +28,7 @@ from docllm.domain.budget import estimated_cost
 from docllm.domain.errors import DocllmError, OverCostCap, Unavailable
 from docllm.domain.lanes import BATCH_LANE
 from docllm.domain.model import Attempt, Delivery
-from docllm.domain.ports import BatchApi, BatchLeases, BatchStore
+from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget
 from docllm.domain.prices import PriceTable
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all
@@ -46,8 +46,10 @@ class Batcher:
         max_tasks: int,
         max_wait_ms: int,
         batch_lease_ms: int,
+        budget: SpendBudget | None = None,
     ):
         self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
+        self.budget = budget  # the fleet's spend cap (I14): at it, no batch claims
         self.max_tasks, self.max_wait_ms, self.batch_lease_ms = max_tasks, max_wait_ms, batch_lease_ms
         self.held: list[Delivery] = []  # claimed, not started: a crash leaves leases the reaper requeues uncharged
         self.first_ms: int | None = None  # authority time the oldest held delivery was claimed
@@ -64,7 +66,7 @@ class Batcher:
         """Claim, and send a batch when one is full or has waited long enough. True: it sent one
         (more may be waiting)."""
         room = self.max_tasks - len(self.held)
-        if room > 0:
+        if room > 0 and (self.budget is None or not self.budget.view().over):
             found = self.proc.claim_batch(room, (BATCH_LANE,))
             now = self.proc.clock.now_ms()
             with self._lock:

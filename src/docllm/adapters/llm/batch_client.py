@@ -75,10 +75,8 @@ class OpenAIBatchApi:
     def cancel(self, batch_id: str) -> None:
         try:
             self._client.batches.cancel(batch_id)
-        except openai.NotFoundError:
-            return
-        except openai.ConflictError:  # already ended
-            return
+        except (openai.NotFoundError, openai.ConflictError, openai.BadRequestError):
+            return  # gone, or already ended (a cancel is only ever to stop paying for it)
         except openai.OpenAIError as e:
             raise self._error(e) from None
 

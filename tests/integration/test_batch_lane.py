@@ -122,7 +122,7 @@ def rig_for(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., tuple[Rig,
     servers: list[FakeLLM] = []
 
     def make(database_url: str = "", llm_options: dict[str, Any] | None = None, **over: Any) -> tuple[Rig, FakeLLM]:
-        llm = FakeLLM(batch_delay_s=DELAY, **(llm_options or {})).start()
+        llm = FakeLLM(**{"batch_delay_s": DELAY, **(llm_options or {})}).start()
         servers.append(llm)
         return Rig(make_settings(tmp_path, redis_url, llm, database_url, **over)), llm
 
@@ -323,3 +323,16 @@ def test_at_the_spend_cap_the_batcher_claims_nothing(rig_for):
     assert all(r.status is TaskStatus.pending and r.attempt == 0 for r in rig.rows(ids))
     budget.set_cap(100.0)  # what `docllm budget set --usd 100` does
     rig.until(lambda: bool(rig.batches()), step=batcher.step)
+
+
+def test_a_batch_past_its_window_is_cancelled_and_its_tasks_handed_back_uncharged(rig_for):
+    rig, llm = rig_for(llm_options={"batch_delay_s": 30.0})  # it would run long past the test
+    ids = rig.submit(5)
+    ref = submitted_batch(rig, ids)
+    poller = rig.container.batch_poller()
+    poller.bound_ms = 0  # the 24 h window and its margin, passed (I15's bound)
+    poller.step()
+    assert rig.store.get(ref).state is BatchState.returned
+    assert llm.batches.counters["batches_cancelled"] == 1  # no longer paid for
+    for row in rig.rows(ids):
+        assert (row.status, row.attempt, row.retry_count, row.handbacks) == (TaskStatus.pending, 1, 0, 0)

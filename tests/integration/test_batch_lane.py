@@ -336,3 +336,22 @@ def test_a_batch_past_its_window_is_cancelled_and_its_tasks_handed_back_uncharge
     assert llm.batches.counters["batches_cancelled"] == 1  # no longer paid for
     for row in rig.rows(ids):
         assert (row.status, row.attempt, row.retry_count, row.handbacks) == (TaskStatus.pending, 1, 0, 0)
+
+
+def test_two_worker_processes_batch_and_poll_the_same_lane_and_commit_each_task_once(rig_for, tmp_path):
+    rig, llm = rig_for(batch_max_tasks=4)
+    other = Rig(make_settings(tmp_path, rig.settings.redis_url, llm, worker_id="w2", batch_max_tasks=4))
+    other.events = rig.events  # one record of both processes' events
+    other.container.events.override(providers.Object(rig.events))
+    ids = rig.submit(16)
+    services = [running(rig), running(other)]
+    try:
+        rig.until(rig.finished(ids))
+    finally:
+        assert all(s.wait(30) for s in services)
+    for row in rig.rows(ids):
+        assert row.status is TaskStatus.success and (row.attempt, row.retry_count) == (1, 0)
+        assert rig.events.succeeded[row.task_id] == 1
+    batches = rig.batches()
+    assert all(b.state is BatchState.applied for b in batches) and sum(b.tasks for b in batches) == 16
+    assert llm.batches.counters["batches_created"] == len(batches)

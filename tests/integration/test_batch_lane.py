@@ -355,3 +355,14 @@ def test_two_worker_processes_batch_and_poll_the_same_lane_and_commit_each_task_
     batches = rig.batches()
     assert all(b.state is BatchState.applied for b in batches) and sum(b.tasks for b in batches) == 16
     assert llm.batches.counters["batches_created"] == len(batches)
+
+
+def test_a_stopping_batcher_puts_the_claims_it_held_back_at_once(rig_for):
+    rig, llm = rig_for(batch_max_wait_seconds=600)  # it would wait for a full batch
+    ids = rig.submit(3)
+    batcher = rig.container.batcher()
+    batcher.step()
+    assert len(batcher.held) == 3 and not rig.batches()
+    assert batcher.release() == 3
+    assert all(r.status is TaskStatus.pending and r.attempt == 0 for r in rig.rows(ids))  # never started
+    assert len(rig.container.batcher().proc.claim_batch(5, ("bulk",))) == 3  # claimable again, now

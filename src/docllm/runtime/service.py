@@ -148,6 +148,7 @@ class Service:
             self.started.set()
             await self._stop.wait()
             await self._end_tasks()
+            await self._release_batch_claims()
             drained.set()
             if beating is not None:  # removes this worker from the registry (or its TTL will)
                 await asyncio.wait([beating], timeout=LEAVE_SECONDS)
@@ -173,6 +174,17 @@ class Service:
             await asyncio.wait_for(close(), timeout=REVIEWER_CLOSE_SECONDS)
         except Exception as exc:  # noqa: BLE001 - the process is stopping; say so and go on
             self.log.warning("closing the reviewer: %s", exc)
+
+    async def _release_batch_claims(self) -> None:
+        """The batcher's claims held for its next batch back to their lane at once (D11), within
+        the loops' budget; what is not released expires and the reaper requeues it."""
+        batcher = self.parts.batcher
+        if batcher is None:
+            return
+        try:
+            await asyncio.wait_for(self.calls.call(batcher.release), timeout=LOOPS_END_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the process is stopping; the leases expire
+            self.log.warning("batch claims not released: %s", exc)
 
     async def _end_tasks(self) -> None:
         """Wait for the worker's drain and the loops' current cycles, until the stop's deadline:

@@ -98,6 +98,13 @@ class Batcher:
         if batch is not None:
             self.leases.renew(batch[0], batch[1], self.batch_lease_ms)
 
+    def release(self) -> int:
+        """At shutdown: the claims held for the next batch go back to the front of their lane
+        (never started: nothing to charge); how many. One left out expires and the reaper requeues it."""
+        with self._lock:
+            held, self.held, self.first_ms = self.held, [], None
+        return sum(1 for d in held if self.proc.queue.requeue(d.token, front=True))
+
     # -- a batch -------------------------------------------------------------------------------
     def send(self, deliveries: Sequence[Delivery]) -> str | None:
         """Start, record, upload, create. The batch's ref, or None when none was recorded."""

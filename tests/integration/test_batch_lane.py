@@ -366,3 +366,34 @@ def test_a_stopping_batcher_puts_the_claims_it_held_back_at_once(rig_for):
     assert batcher.release() == 3
     assert all(r.status is TaskStatus.pending and r.attempt == 0 for r in rig.rows(ids))  # never started
     assert len(rig.container.batcher().proc.claim_batch(5, ("bulk",))) == 3  # claimable again, now
+
+
+class Killed(BaseException):
+    """The batcher's process dies here (nothing it would catch)."""
+
+
+class DiesAtUpload:
+    def __init__(self, api: Any):
+        self.api = api
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+    def upload(self, jsonl: bytes, name: str) -> str:
+        raise Killed
+
+
+def test_a_batch_left_open_by_a_batcher_that_died_before_the_upload_hands_its_tasks_back_uncharged(rig_for):
+    rig, llm = rig_for()
+    ids = rig.submit(5)
+    batcher = rig.container.batcher()
+    batcher.api = DiesAtUpload(batcher.api)
+    with pytest.raises(Killed):
+        rig.until(lambda: False, step=batcher.step)
+    [left] = rig.batches()
+    assert left.state is BatchState.open
+    poller = rig.container.batch_poller()
+    rig.until(lambda: rig.store.get(left.ref).state is BatchState.returned, step=poller.step)
+    for row in rig.rows(ids):
+        assert (row.status, row.attempt, row.retry_count, row.handbacks) == (TaskStatus.pending, 1, 0, 0)
+    assert llm.batches.counters["batches_created"] == 0

@@ -175,7 +175,7 @@ def _counts_spend(settings: Settings, target) -> bool:
     return bool(settings.price_table.entries) or target.price is not None
 
 
-def _batch_poller(settings: Settings, processor, store, leases, api, target, budget):
+def _batch_poller(settings: Settings, processor, store, leases, api, target, budget, views):
     """The batch lane's poller (any worker process polls any batch); None when batching is off."""
     if target is None:
         return None
@@ -191,6 +191,7 @@ def _batch_poller(settings: Settings, processor, store, leases, api, target, bud
         batch_lease_ms=int(settings.batch_lease_seconds * 1000),
         bound_ms=int(settings.batch_give_up_seconds * 1000),
         budget=budget() if _counts_spend(settings, target) else None,
+        views=views,
     )
 
 
@@ -439,6 +440,7 @@ class Container(containers.DeclarativeContainer):
         batch_api,
         batch_target,
         spend_budget.provider,
+        repository,
     )
     reconcile_grace_ms = providers.Callable(
         lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from docllm.domain.batches import BatchMember
 from docllm.domain.model import Attempt, Delivery, TaskStatus
 from docllm.domain.payload import make_payload
+from docllm.domain.ports import TaskViews
 from docllm.domain.prices import Price
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Outcome, Reason
@@ -26,13 +27,21 @@ class BatchTarget:
     max_task_cost_usd: float | None = None  # DOCLLM_TASK_MAX_COST_USD; None: no cap
 
 
-def member_attempts(proc: TaskProcessor, members: Iterable[BatchMember]) -> list[Attempt]:
+def member_attempts(
+    proc: TaskProcessor, members: Iterable[BatchMember], views: TaskViews | None = None
+) -> list[Attempt]:
     """The members whose row is still ``processing`` on the batch's attempt, as attempts the
     processor's fenced finish can end (the lease token is the row's; the payload is rebuilt from
-    the row, for the one fallback that pushes it when the lease is gone)."""
+    the row, for the one fallback that pushes it when the lease is gone). With ``views``: the rows
+    in one query, without their documents (``TaskViews.get_many``); else one read per member."""
+    members = list(members)
+    if views is not None:
+        rows = {r.task_id: r for r in views.get_many([m.task_id for m in members])}
+    else:
+        rows = {m.task_id: r for m in members if (r := proc.repo.get(m.task_id)) is not None}
     found = []
     for m in members:
-        row = proc.repo.get(m.task_id)
+        row = rows.get(m.task_id)
         if row is None or row.status is not TaskStatus.processing or row.attempt != m.attempt or not row.lease_token:
             continue
         raw = make_payload(row.task_id, row.task_name or "", row.priority, row.tenant)

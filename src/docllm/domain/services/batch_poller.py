@@ -23,10 +23,10 @@ from docllm.domain import events as ev
 from docllm.domain.batch_results import State, read_results
 from docllm.domain.batch_verdict import task_facts
 from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch
-from docllm.domain.chunking import split_markdown
+from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.errors import BatchFileLost, DocllmError, TransientError
 from docllm.domain.model import Attempt
-from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget
+from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget, TaskViews
 from docllm.domain.report import require_reviewable
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all, member_attempts
@@ -48,12 +48,14 @@ class BatchPoller:
         adopt_grace_ms: int | None = None,
         budget: SpendBudget | None = None,
         limit: int = 100,
+        views: TaskViews | None = None,
     ):
         self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
         self.poll_ms, self.batch_lease_ms, self.bound_ms = poll_ms, batch_lease_ms, bound_ms
         # An open or uploaded batch idle this long lost its batcher (which holds its lease meanwhile).
         self.adopt_grace_ms = batch_lease_ms if adopt_grace_ms is None else adopt_grace_ms
         self.budget, self.limit = budget, limit
+        self.views = views  # the members' rows in one query per visit (without documents)
         self._asked: dict[str, int] = {}  # ref -> authority ms this process last asked the provider
         self._holding: dict[str, tuple[str, list[Attempt]]] = {}  # ref -> (lease token, live members)
         self._lock = threading.Lock()
@@ -100,7 +102,7 @@ class BatchPoller:
         if batch is None or batch.state.terminal:
             self._asked.pop(ref, None)
             return
-        attempts = member_attempts(self.proc, batch.members)
+        attempts = member_attempts(self.proc, batch.members, self.views)
         if attempts:  # a lease already lost is the reaper's (uncharged: its batch is unfinished)
             renewed = self.leases.renew_tasks([a.token for a in attempts], self.proc.lease.lease_ms)
             attempts = [a for a, ok in zip(attempts, renewed, strict=True) if ok]
@@ -158,9 +160,7 @@ class BatchPoller:
             self._return(batch, attempts, str(exc))
             return
         t = self.target
-        chunks = {
-            a.task_id: split_markdown(require_reviewable(a.task.document or ""), t.max_chunk_chars) for a in attempts
-        }
+        chunks = {a.task_id: self._chunks(a) for a in attempts}
         results = read_results(lines, {a.task_id: (a.number, len(chunks[a.task_id])) for a in attempts})
         spent = 0.0
         for a in attempts:
@@ -184,6 +184,14 @@ class BatchPoller:
             cost_usd=spent,
         )
         self.proc.events.emit(ev.BATCH_APPLIED, ref=batch.ref, tasks=len(attempts), worker=self.worker_id)
+
+    def _chunks(self, attempt: Attempt) -> list[Chunk]:
+        """The task's document split as the batcher split it (read now: a visit's rows leave it out)."""
+        document = attempt.task.document
+        if document is None:
+            row = self.proc.repo.get(attempt.task_id)
+            document = row.document if row is not None else None
+        return split_markdown(require_reviewable(document or ""), self.target.max_chunk_chars)
 
     def _stamped(self, attempt: Attempt, report: dict[str, Any]) -> dict[str, Any]:
         """Which rubric, at which version, the report followed (as realtime records it)."""

@@ -68,8 +68,10 @@ class QueueObserver:
         found = self.claim_batch(worker_id, lease_ms, 1)
         return found[0] if found else None
 
-    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
-        found = self._q.claim_batch(worker_id, lease_ms, limit)
+    def claim_batch(
+        self, worker_id: str, lease_ms: int, limit: int, lanes: tuple[str, ...] | None = None
+    ) -> list[Delivery]:
+        found = self._q.claim_batch(worker_id, lease_ms, limit, lanes)
         self._s.ready_dirty = True  # the claim script promotes due retries first
         self._s.lane_watch.claimed([d.raw for d in found])  # I13 (sim/lanes.py)
         for delivery in found:

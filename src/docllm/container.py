@@ -132,6 +132,74 @@ def _batch_leases(client, settings: Settings, clock, queue):
     return RedisBatchLeases(client, settings.queue_prefix, clock, queue)
 
 
+def _batch_api(settings: Settings):
+    """The Files and Batch APIs of the deployment batches go to; None: batching is off."""
+    d = settings.batch_deployment
+    if d is None:
+        return None
+    from docllm.adapters.llm.batch_client import OpenAIBatchApi
+
+    return OpenAIBatchApi(d.base_url, d.api_key, d.model, settings.llm_timeout_seconds)
+
+
+def _batch_target(settings: Settings):
+    d = settings.batch_deployment
+    if d is None:
+        return None
+    from docllm.domain.prices import batch_price
+    from docllm.domain.services.batch_members import BatchTarget
+
+    price = d.price if d.price is not None else settings.price_table.price(d.model)
+    return BatchTarget(
+        deployment=d.name,
+        model=d.model,
+        price=batch_price(price, d.batch_prices) if price is not None else None,
+        max_chunk_chars=settings.llm_max_chunk_chars,
+        max_task_cost_usd=settings.task_max_cost_usd or None,
+    )
+
+
+def _batcher(settings: Settings, processor, store, leases, api, target, budget):
+    """The batch lane's batcher (issue 28); None when batching is off."""
+    if target is None:
+        return None
+    from docllm.domain.services.batcher import Batcher
+
+    max_wait_ms, lease_ms = int(settings.batch_max_wait_seconds * 1000), int(settings.batch_lease_seconds * 1000)
+    spend = budget() if _counts_spend(settings, target) else None
+    return Batcher(processor, store, leases, api, target, settings.batch_max_tasks, max_wait_ms, lease_ms, spend)
+
+
+def _counts_spend(settings: Settings, target) -> bool:
+    """Spend is counted only where calls are priced (as the realtime worker's)."""
+    return bool(settings.price_table.entries) or target.price is not None
+
+
+def _batch_poller(settings: Settings, processor, store, leases, api, target, budget, views):
+    """The batch lane's poller (any worker process polls any batch); None when batching is off."""
+    if target is None:
+        return None
+    from docllm.domain.services.batch_poller import BatchPoller
+
+    return BatchPoller(
+        processor,
+        store,
+        leases,
+        api,
+        target,
+        poll_ms=int(settings.batch_poll_seconds * 1000),
+        batch_lease_ms=int(settings.batch_lease_seconds * 1000),
+        bound_ms=int(settings.batch_give_up_seconds * 1000),
+        budget=budget() if _counts_spend(settings, target) else None,
+        views=views,
+    )
+
+
+def _reaper_batches(settings: Settings, store):
+    """The batch record the reaper consults for an expired member lease; None: batching is off."""
+    return store() if settings.batch_deployment is not None else None
+
+
 def breaker_policy(settings: Settings):
     from docllm.domain.breaker import BreakerPolicy
 
@@ -308,6 +376,8 @@ class Container(containers.DeclarativeContainer):
     spend_budget = providers.Singleton(_spend_budget, redis_client, settings, clock)  # the fleet's, in Redis
     batch_store = providers.Singleton(_batch_store, engine)  # the batch lane's (issue 28)
     batch_leases = providers.Singleton(_batch_leases, redis_client, settings, clock, queue)
+    batch_api = providers.Singleton(_batch_api, settings)  # None: batching is off
+    batch_target = providers.Singleton(_batch_target, settings)
     events = providers.Singleton(_events, settings, metrics)
     tracer = providers.Singleton(_tracer, settings)
     readiness = providers.Singleton(_readiness, redis_client, engine)
@@ -356,6 +426,22 @@ class Container(containers.DeclarativeContainer):
         events=events,
         worker_id=settings.provided.worker_id,
         tracer=tracer,
+        batches=providers.Callable(_reaper_batches, settings, batch_store.provider),
+    )
+    # The batch lane (issue 28): run by ``docllm worker`` when some deployment offers batches.
+    batcher = providers.Factory(
+        _batcher, settings, processor, batch_store, batch_leases, batch_api, batch_target, spend_budget.provider
+    )
+    batch_poller = providers.Factory(
+        _batch_poller,
+        settings,
+        processor,
+        batch_store,
+        batch_leases,
+        batch_api,
+        batch_target,
+        spend_budget.provider,
+        repository,
     )
     reconcile_grace_ms = providers.Callable(
         lambda seconds: int(seconds * 1000), settings.provided.reconcile_grace_seconds

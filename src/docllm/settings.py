@@ -17,7 +17,7 @@ from typing import Any
 from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.deployments import Deployment, parse_deployments
 from docllm.domain.errors import ConfigurationError
-from docllm.domain.lanes import DEFAULT_WEIGHTS, LanePolicy, parse_caps, parse_weights
+from docllm.domain.lanes import BATCH_LANE, DEFAULT_WEIGHTS, LANES, LanePolicy, parse_caps, parse_weights
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.prices import PriceTable
 
@@ -26,6 +26,7 @@ PROVIDERS = ("offline", "openai")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TRACING_MODES = ("auto", "on", "off")
+BATCH_WINDOW_SECONDS = 24 * 3600  # the completion window every batch is created with ("24h")
 
 
 class SettingsError(ConfigurationError):
@@ -94,6 +95,12 @@ class Settings:
     lane_weights: str = DEFAULT_WEIGHTS
     tenant_max_in_flight: int = 0
     tenant_caps: str = ""
+    # The batch lane (issue 28): the single-URL deployment offers the Batch API (DOCLLM_LLM_BATCH);
+    # a batch holds up to this many bulk tasks, or what waited this long; pollers look this often.
+    llm_batch: bool = False
+    batch_max_tasks: int = 500
+    batch_max_wait_seconds: float = 60.0
+    batch_poll_seconds: float = 30.0
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
@@ -106,7 +113,11 @@ class Settings:
 
     @property
     def lane_policy(self) -> LanePolicy:
-        return LanePolicy(parse_weights(self.lane_weights), self.tenant_max_in_flight, parse_caps(self.tenant_caps))
+        """The realtime claim's: with batching on it leaves the bulk lane to the batcher."""
+        serves = tuple(lane for lane in LANES if lane != BATCH_LANE) if self.batch_deployment else ()
+        return LanePolicy(
+            parse_weights(self.lane_weights), self.tenant_max_in_flight, parse_caps(self.tenant_caps), serves
+        )
 
     @property
     def deployments(self) -> tuple[Deployment, ...]:
@@ -121,8 +132,38 @@ class Settings:
             rpm=self.llm_rpm,
             tpm=self.llm_tpm,
             price=self.price_table.price(self.llm_model),
+            batch=self.llm_batch,
         )
         return (one,)
+
+    @property
+    def batch_deployment(self) -> Deployment | None:
+        """Where the bulk lane's batches go: the first deployment that offers batches (openai
+        only); None: batching is off and every lane is realtime."""
+        if self.llm_provider != "openai":
+            return None
+        return next((d for d in self.deployments if d.batch), None)
+
+    @property
+    def batch_lease_seconds(self) -> float:
+        """The batch lease's TTL and the period its holder renews the members' leases at (at most
+        ``lease_seconds / 3``; see ``docs/ARCHITECTURE.md``, the batch lane): a poller that dies
+        leaves the lease for one TTL, the next poller renews within one period more, so the
+        members' leases (``lease_seconds``) never lapse while their batch is polled:
+        TTL + period <= 2/3 lease < lease."""
+        return min(self.batch_poll_seconds, self.lease_seconds / 3)
+
+    @property
+    def batch_give_up_seconds(self) -> float:
+        """A batch still unfinished this long after it was opened is cancelled and its members
+        handed back: the provider's 24 h window and a minute for its finalizing."""
+        return BATCH_WINDOW_SECONDS + 60
+
+    @property
+    def batch_bound_seconds(self) -> float:
+        """The processing bound of a batched attempt (I15): ``batch_give_up_seconds``, plus the
+        time for a poller to see it (a poll, or a lease when the poller died, then the reaper)."""
+        return self.batch_give_up_seconds + self.batch_poll_seconds + self.lease_seconds + self.reaper_interval_seconds
 
     @property
     def sqlite_path(self) -> str:
@@ -218,6 +259,7 @@ class Settings:
         need(self.tracing in TRACING_MODES, "tracing", f"must be one of {', '.join(TRACING_MODES)}")
         self._validate_redis(need)
         self._validate_lanes(need)
+        self._validate_batches(need)
         need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
         need(
             not self.dashboard_on_worker or self.metrics_port is not None,
@@ -266,6 +308,25 @@ class Settings:
             except ValueError as exc:
                 need(False, name, str(exc))
         need(self.tenant_max_in_flight >= 0, "tenant_max_in_flight", "must not be negative (0: no cap)")
+
+    def _validate_batches(self, need: Callable[[bool, str, str], None]) -> None:
+        need(
+            not (self.llm_batch and self.llm_deployments),
+            "llm_batch",
+            'is for the single-URL form: with DOCLLM_LLM_DEPLOYMENTS give the deployment "batch": true',
+        )
+        need(1 <= self.batch_max_tasks <= 50_000, "batch_max_tasks", "must be 1..50000 (the Batch API's limit)")
+        need(self.batch_max_wait_seconds >= 0, "batch_max_wait_seconds", "must not be negative")
+        need(
+            0 < self.batch_poll_seconds <= 3600,
+            "batch_poll_seconds",
+            "must be greater than 0 and at most 3600 (a batch ends within the provider's 24 h window)",
+        )
+        need(
+            self.batch_deployment is None or self.lease_seconds >= 3,
+            "lease_seconds",
+            "must be at least 3 with batching on: the batch lease and its renewals are a third of it",
+        )
 
     @property
     def failover_seconds(self) -> float:
@@ -414,6 +475,10 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "lane_weights": ("DOCLLM_LANE_WEIGHTS", str),
     "tenant_max_in_flight": ("DOCLLM_TENANT_MAX_IN_FLIGHT", _number(int)),
     "tenant_caps": ("DOCLLM_TENANT_CAPS", str),
+    "llm_batch": ("DOCLLM_LLM_BATCH", _flag),
+    "batch_max_tasks": ("DOCLLM_BATCH_MAX_TASKS", _number(int)),
+    "batch_max_wait_seconds": ("DOCLLM_BATCH_MAX_WAIT_SECONDS", _number(float)),
+    "batch_poll_seconds": ("DOCLLM_BATCH_POLL_SECONDS", _number(float)),
 }
 SECRETS = ("llm_api_key", "dashboard_token")
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}

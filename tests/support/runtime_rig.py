@@ -163,9 +163,11 @@ class CountingQueue(InMemoryTaskQueue):
         self.stages = 0
         self.extends: list[int] = []
 
-    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
+    def claim_batch(
+        self, worker_id: str, lease_ms: int, limit: int, lanes: tuple[str, ...] | None = None
+    ) -> list[Delivery]:
         self.claims.append(limit)
-        return super().claim_batch(worker_id, lease_ms, limit)
+        return super().claim_batch(worker_id, lease_ms, limit, lanes)
 
     def stage(self, timeout_s: float) -> str | None:
         self.stages += 1

@@ -175,3 +175,35 @@ def test_the_reconciler_sees_payloads_in_every_lane_and_tenant_queue():
     q.push(make_payload(3, "x", "bulk", "acme"))
     q.push(make_payload(4, "x", None, "beta"))
     assert q.referenced_task_ids() == {1, 2, 3, 4}
+
+
+# -- the batch lane's split (issue 28): the realtime claim skips bulk, the batcher takes bulk alone ----
+
+
+def _push_lanes(q: InMemoryTaskQueue) -> None:
+    for i, lane in enumerate(["interactive", "default", "bulk", "bulk", "default", "bulk"], 1):
+        q.push(make_payload(i, f"d{i}.md", lane, "acme" if i % 2 else None))
+
+
+def test_a_claim_serving_some_lanes_never_takes_from_the_others():
+    q = queue(LanePolicy(serves=("interactive", "default")))
+    _push_lanes(q)
+    realtime = claimed(q, 10)
+    assert sorted(t for _, _, t in realtime) == [1, 2, 5]
+    bulk = [json.loads(d.raw)["task_id"] for d in q.claim_batch("batcher", LEASE_MS, 10, lanes=("bulk",))]
+    assert sorted(bulk) == [3, 4, 6]
+    assert claimed(q, 10) == [] and q.claim_batch("b", LEASE_MS, 10, lanes=("bulk",)) == []
+
+
+def test_a_bulk_payload_pushed_straight_onto_ready_reaches_the_batcher_not_the_realtime_claim():
+    q = queue(LanePolicy(serves=("interactive", "default")))
+    q.client.lpush(q.keys.ready, make_payload(9, "x.md", "bulk"))  # an old producer's plain LPUSH
+    staged = q.stage(0)
+    assert staged is not None and q.lease_staged(staged, "w", LEASE_MS) is None  # routed to its lane
+    assert claimed(q, 5) == []
+    assert [json.loads(d.raw)["task_id"] for d in q.claim_batch("b", LEASE_MS, 5, lanes=("bulk",))] == [9]
+
+
+def test_an_unknown_lane_to_serve_is_refused():
+    with pytest.raises(ValueError, match="unknown lane"):
+        LanePolicy(serves=("urgent",))

@@ -91,6 +91,24 @@ class Batch:
         return now_ms - ms_of(self.updated_at)
 
 
+# The provider's batch statuses: still running, and the ends (OpenAI's names).
+RUNNING = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
+COMPLETED = "completed"
+GIVEN_UP = frozenset({"failed", "expired", "cancelled"})  # its members are handed back uncharged
+
+
+@dataclass(frozen=True)
+class ProviderBatch:
+    """A batch as the provider reports it (``BatchApi``)."""
+
+    id: str
+    status: str
+    input_file_id: str | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    ref: str | None = None  # its metadata's docllm_ref
+
+
 def moment(now_ms: int) -> datetime:
     """Authority milliseconds as the aware UTC datetime a record keeps."""
     return datetime.fromtimestamp(now_ms / 1000, tz=UTC)

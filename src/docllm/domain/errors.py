@@ -52,3 +52,8 @@ class RubricError(PermanentError):
 class EvaluationError(DocllmError):
     """``docllm eval`` cannot go on: a golden set or expectations file that is wrong (the message
     names the file and line), or a review that failed (it names the document)."""
+
+
+class BatchFileLost(ProviderUnavailable):
+    """A batch's file the provider no longer has (404 on its content): its members' results are
+    gone, through no fault of theirs; they are handed back uncharged (issue 28)."""

@@ -28,6 +28,14 @@ CANCELLED = "cancelled"
 BREAKER = "llm_breaker"  # a transition of the fleet's LLM breaker, by the process that made it
 BREAKER_SEEN = "llm_breaker_seen"  # this process saw the breaker in a new state (a gauge)
 BUDGET_SEEN = "spend_budget_seen"  # this process's latest view of the fleet's spend budget (gauges)
+# The batch lane (issue 28): a batch recorded, created at the provider, adopted after its batcher
+# died, its results applied, its members handed back (expired, cancelled, failed, lost files).
+BATCH_OPENED = "batch_opened"
+BATCH_SUBMITTED = "batch_submitted"
+BATCH_ADOPTED = "batch_adopted"
+BATCH_APPLIED = "batch_applied"
+BATCH_RETURNED = "batch_returned"
+BATCH_CALL_FAILED = "batch_call_failed"  # the provider refused a call for a batch; tried again next poll
 
 
 class NullEvents:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 LANES = ("interactive", "default", "bulk")  # the claim script's order; ties go to the earlier lane
 DEFAULT_LANE = "default"
+BATCH_LANE = "bulk"  # reviewed by the Batch API when a deployment offers it (issue 28)
 DEFAULT_WEIGHTS = "interactive=8,default=3,bulk=1"
 # A tenant is written as is into key fields ("tenant|seq"): no '|', no escapes; the column is 64 wide.
 TENANT = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
@@ -24,15 +25,26 @@ class LanePolicy:
     weights: Mapping[str, int] = field(default_factory=lambda: parse_weights(DEFAULT_WEIGHTS))
     tenant_cap: int = 0
     tenant_caps: Mapping[str, int] = field(default_factory=dict)
+    serves: tuple[str, ...] = ()  # the lanes claimed from (empty: every lane); the batch lane's split
+
+    def __post_init__(self) -> None:
+        if unknown := [lane for lane in self.serves if lane not in LANES]:
+            raise ValueError(f"unknown lane(s) {', '.join(unknown)}: the lanes are {', '.join(LANES)}")
+
+    def serving(self, lanes: tuple[str, ...]) -> LanePolicy:
+        """The same weights and caps, claiming from ``lanes`` only."""
+        return replace(self, serves=tuple(lanes))
 
     def cap_of(self, tenant: str) -> int:
         return self.tenant_caps.get(tenant, self.tenant_cap)
 
     def script_arg(self) -> str:
-        """``"8,3,1;0;acme=4,beta=2"``: weights in LANES order; default cap; overrides."""
+        """``"8,3,1;0;acme=4,beta=2;interactive,default"``: weights in LANES order; default cap;
+        overrides; the lanes served (empty: every lane)."""
         weights = ",".join(str(self.weights[lane]) for lane in LANES)
         caps = ",".join(f"{t}={c}" for t, c in sorted(self.tenant_caps.items()))
-        return f"{weights};{self.tenant_cap};{caps}"
+        served = f";{','.join(self.serves)}" if self.serves else ""
+        return f"{weights};{self.tenant_cap};{caps}{served}"
 
 
 def parse_weights(text: str) -> dict[str, int]:

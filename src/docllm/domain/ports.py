@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from docllm.domain.batches import Batch, BatchMember, BatchState
+from docllm.domain.batches import Batch, BatchMember, BatchState, ProviderBatch
 from docllm.domain.breaker import BreakerView
 from docllm.domain.budget import BudgetView
 from docllm.domain.lane_figures import LaneFigures
@@ -53,8 +53,12 @@ class Claims(Protocol):
         """Atomically move the next ready payload into processing under a new lease, or None.
         ``Delivery.cancelled`` says whether its task carried a cancel mark (``mark_cancelled``)."""
 
-    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
-        """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first."""
+    def claim_batch(
+        self, worker_id: str, lease_ms: int, limit: int, lanes: tuple[str, ...] | None = None
+    ) -> list[Delivery]:
+        """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first.
+        ``lanes``: claim from these lanes only (the batch lane's batcher: ``("bulk",)``); None:
+        the lanes of the queue's policy (``LanePolicy.serves``)."""
 
     def stage(self, timeout_s: float) -> str | None:
         """Block until ready holds a payload (at most ``timeout_s``; 0: do not block) and move it
@@ -371,6 +375,28 @@ class BatchLeases(Protocol):
     def renew_tasks(self, tokens: list[str], lease_ms: int) -> list[bool]:
         """Renew the member tasks' leases (their lease tokens) in one round trip: the queue's own
         renewal (``Leases.extend_many``), with its rules; one bool per token, in order."""
+
+
+class BatchApi(Protocol):
+    """The provider's Files and Batch APIs (issue 28). Errors are the domain's: ProviderUnavailable
+    (no answer, 429, 5xx), ConfigurationError (401/403), PermanentError (a request it refuses),
+    BatchFileLost (a file it no longer has)."""
+
+    def upload(self, jsonl: bytes, name: str) -> str:
+        """Upload a batch's input file (``purpose="batch"``); its file id."""
+
+    def create(self, input_file_id: str, ref: str) -> ProviderBatch:
+        """Create the batch (24 h window, chat completions), ``ref`` in its metadata as docllm_ref."""
+
+    def retrieve(self, batch_id: str) -> ProviderBatch: ...
+
+    def find(self, ref: str) -> ProviderBatch | None:
+        """The provider's batch whose metadata docllm_ref is ``ref`` (adoption), or None."""
+
+    def cancel(self, batch_id: str) -> None: ...
+
+    def content(self, file_id: str) -> list[str]:
+        """A result file's lines; BatchFileLost when the provider no longer has it."""
 
 
 class DocumentReviewer(Protocol):

@@ -50,6 +50,7 @@ def build_parts(
     reaper and reconciler (``reconciler`` defaults to ``reaper``), metrics and readiness checks
     when the HTTP port is on."""
     metrics = container.metrics()
+    batching = workers and container.settings().batch_deployment is not None  # the batch lane (issue 28)
     return Parts(
         queue=container.queue(),
         processor=container.processor() if workers else None,
@@ -65,6 +66,8 @@ def build_parts(
         web_app=_dashboard(container) if container.settings().dashboard_on_worker else None,
         registry=container.worker_registry() if workers else None,
         lanes=container.repository() if metrics is not None else None,
+        batcher=container.batcher() if batching else None,
+        poller=container.batch_poller() if batching else None,
     )
 
 

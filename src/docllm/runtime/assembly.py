@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker, SpendBudget
 from docllm.domain.services.reaper import Reaper
@@ -80,3 +80,25 @@ def reconcile_step(reconciler: Reconciler) -> Callable[[], bool]:
         return False
 
     return step
+
+
+class Keeps(Protocol):
+    def keep(self) -> None: ...
+
+
+def keep_step(part: Keeps) -> Step:
+    """The batch lane's lease renewals (``Batcher.keep``, ``BatchPoller.keep``) as a loop step,
+    beside the part's own step: a long upload or apply never outlives the leases it holds."""
+
+    def step() -> bool:
+        part.keep()
+        return False
+
+    return step
+
+
+def batcher_tick(max_wait_seconds: float, batch_lease_seconds: float) -> float:
+    """How often the batcher claims: often enough that a batch leaves within a small share of
+    DOCLLM_BATCH_MAX_WAIT_SECONDS of its oldest claim, at most once a second, never slower than
+    the batch lease."""
+    return max(0.05, min(1.0, max_wait_seconds / 10, batch_lease_seconds))

@@ -16,10 +16,12 @@ from typing import Any
 
 from docllm.domain.ports import DocumentReviewer, LaneViews, LlmBreaker, SpendBudget, TaskQueue, WorkerRegistry
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.batch_poller import BatchPoller
+from docllm.domain.services.batcher import Batcher
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
 from docllm.runtime import exit_watchdog
-from docllm.runtime.assembly import Wiring, build_worker, reap_step, reconcile_step
+from docllm.runtime.assembly import Wiring, batcher_tick, build_worker, keep_step, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
 from docllm.runtime.presence import Presence, beat_seconds
@@ -54,6 +56,8 @@ class Parts:
     web_app: Any = None  # a WSGI app served on the HTTP port's other paths (the dashboard)
     registry: WorkerRegistry | None = None  # where a worker process reports itself (docllm workers)
     lanes: LaneViews | None = None  # the figures per lane and tenant the HTTP port's metrics show
+    batcher: Batcher | None = None  # the batch lane's (issue 28): bulk tasks into provider batches
+    poller: BatchPoller | None = None  # the batch lane's: any process polls any batch
 
 
 class Service:
@@ -99,6 +103,13 @@ class Service:
         if p.reconciler is not None:
             every = s.reconcile_interval_seconds
             self._loop_of("reconciler", reconcile_step(p.reconciler), every, m and m.reconcile_cycle)
+        for name, batch_part, tick in (
+            ("batcher", p.batcher, batcher_tick(s.batch_max_wait_seconds, s.batch_lease_seconds)),
+            ("batch-poller", p.poller, s.batch_lease_seconds),
+        ):
+            if batch_part is not None:  # its step, and beside it the renewal of the leases it holds
+                self._loop_of(name, batch_part.step, tick, None)
+                self._loop_of(f"{name}-keep", keep_step(batch_part), s.batch_lease_seconds, None)
 
     def _loop_of(self, name: str, step: Callable[[], bool], interval: float, cycles: Any) -> None:
         on_cycle = cycles.observe if cycles else None
@@ -137,6 +148,7 @@ class Service:
             self.started.set()
             await self._stop.wait()
             await self._end_tasks()
+            await self._release_batch_claims()
             drained.set()
             if beating is not None:  # removes this worker from the registry (or its TTL will)
                 await asyncio.wait([beating], timeout=LEAVE_SECONDS)
@@ -162,6 +174,17 @@ class Service:
             await asyncio.wait_for(close(), timeout=REVIEWER_CLOSE_SECONDS)
         except Exception as exc:  # noqa: BLE001 - the process is stopping; say so and go on
             self.log.warning("closing the reviewer: %s", exc)
+
+    async def _release_batch_claims(self) -> None:
+        """The batcher's claims held for its next batch back to their lane at once (D11), within
+        the loops' budget; what is not released expires and the reaper requeues it."""
+        batcher = self.parts.batcher
+        if batcher is None:
+            return
+        try:
+            await asyncio.wait_for(self.calls.call(batcher.release), timeout=LOOPS_END_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the process is stopping; the leases expire
+            self.log.warning("batch claims not released: %s", exc)
 
     async def _end_tasks(self) -> None:
         """Wait for the worker's drain and the loops' current cycles, until the stop's deadline:

@@ -24,7 +24,6 @@ import asyncio
 import itertools
 import logging
 import math
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,8 +34,8 @@ import orjson
 from openai._models import FinalRequestOptions
 
 from docllm.adapters.llm.chunked import review_chunks
+from docllm.adapters.llm.clients import client_options, translate, where_of
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
-from docllm.adapters.llm.provider_hints import retry_after_seconds as _retry_after
 from docllm.domain.budget import estimated_cost
 from docllm.domain.chat import (
     RUNGS,
@@ -44,12 +43,10 @@ from docllm.domain.chat import (
     chat_body,
     chunk_report,
     content,
-    detail,
     reported_tokens,
-    status_error,
 )
 from docllm.domain.chunking import Chunk, split_markdown
-from docllm.domain.errors import ConfigurationError, DocllmError, OverCostCap, ProviderUnavailable, TransientError
+from docllm.domain.errors import ConfigurationError, DocllmError, OverCostCap, TransientError
 from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import build_messages, repair_messages
 from docllm.domain.rate_limits import estimate_tokens
@@ -97,7 +94,7 @@ class OpenAIReviewer:
         # single-URL settings); None: not counted per deployment.
         self._spent_at = spent_at or deployment
         self._key = api_key or ""
-        self._where = re.sub(r"//[^/@]*@", "//", base_url) if base_url else "the OpenAI API"  # no user:password
+        self._where = where_of(base_url)
         self._timeout = timeout_seconds
         self._max_chunk_chars = max_chunk_chars
         self._rung = 0  # index in RUNGS; only goes down, once per refusal, for this server for good
@@ -106,8 +103,7 @@ class OpenAIReviewer:
         self._prices = prices or PriceTable()
         self._on_call = on_call  # each call's usage, for metrics (the attempt's meter gets it anyway)
         self._max_cost = max_task_cost_usd  # DOCLLM_TASK_MAX_COST_USD; None: no per-task cap
-        # Servers on a laptop often need no key, but the client insists on one. One connection per
-        # attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
+        # One connection per attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
         # connections in time that grows with connections x waiting requests, so one pool of a
         # thousand costs more CPU than the requests themselves; several small ones do not.
         shards = max(1, math.ceil(max_connections / POOL_CONNECTIONS))
@@ -115,11 +111,7 @@ class OpenAIReviewer:
         limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
         self._clients = [
             openai.AsyncOpenAI(
-                base_url=base_url or None,
-                api_key=api_key or "unset",
-                timeout=timeout_seconds,
-                max_retries=max_retries,
-                http_client=self._http_client(limits),
+                **client_options(base_url, api_key, timeout_seconds, max_retries), http_client=self._http_client(limits)
             )
             for _ in range(shards)
         ]
@@ -302,18 +294,7 @@ class OpenAIReviewer:
         return body if isinstance(body, dict) else None
 
     def _translate(self, e: openai.OpenAIError) -> DocllmError:
-        if isinstance(e, openai.APITimeoutError) and not _refused(e):
-            return ProviderUnavailable(f"the LLM at {self._where} did not answer within {self._timeout:g} s")
-        if isinstance(e, openai.APIConnectionError):  # APITimeoutError's base: so a refused one lands here
-            return ProviderUnavailable(f"cannot reach the LLM at {self._where}")
-        if not isinstance(e, openai.APIStatusError):
-            return TransientError(f"LLM client error: {type(e).__name__}")
-        said = detail(e.body.get("message") if isinstance(e.body, dict) else e.body, self._key)
-        hint = "" if self._key else "; no API key is set (DOCLLM_LLM_API_KEY or OPENAI_API_KEY)"
-        retry_after = (
-            _retry_after(e.response.headers) if e.status_code in (408, 409, 429) or e.status_code >= 500 else None
-        )
-        return status_error(e.status_code, e.code, said, self._where, self.model, retry_after, hint)
+        return translate(e, self._where, self._timeout, self._key, self.model, timed_out=not _refused(e))
 
 
 def _reported_tokens(body: dict[str, Any] | None) -> tuple[int, int, int] | None:

@@ -65,9 +65,12 @@ class TaskProcessor:
         found = self.claim_batch(1)
         return found[0] if found else None
 
-    def claim_batch(self, limit: int) -> list[Delivery]:
-        """Up to ``limit`` deliveries in one round trip: a dispatcher claims its free slots at once."""
-        return self._claimed(self.queue.claim_batch(self.worker_id, self.lease.lease_ms, limit))
+    def claim_batch(self, limit: int, lanes: tuple[str, ...] | None = None) -> list[Delivery]:
+        """Up to ``limit`` deliveries in one round trip: a dispatcher claims its free slots at once.
+        ``lanes``: from these lanes only (the batch lane's batcher); None: the queue's policy."""
+        if lanes is None:  # the realtime dispatcher's call, as it always was
+            return self._claimed(self.queue.claim_batch(self.worker_id, self.lease.lease_ms, limit))
+        return self._claimed(self.queue.claim_batch(self.worker_id, self.lease.lease_ms, limit, lanes))
 
     def wait_claim(self, timeout_s: float) -> list[Delivery]:
         """Block until ready has a payload (``timeout_s`` at most), then lease it. A crash between
@@ -275,6 +278,10 @@ class TaskProcessor:
         if rubric is not None:  # which rubric, at which version, this report followed
             report = {**report, "rubric": rubric.ref, "rubric_version": rubric.version}
         return Outcome.success(report)
+
+    def rubric(self, task: Task) -> Rubric | None:
+        """The task's rubric as an attempt reviews it (the batch lane builds its lines with it)."""
+        return self._rubric(task)
 
     def _rubric(self, task: Task) -> Rubric | None:
         """The task's rubric, read now (an edited file counts from the next attempt); one that is

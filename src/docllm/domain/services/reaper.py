@@ -11,16 +11,18 @@ import random
 from typing import Protocol
 
 from docllm.domain import events as ev
+from docllm.domain.batches import BatchMember
 from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Delivery, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.ports import EventSink, Leases, Recovery, TaskStore
+from docllm.domain.ports import BatchStore, EventSink, Leases, Recovery, TaskStore
 from docllm.domain.services.outcome import ORPHANED_REASON, Reason
 from docllm.domain.tracing import NullTracer, Tracer, current, running
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
+BATCH_LEASE_EXPIRED = "lease expired while its batch was polled (a poller stopped): handed back uncharged"
 
 
 class ReaperQueue(Recovery, Leases, Protocol):
@@ -40,6 +42,7 @@ class Reaper:
         lease_ms: int = LeasePolicy().lease_ms,
         rng: random.Random | None = None,
         tracer: Tracer | None = None,
+        batches: BatchStore | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
         self.max_payload_bytes, self.batch, self.worker_id = max_payload_bytes, batch, worker_id
@@ -47,6 +50,7 @@ class Reaper:
         self.lease_ms = lease_ms
         self.rng = rng or random.Random()
         self.tracer = tracer or NullTracer()
+        self.batches = batches  # the batch lane's record (issue 28); None: no batches
 
     def reap_once(self) -> int:
         """One cycle: move due retries to ready, payloads a dead claimer left staged back to ready
@@ -135,8 +139,17 @@ class Reaper:
         return True
 
     def _reclaim(self, delivery: Delivery, row: Task) -> bool:
-        """This lease's own attempt died: charge it, then requeue or, at the budget, fail."""
+        """This lease's own attempt died: charge it, then requeue or, at the budget, fail. An
+        attempt its unfinished batch runs is handed back instead (its poller died, or fell behind:
+        not the document's doing), counted towards its bounded hand-backs (I12)."""
         task_id = row.task_id
+        if row.handbacks < self.retry.max_handbacks and self._batched(row):
+            if not self.repo.hand_back(task_id, row.attempt, BATCH_LEASE_EXPIRED, counted=True):
+                return False
+            self.queue.requeue(delivery.token, front=True)
+            reason, worker = Reason.lease_expired, self.worker_id
+            self._did(ev.REQUEUED, task_id=task_id, attempt=row.attempt, reason=reason, worker=worker)
+            return True
         if row.last_attempt(self.retry.max_attempts):
             error = f"attempts exhausted ({row.retry_count + 1}/{row.budget(self.retry.max_attempts)}): {LEASE_EXPIRED}"
             if not self.repo.fail(task_id, row.attempt, error):
@@ -158,6 +171,17 @@ class Reaper:
             worker=self.worker_id,
         )
         return True
+
+    def _batched(self, row: Task) -> bool:
+        """Whether an unfinished batch runs this attempt of the task."""
+        if self.batches is None:
+            return False
+        for ref in self.batches.of_task(row.task_id)[:3]:  # newest first: its current batch, if any
+            batch = self.batches.get(ref)
+            running = batch is not None and not batch.state.terminal
+            if running and batch is not None and BatchMember(row.task_id, row.attempt) in batch.members:
+                return True
+        return False
 
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
         if self.queue.dead_letter(delivery.token, delivery.raw, error, task_id):

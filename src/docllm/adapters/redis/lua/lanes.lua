@@ -113,10 +113,16 @@ function count_in_flight(t, delta)
   end
 end
 
--- The lane policy of a claim: "8,3,1;0;acme=4,beta=2" (domain/lanes.py LanePolicy.script_arg).
+-- The lane policy of a claim: "8,3,1;0;acme=4,beta=2;interactive,default" (domain/lanes.py
+-- LanePolicy.script_arg): weights, tenant cap, per-tenant caps, and the lanes this claim serves
+-- (empty or absent: every lane; the batch lane's batcher claims "bulk" alone, issue 28).
 local function parse_policy(arg)
-  local w, cap, overrides = string.match(arg, '^([%d,]*);(%d*);(.*)$')
-  local policy = {weights = {}, cap = tonumber(cap) or 0, caps = {}}
+  local w, cap, overrides, served = string.match(arg, '^([%d,]*);(%d*);([^;]*);?([%a,]*)$')
+  local policy = {weights = {}, cap = tonumber(cap) or 0, caps = {}, serves = {}}
+  for _, lane in ipairs(LANES) do policy.serves[lane] = (served or '') == '' end
+  for lane in string.gmatch(served or '', '%a+') do
+    if PLAIN[lane] then policy.serves[lane] = true end
+  end
   local i = 1
   for n in string.gmatch(w or '', '%d+') do
     if LANES[i] then policy.weights[LANES[i]] = tonumber(n) end
@@ -137,12 +143,13 @@ local function has_work(lane)
   return redis.call('LLEN', PLAIN[lane]) > 0 or redis.call('LLEN', RING[lane]) > 0
 end
 
--- Smooth weighted round robin over the lanes with work: each gains its weight, the richest is
+-- Smooth weighted round robin over the lanes served that have work: each gains its weight, the richest is
 -- served and pays the total. A lane without work keeps no credit. O(lanes) per pick.
 local function pick_lane(policy)
   local best, total = nil, 0
   for _, lane in ipairs(LANES) do
-    if has_work(lane) then
+    if not policy.serves[lane] then  -- another claimer's lane: its credit is left as it is
+    elseif has_work(lane) then
       local credit = redis.call('HINCRBY', LANE_STATE, lane, policy.weights[lane])
       total = total + policy.weights[lane]
       if not best or credit > best[2] then best = {lane, credit} end

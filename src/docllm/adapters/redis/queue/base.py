@@ -98,7 +98,8 @@ class QueueBase:
         self._page_size = page_size
         self._scripts = queue_scripts(client)
         self._wait = (wait_replicas, wait_timeout_ms) if wait_replicas > 0 else None
-        self._lanes = (lanes or LanePolicy()).script_arg()  # told to every claim (claim.lua)
+        self._policy = lanes or LanePolicy()
+        self._lanes = self._policy.script_arg()  # told to every claim (claim.lua)
 
     @property
     def keys(self) -> RedisKeys:

@@ -15,12 +15,15 @@ class ClaimsOps(QueueBase):
         found = self.claim_batch(worker_id, lease_ms, 1)
         return found[0] if found else None
 
-    def claim_batch(self, worker_id: str, lease_ms: int, limit: int) -> list[Delivery]:
+    def claim_batch(
+        self, worker_id: str, lease_ms: int, limit: int, lanes: tuple[str, ...] | None = None
+    ) -> list[Delivery]:
         if limit <= 0:
             return []
         now = self._clock.now_ms()
         tokens = [self._new_token() for _ in range(limit)]
-        found = self._run("claim", now, lease_ms, worker_id, self._promote_batch, self._lanes, *tokens)
+        policy = self._lanes if lanes is None else self._policy.serving(lanes).script_arg()
+        found = self._run("claim", now, lease_ms, worker_id, self._promote_batch, policy, *tokens)
         return [
             Delivery(text(raw), token, now + lease_ms, worker_id, now, cancelled=bool(marked))
             for raw, marked, token in zip(found[::2], found[1::2], tokens, strict=False)
@@ -42,7 +45,7 @@ class ClaimsOps(QueueBase):
 
     def lease_staged(self, raw: str, worker_id: str, lease_ms: int) -> Delivery | None:
         now, token = self._clock.now_ms(), self._new_token()
-        leased = self._run("lease_staged", wire(raw), now, lease_ms, token, worker_id)
+        leased = self._run("lease_staged", wire(raw), now, lease_ms, token, worker_id, ",".join(self._policy.serves))
         if not leased:
             return None
         return Delivery(raw, token, now + lease_ms, worker_id, now, cancelled=int(leased) == 2)

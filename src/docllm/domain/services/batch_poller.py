@@ -1,0 +1,215 @@
+"""The batch lane's poller (issue 28, I15): any process watches any unfinished batch, one at a time
+per batch under its batch lease.
+
+Each visit of a batch (``poll``), under its lease: renew the member tasks' leases (their batch is
+their heartbeat); fail the members an operator cancelled; adopt a batch its batcher left ``open``
+or ``uploaded`` (found at the provider by its docllm_ref, else created from its input file, else
+its members handed back); ask the provider its status every ``poll_ms``; on ``completed`` read the
+output and error files and end each member through the processor's one fenced finish (commit an
+answered task, ``decide`` on a failed one, hand back a missing one), then ``applied``; on
+``expired``, ``cancelled``, ``failed``, a lost file, or past the processing bound, hand every
+member still on its attempt back uncharged, then ``returned``. Members are handed back before the
+batch is marked ``returned``: a crash in between leaves a batch the next poller returns again,
+never members whose leases nobody renews. Two pollers, or one file read twice, commit each task
+once: every end is fenced on (task, attempt, processing).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from docllm.domain import events as ev
+from docllm.domain.batch_results import State, read_results
+from docllm.domain.batch_verdict import task_facts
+from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch
+from docllm.domain.chunking import Chunk, split_markdown
+from docllm.domain.errors import BatchFileLost, DocllmError, TransientError
+from docllm.domain.model import Attempt
+from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget, TaskViews
+from docllm.domain.report import require_reviewable
+from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.batch_members import BatchTarget, hand_back_all, member_attempts
+from docllm.domain.services.outcome import Outcome
+from docllm.domain.verdict import decide
+
+
+class BatchPoller:
+    def __init__(
+        self,
+        proc: TaskProcessor,
+        store: BatchStore,
+        leases: BatchLeases,
+        api: BatchApi,
+        target: BatchTarget,
+        poll_ms: int,
+        batch_lease_ms: int,
+        bound_ms: int,
+        adopt_grace_ms: int | None = None,
+        budget: SpendBudget | None = None,
+        limit: int = 100,
+        views: TaskViews | None = None,
+    ):
+        self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
+        self.poll_ms, self.batch_lease_ms, self.bound_ms = poll_ms, batch_lease_ms, bound_ms
+        # An open or uploaded batch idle this long lost its batcher (which holds its lease meanwhile).
+        self.adopt_grace_ms = batch_lease_ms if adopt_grace_ms is None else adopt_grace_ms
+        self.budget, self.limit = budget, limit
+        self.views = views  # the members' rows in one query per visit (without documents)
+        self._asked: dict[str, int] = {}  # ref -> authority ms this process last asked the provider
+        self._holding: dict[str, tuple[str, list[Attempt]]] = {}  # ref -> (lease token, live members)
+        self._lock = threading.Lock()
+
+    @property
+    def worker_id(self) -> str:
+        return self.proc.worker_id
+
+    # -- the loop's two calls ------------------------------------------------------------------
+    def step(self) -> bool:
+        """Visit every unfinished batch (oldest first) whose lease is free."""
+        for batch in self.store.unfinished(self.limit):
+            try:
+                self.poll(batch.ref)
+            except TransientError:
+                raise  # Redis, the database or the provider: the loop backs off and comes again
+            except DocllmError as exc:  # the provider refused something for this batch: next time
+                self.proc.events.emit(ev.BATCH_CALL_FAILED, ref=batch.ref, error=str(exc), worker=self.worker_id)
+        return False
+
+    def keep(self) -> None:
+        """Renew what a long visit holds (reading and applying a large batch): the batch leases
+        and their members' leases."""
+        with self._lock:
+            holding = list(self._holding.items())
+        for ref, (token, attempts) in holding:
+            if self.leases.renew(ref, token, self.batch_lease_ms) and attempts:
+                self.leases.renew_tasks([a.token for a in attempts], self.proc.lease.lease_ms)
+
+    # -- one batch -----------------------------------------------------------------------------
+    def poll(self, ref: str) -> None:
+        token = self.leases.acquire(ref, self.worker_id, self.batch_lease_ms)
+        if token is None:
+            return  # another process polls it
+        try:
+            self._visit(ref, token)
+        finally:
+            with self._lock:
+                self._holding.pop(ref, None)
+            self.leases.release(ref, token)
+
+    def _visit(self, ref: str, token: str) -> None:
+        batch = self.store.get(ref)
+        if batch is None or batch.state.terminal:
+            self._asked.pop(ref, None)
+            return
+        attempts = member_attempts(self.proc, batch.members, self.views)
+        if attempts:  # a lease already lost is the reaper's (uncharged: its batch is unfinished)
+            renewed = self.leases.renew_tasks([a.token for a in attempts], self.proc.lease.lease_ms)
+            attempts = [a for a, ok in zip(attempts, renewed, strict=True) if ok]
+        with self._lock:
+            self._holding[ref] = (token, attempts)
+        cancelled = self.proc.cancelled(attempts)
+        for a in [a for a in attempts if a.task_id in cancelled]:
+            self.proc.finish(a, Outcome.cancelled())  # the row fails "cancelled by operator"
+        attempts = [a for a in attempts if a.task_id not in cancelled]
+        now = self.proc.clock.now_ms()
+        if batch.age_ms(now) > self.bound_ms:
+            self._return(batch, attempts, "the batch outlived its window and margin", cancel=True)
+        elif not attempts and batch.state is BatchState.submitted:
+            self._return(batch, attempts, "no member is waiting for it any more", cancel=True)
+        elif batch.state is not BatchState.submitted:
+            self._adopt(batch, attempts, now)
+        elif now - self._asked.get(ref, -self.poll_ms) >= self.poll_ms:
+            assert batch.batch_id is not None  # submitted: recorded with it
+            self._asked[ref] = now
+            seen = self.api.retrieve(batch.batch_id)
+            if seen.status == COMPLETED:
+                self._apply(batch, seen, attempts)
+            elif seen.status not in RUNNING:  # failed, expired, cancelled (or a status we do not know)
+                self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}")
+            elif seen.status != batch.provider_status:
+                self.store.advance(ref, BatchState.submitted, BatchState.submitted, now, provider_status=seen.status)
+
+    def _adopt(self, batch: Batch, attempts: list[Attempt], now: int) -> None:
+        """A batch left ``open`` or ``uploaded`` by a batcher that died (or failed to create it)."""
+        if batch.idle_ms(now) < self.adopt_grace_ms:
+            return  # its batcher may still be at it
+        found = self.api.find(batch.ref)
+        if found is None and batch.state is BatchState.open:
+            self._return(batch, attempts, "its batcher stopped before the upload")
+            return
+        if found is None:
+            assert batch.input_file_id is not None  # uploaded: recorded with it
+            found = self.api.create(batch.input_file_id, batch.ref)
+        moved = self.store.advance(
+            batch.ref,
+            batch.state,
+            BatchState.submitted,
+            self.proc.clock.now_ms(),
+            batch_id=found.id,
+            input_file_id=found.input_file_id,
+            provider_status=found.status,
+        )
+        if moved:
+            self.proc.events.emit(ev.BATCH_ADOPTED, ref=batch.ref, batch_id=found.id, worker=self.worker_id)
+
+    def _apply(self, batch: Batch, seen: ProviderBatch, attempts: list[Attempt]) -> None:
+        try:
+            lines = [line for f in (seen.output_file_id, seen.error_file_id) if f for line in self.api.content(f)]
+        except BatchFileLost as exc:
+            self._return(batch, attempts, str(exc))
+            return
+        t = self.target
+        chunks = {a.task_id: self._chunks(a) for a in attempts}
+        results = read_results(lines, {a.task_id: (a.number, len(chunks[a.task_id])) for a in attempts})
+        spent = 0.0
+        for a in attempts:
+            result = results.tasks[a.task_id]
+            a.meter.total = result.usage(t.model, t.price)  # at the batch price
+            if result.state is State.answered:
+                outcome = Outcome.success(self._stamped(a, result.report(chunks[a.task_id], t.model, t.deployment)))
+            else:
+                facts = task_facts(result, results.served, a.task.handbacks, self.proc.retry.max_handbacks, t.model)
+                outcome = decide(facts)
+            if self.proc.finish(a, outcome):
+                spent += self._spend(a.usage.cost_usd)
+        self.store.advance(
+            batch.ref,
+            BatchState.submitted,
+            BatchState.applied,
+            self.proc.clock.now_ms(),
+            output_file_id=seen.output_file_id,
+            error_file_id=seen.error_file_id,
+            provider_status=seen.status,
+            cost_usd=spent,
+        )
+        self.proc.events.emit(ev.BATCH_APPLIED, ref=batch.ref, tasks=len(attempts), worker=self.worker_id)
+
+    def _chunks(self, attempt: Attempt) -> list[Chunk]:
+        """The task's document split as the batcher split it (read now: a visit's rows leave it out)."""
+        document = attempt.task.document
+        if document is None:
+            row = self.proc.repo.get(attempt.task_id)
+            document = row.document if row is not None else None
+        return split_markdown(require_reviewable(document or ""), self.target.max_chunk_chars)
+
+    def _stamped(self, attempt: Attempt, report: dict[str, Any]) -> dict[str, Any]:
+        """Which rubric, at which version, the report followed (as realtime records it)."""
+        try:
+            rubric = self.proc.rubric(attempt.task)
+        except DocllmError:
+            return report
+        return report if rubric is None else {**report, "rubric": rubric.ref, "rubric_version": rubric.version}
+
+    def _spend(self, usd: float | None) -> float:
+        if usd and self.budget is not None:
+            self.budget.add(round(usd * 1_000_000))
+        return usd or 0.0
+
+    def _return(self, batch: Batch, attempts: list[Attempt], why: str, cancel: bool = False) -> None:
+        """Hand every member still on its attempt back uncharged, then mark the batch ``returned``."""
+        if cancel and batch.batch_id is not None:
+            self.api.cancel(batch.batch_id)
+        handed = hand_back_all(self.proc, attempts, f"batch {batch.ref}: {why}; handed back uncharged")
+        if self.store.advance(batch.ref, batch.state, BatchState.returned, self.proc.clock.now_ms(), error=why):
+            self.proc.events.emit(ev.BATCH_RETURNED, ref=batch.ref, tasks=handed, error=why, worker=self.worker_id)

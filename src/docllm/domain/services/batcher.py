@@ -1,0 +1,203 @@
+"""The batch lane's batcher (issue 28, docs/ARCHITECTURE.md, the batch lane): bulk tasks into
+provider batches.
+
+Each ``step`` claims bulk tasks (``LanePolicy.serves``: the realtime claim leaves them) and holds
+their leases until it has ``max_tasks`` of them, or the first has waited ``max_wait_ms``. Then it
+starts their attempts (the usual fenced start), builds one line per chunk, fails the tasks no
+batch can review (an empty document, over the per-task cost cap at batch prices: as realtime),
+records the batch and its members (``open``) BEFORE asking the provider anything, uploads
+(``uploaded``) and creates (``submitted``). Whatever a crash or a provider failure leaves, a
+poller finds in the durable record (``BatchPoller``'s adoption).
+
+Blocking and synchronous, like the reaper: the runtime runs ``step`` in a port thread and
+``keep`` (the leases it holds) beside it (runtime/batch_loops.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from docllm.domain import events as ev
+from docllm.domain.batch_lines import request_lines
+from docllm.domain.batches import BatchState
+from docllm.domain.budget import estimated_cost
+from docllm.domain.errors import DocllmError, OverCostCap, Unavailable
+from docllm.domain.lanes import BATCH_LANE
+from docllm.domain.model import Attempt, Delivery
+from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget
+from docllm.domain.prices import PriceTable
+from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.batch_members import BatchTarget, hand_back_all
+from docllm.domain.verdict import Happened, decide, facts_of
+
+
+class Batcher:
+    def __init__(
+        self,
+        proc: TaskProcessor,
+        store: BatchStore,
+        leases: BatchLeases,
+        api: BatchApi,
+        target: BatchTarget,
+        max_tasks: int,
+        max_wait_ms: int,
+        batch_lease_ms: int,
+        budget: SpendBudget | None = None,
+    ):
+        self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
+        self.budget = budget  # the fleet's spend cap (I14): at it, no batch claims
+        self.max_tasks, self.max_wait_ms, self.batch_lease_ms = max_tasks, max_wait_ms, batch_lease_ms
+        self.held: list[Delivery] = []  # claimed, not started: a crash leaves leases the reaper requeues uncharged
+        self.first_ms: int | None = None  # authority time the oldest held delivery was claimed
+        self._sending: list[Attempt] = []  # started, their batch not yet submitted
+        self._batch_lease: tuple[str, str] | None = None  # (ref, token) while sending
+        self._lock = threading.Lock()  # ``keep`` runs beside ``step``
+
+    @property
+    def worker_id(self) -> str:
+        return self.proc.worker_id
+
+    # -- the loop's two calls ------------------------------------------------------------------
+    def step(self) -> bool:
+        """Claim, and send a batch when one is full or has waited long enough. True: it sent one
+        (more may be waiting)."""
+        room = self.max_tasks - len(self.held)
+        if room > 0 and (self.budget is None or not self.budget.view().over):
+            found = self.proc.claim_batch(room, (BATCH_LANE,))
+            now = self.proc.clock.now_ms()
+            with self._lock:
+                self.held.extend(found)
+                if self.held and self.first_ms is None:
+                    self.first_ms = now
+        if not self.held or self.first_ms is None:
+            return False
+        full = len(self.held) >= self.max_tasks
+        if not full and self.proc.clock.now_ms() - self.first_ms < self.max_wait_ms:
+            return False
+        with self._lock:
+            deliveries, self.held, self.first_ms = self.held, [], None
+        self.send(deliveries)
+        return full
+
+    def keep(self) -> None:
+        """Renew the leases this batcher holds (its held claims, the members of the batch it sends,
+        and that batch's lease): a full batch may wait ``max_wait_ms`` and an upload take long."""
+        with self._lock:
+            held, sending, batch = list(self.held), list(self._sending), self._batch_lease
+        tokens = [d.token for d in held] + [a.token for a in sending]
+        if tokens:
+            renewed = self.proc.queue.extend_many(tokens, self.proc.lease.lease_ms)
+            lost = {t for t, ok in zip(tokens, renewed, strict=True) if not ok}
+            if lost:
+                with self._lock:  # the reaper requeues a held one; a member's row is the poller's to settle
+                    self.held = [d for d in self.held if d.token not in lost]
+        if batch is not None:
+            self.leases.renew(batch[0], batch[1], self.batch_lease_ms)
+
+    def release(self) -> int:
+        """At shutdown: the claims held for the next batch go back to the front of their lane
+        (never started: nothing to charge); how many. One left out expires and the reaper requeues it."""
+        with self._lock:
+            held, self.held, self.first_ms = self.held, [], None
+        return sum(1 for d in held if self.proc.queue.requeue(d.token, front=True))
+
+    # -- a batch -------------------------------------------------------------------------------
+    def send(self, deliveries: Sequence[Delivery]) -> str | None:
+        """Start, record, upload, create. The batch's ref, or None when none was recorded."""
+        attempts: list[Attempt] = []
+        for delivery, begun in zip(deliveries, self.proc.begin_batch(deliveries), strict=True):
+            if isinstance(begun, Unavailable):  # its start did not land: the row is still pending
+                self.proc.queue.requeue(delivery.token, front=True)
+            elif begun is not None:
+                attempts.append(begun)
+        with self._lock:
+            self._sending = attempts
+        try:
+            lines = self._lines(attempts)
+            if not lines:
+                return None
+            return self._submit([a for a in attempts if a.task_id in lines], lines)
+        finally:
+            with self._lock:
+                self._sending, self._batch_lease = [], None
+
+    def _lines(self, attempts: list[Attempt]) -> dict[int, list[dict[str, Any]]]:
+        """Each attempt's lines; an attempt no batch can review ends now, as realtime's would."""
+        t = self.target
+        prices = PriceTable(((t.model, t.price),)) if t.price is not None else None
+        found: dict[int, list[dict[str, Any]]] = {}
+        for a in attempts:
+            document = a.task.document or ""
+            size = len(document.encode("utf-8"))
+            if size > self.proc.limits.max_document_bytes:
+                error = f"document of {size} bytes is over the limit of {self.proc.limits.max_document_bytes}"
+                self.proc.finish(a, decide(self.proc.facts(a, Happened.invalid_document, error)))
+                continue
+            try:
+                rubric = self.proc.rubric(a.task)
+                lines = request_lines(
+                    a.task_id, a.number, a.task.task_name or "", document, rubric, t.model, t.max_chunk_chars
+                )
+                _check_cost(lines, prices, t)
+            except Exception as exc:  # noqa: BLE001 - as realtime: decide() says who pays
+                seen = facts_of(exc)
+                self.proc.finish(a, decide(self.proc.facts(a, seen.happened, seen.error, seen.retry_after)))
+                continue
+            found[a.task_id] = lines
+        return found
+
+    def _submit(self, attempts: list[Attempt], lines: dict[int, list[dict[str, Any]]]) -> str | None:
+        ref, clock = uuid.uuid4().hex, self.proc.clock
+        self.store.open(ref, self.target.deployment, [(a.task_id, a.number) for a in attempts], clock.now_ms())
+        token = self.leases.acquire(ref, self.worker_id, self.batch_lease_ms)
+        if token is None:  # a poller took it at once (it gives open batches a grace first): theirs now
+            return ref
+        with self._lock:
+            self._batch_lease = (ref, token)
+        self.proc.events.emit(ev.BATCH_OPENED, ref=ref, tasks=len(attempts), worker=self.worker_id)
+        try:
+            jsonl = "".join(json.dumps(line) + "\n" for a in attempts for line in lines[a.task_id]).encode()
+            try:
+                file_id = self.api.upload(jsonl, f"docllm-{ref}.jsonl")
+            except DocllmError as exc:  # nothing at the provider refers to ``ref``: hand back at once
+                hand_back_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc}); handed back uncharged")
+                self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
+                return ref
+            if not self.leases.renew(ref, token, self.batch_lease_ms):
+                return ref  # a poller adopted it: it creates the batch or hands the members back
+            if not self.store.advance(ref, BatchState.open, BatchState.uploaded, clock.now_ms(), input_file_id=file_id):
+                return ref
+            try:
+                made = self.api.create(file_id, ref)
+            except DocllmError:  # maybe created (a lost answer): a poller finds it by ref, or creates it
+                return ref
+            self.store.advance(
+                ref,
+                BatchState.uploaded,
+                BatchState.submitted,
+                clock.now_ms(),
+                batch_id=made.id,
+                provider_status=made.status,
+            )
+            self.proc.events.emit(ev.BATCH_SUBMITTED, ref=ref, batch_id=made.id, worker=self.worker_id)
+            return ref
+        finally:
+            self.leases.release(ref, token)
+
+
+def _check_cost(lines: list[dict[str, Any]], prices: PriceTable | None, target: BatchTarget) -> None:
+    """DOCLLM_TASK_MAX_COST_USD at batch prices, before anything is uploaded (as realtime checks
+    before its first call)."""
+    if prices is None or target.max_task_cost_usd is None:
+        return
+    cost = estimated_cost(prices, target.model, (line["body"]["messages"] for line in lines))
+    if cost is not None and cost > target.max_task_cost_usd:
+        raise OverCostCap(
+            f"the document is estimated to cost {cost:.4f} USD at batch prices ({len(lines)} chunk(s) of "
+            f"{target.model}), over the per-task cap DOCLLM_TASK_MAX_COST_USD={target.max_task_cost_usd:g}: "
+            "nothing was sent to the LLM"
+        )

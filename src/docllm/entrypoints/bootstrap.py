@@ -64,6 +64,7 @@ def build_parts(
         web_app=_dashboard(container) if container.settings().dashboard_on_worker else None,
         registry=container.worker_registry() if workers else None,
         lanes=container.repository() if metrics is not None else None,
+        batches=container.batch_store() if metrics is not None else None,
     )
 
 

@@ -14,7 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, LaneViews, LlmBreaker, SpendBudget, TaskQueue, WorkerRegistry
+from docllm.domain.ports import (
+    BatchStore,
+    DocumentReviewer,
+    LaneViews,
+    LlmBreaker,
+    SpendBudget,
+    TaskQueue,
+    WorkerRegistry,
+)
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
@@ -54,6 +62,7 @@ class Parts:
     web_app: Any = None  # a WSGI app served on the HTTP port's other paths (the dashboard)
     registry: WorkerRegistry | None = None  # where a worker process reports itself (docllm workers)
     lanes: LaneViews | None = None  # the figures per lane and tenant the HTTP port's metrics show
+    batches: BatchStore | None = None  # the provider batches per state the HTTP port's metrics show
 
 
 class Service:
@@ -191,6 +200,8 @@ class Service:
         m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
         if self.parts.lanes is not None:
             m.watch_lanes(self.parts.lanes)
+        if self.parts.batches is not None:
+            m.watch_batches(self.parts.batches)
         self.endpoints = HttpEndpoints(
             self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness, self.parts.web_app
         ).start()

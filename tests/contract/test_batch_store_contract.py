@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from docllm.domain.batches import BatchMember, BatchState
+from docllm.domain.batches import BatchCount, BatchMember, BatchState
 from docllm.domain.ports import BatchStore
 from tests.support.memory.batches import InMemoryBatchStore
 
@@ -183,6 +183,18 @@ def test_recent_lists_the_newest_first_whatever_their_state(store):
     assert [b.ref for b in listed] == [f"{i:032x}" for i in (4, 3, 2)]
     assert [b.state for b in listed] == [OPEN, RETURNED, OPEN] and {b.tasks for b in listed} == {2}
     assert all(b.members == () for b in listed)
+
+
+def test_counts_give_every_state_with_its_batches_and_their_tasks(store):
+    assert store.counts() == {s: BatchCount(0, 0) for s in BatchState}  # every state, zeros included
+    store.open("a" * 32, "gpt", [(1, 1), (2, 1), (3, 1)], T0)
+    store.open("b" * 32, "gpt", [(4, 1)], T0 + 1)
+    submitted(store, "c" * 32, T0 + 2)
+    store.open("d" * 32, "gpt", [(5, 1), (6, 1)], T0 + 3)
+    assert store.advance("d" * 32, OPEN, RETURNED, T0 + 9)
+    got = store.counts()
+    assert got[OPEN] == BatchCount(2, 4) and got[SUBMITTED] == BatchCount(1, 1) and got[RETURNED] == BatchCount(1, 2)
+    assert got[UPLOADED] == got[APPLIED] == BatchCount(0, 0) and set(got) == set(BatchState)
 
 
 def test_a_batch_of_many_tasks_round_trips(store):

@@ -1,7 +1,8 @@
 """The dashboard in headless Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by
 selenium; nothing downloaded at run time) while worker processes work on real Redis and MariaDB:
-a task page turns to success by itself (live polling), its report shows a finding's quote, and a
-dead letter retried from the UI is processed. The worker's own port serves the dashboard too.
+a task page turns to success by itself (live polling), its report shows a finding's quote, a
+dead letter retried from the UI is processed, and a provider batch leads to its tasks. The
+worker's own port serves the dashboard too.
 
 With ``DOCLLM_SCREENSHOTS=DIR`` it also saves the main pages as PNGs (``python -m
 tests.e2e.dashboard_screenshots`` writes docs/screenshots/)."""
@@ -155,4 +156,19 @@ def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: P
     shot(browser, "workers")
     browser.get(f"{base}/llm")
     shot(browser, "llm")
+
+    # Issue 28: the Batches page lists a batch (recorded here through the BatchStore, as a batcher
+    # records one), its page links to its member tasks. Hrefs are read through wait_until: the
+    # page's refresh may swap an element between finding and reading it.
+    from docllm.adapters.sql.batches import SqlAlchemyBatchStore
+
+    ref = "e2e0" * 8
+    SqlAlchemyBatchStore(probe.engine).open(ref, "offline", [(first, 1)], int(time.time() * 1000))
+    browser.get(f"{base}/batches")
+    batch_link = f'#batches tr[data-ref="{ref}"] a'
+    browser.get(wait_until(lambda: browser.find_element(By.CSS_SELECTOR, batch_link).get_attribute("href"), 10, ref))
+    shot(browser, "batch")
+    member = f'#members tr[data-task-id="{first}"] a'
+    browser.get(wait_until(lambda: browser.find_element(By.CSS_SELECTOR, member).get_attribute("href"), 10, "a task"))
+    wait_until(lambda: ref in browser.find_element(By.CSS_SELECTOR, "tr.batch").text, 10, "the task's batch")
     print(f"dashboard browser test: {time.monotonic() - started:.1f} s", file=sys.stderr)

@@ -10,11 +10,12 @@ import uuid
 import pytest
 
 from docllm.domain.answer_schema import SCHEMA_VERSION
+from docllm.domain.batches import BatchState
 from docllm.domain.report import finding, make_report
 from docllm.domain.workers import InFlight, WorkerRecord
 from docllm.entrypoints.bootstrap import build_container, load_settings
 from tests.support.cli_runner import cli_runner
-from tests.support.cli_shapes import CLOSED_BREAKER, SHOW_FIELDS, STATUS_FIELDS
+from tests.support.cli_shapes import BATCH_FIELDS, CLOSED_BREAKER, SHOW_FIELDS, STATUS_FIELDS
 
 
 @pytest.fixture
@@ -27,6 +28,8 @@ def cli(redis_url, tmp_path, monkeypatch, capsys):
 
     return run
 
+
+OPEN, UPLOADED, SUBMITTED, APPLIED, RETURNED = BatchState
 
 NO_USAGE = {
     f"{key}{suffix}": (None if key == "cost_usd" else 0)
@@ -93,7 +96,7 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
             "by_tenant": [lane_row("tenant", None, 3)],  # submit gives no tenant (yet): one group, null
             "tenants_with_work": 0,
         },
-    }
+    }  # no "batches" key: no batch was ever recorded (cli_shapes.BATCH_FIELDS)
     table = cli("stats")[1]
     assert "queue ready" in table and "llm breaker state" in table
     assert re.search(r"default\s.*\s3\s", table) and "top tenants by depth (1 shown, 0 with work)" in table
@@ -234,6 +237,58 @@ def test_show_renders_the_report_by_severity_and_has_a_json_shape(cli, ports, tm
     code, out, err = cli("show", "77")
     assert (code, out) == (1, "") and err.strip() == "docllm: no task with id 77"
     assert cli("show", "x")[0] == 2
+
+
+def test_stats_and_show_list_the_batches_from_the_batch_store(cli, ports, tmp_path):
+    """Issue 28: "batches" appears once a batch is recorded (counts per state, every unfinished
+    batch and the newest ones), and ``show`` names the batches holding the task."""
+    for _ in range(3):
+        cli("submit", write(tmp_path, "a.md", "# A\n"))
+    store, now = ports.batch_store(), ports.queue().now_ms()
+    store.open("a" * 32, "east", [(1, 1), (2, 1)], now - 90_000)
+    assert store.advance("a" * 32, OPEN, UPLOADED, now - 80_000, input_file_id="file-1")
+    assert store.advance("a" * 32, UPLOADED, SUBMITTED, now - 70_000, batch_id="batch_1", provider_status="in_progress")
+    store.open("b" * 32, "east", [(1, 2), (3, 1)], now - 5_000)  # a later attempt of task 1, its upload not yet done
+    store.open("c" * 32, "east", [(3, 1)], now - 200_000)
+    assert store.advance("c" * 32, OPEN, SUBMITTED, now - 190_000, batch_id="batch_0")
+    assert store.advance("c" * 32, SUBMITTED, APPLIED, now - 100_000, provider_status="completed", cost_usd=0.0125)
+
+    code, out, _ = cli("stats", "--json")
+    batches = json.loads(out)["batches"]
+    assert code == 0 and {k: v for k, v in batches.items() if k != "shown"} == {
+        "by_state": {"open": 1, "uploaded": 0, "submitted": 1, "applied": 1, "returned": 0},
+        "tasks_by_state": {"open": 2, "uploaded": 0, "submitted": 2, "applied": 1, "returned": 0},
+        "tasks_in_unfinished": 4,
+    }
+    assert [(b["ref"][0], b["state"], b["batch_id"], b["tasks"]) for b in batches["shown"]] == [
+        ("b", "open", None, 2),
+        ("a", "submitted", "batch_1", 2),
+        ("c", "applied", "batch_0", 1),
+    ]  # newest first
+    a = batches["shown"][1]
+    assert set(a) == set(BATCH_FIELDS) and (a["deployment"], a["provider_status"], a["cost_usd"]) == (
+        "east",
+        "in_progress",
+        None,
+    )
+    assert 89 <= a["age_s"] < 600 and batches["shown"][2]["cost_usd"] == 0.0125
+    table = cli("stats")[1]
+    assert "batches (4 tasks unfinished)" in table and re.search(r"submitted\s.*\s1\s.*\s2\s", table)
+    assert f" {'a' * 8} " in table and "batch_1" in table and "in_progress" in table
+
+    code, out, _ = cli("show", "1", "--json")
+    shown = json.loads(out)
+    assert code == 0 and set(shown) == SHOW_FIELDS | {"batches"}
+    assert shown["batches"] == [
+        {"ref": "b" * 32, "batch_id": None, "state": "open", "attempts": [2]},
+        {"ref": "a" * 32, "batch_id": "batch_1", "state": "submitted", "attempts": [1]},
+    ]
+    text = " ".join(cli("show", "1")[1].replace("│", " ").split())
+    assert f"batch {'b' * 32} (no batch id yet) open, attempt 2 batch {'a' * 32} batch_1 submitted, attempt 1" in text
+    assert set(json.loads(cli("show", "2", "--json")[1])) == SHOW_FIELDS | {"batches"}
+    code, out, _ = cli("submit", write(tmp_path, "d.md", "# D\n"), "--json")
+    alone = json.loads(cli("show", "4", "--json")[1])
+    assert set(alone) == SHOW_FIELDS and "batch " not in cli("show", "4")[1]  # in no batch: no key, no line
 
 
 def test_workers_lists_live_records(cli, ports):

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from docllm.container import Container
+from docllm.domain.batches import BatchState
 from docllm.domain.model import TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.report import finding, make_report
@@ -87,7 +88,7 @@ def world(redis_url: str, mysql_url: str) -> Iterator[World]:
         WorkerRecord("host-a:41", "host-a", 41, "0.1.0", 4, (InFlight(waiting.task_id, 1, 2.5),), now_s - 60, now_s),
         ttl_ms=10_000,
     )
-    sources = Sources(repo, queue, lambda: stats_of(c), registry, c.events())
+    sources = Sources(repo, queue, lambda: stats_of(c), registry, c.events(), batches=c.batch_store())
     yield World(c, sources, done.task_id, dead.task_id, waiting.task_id)
     c.shutdown_resources()
 
@@ -225,7 +226,7 @@ def test_the_loopback_rule_matches_exact_names_and_addresses_only(world: World):
 def test_dashboard_pages_are_not_stored_by_caches(world: World):
     """Pages carry the CSRF token and the operator's data: no cache may keep them."""
     client = create_app(world.sources).test_client()
-    for path in ("/", "/tasks", f"/tasks/{world.done}", "/dead", "/workers", "/llm", "/tasks/999999"):
+    for path in ("/", "/tasks", f"/tasks/{world.done}", "/dead", "/workers", "/llm", "/batches", "/tasks/999999"):
         assert client.get(path).headers.get("Cache-Control") == "no-store", path
     assert client.post("/dead/retry-all").headers.get("Cache-Control") == "no-store"  # the 403 page
     assert client.get("/static/style.css").headers.get("Cache-Control") != "no-store"
@@ -328,6 +329,48 @@ def test_each_deployment_shows_its_breaker_limit_use_and_spend_today(world: Worl
     assert "<th>limit_rpm</th><td>60</td>" in west_table.split("</table>")[0]
     assert "<th>spend_usd_today</th><td>1.25</td>" in east_table.split("</table>")[0]  # today's share of each
     assert "<th>spend_usd_today</th><td>0.25</td>" in west_table.split("</table>")[0]
+
+
+def test_batches_are_listed_with_their_states_and_a_batch_lists_its_tasks(world: World):
+    """Issue 28: the Batches page (as stats --json -> batches), a batch's page with links to its
+    member tasks, and the task's page naming its batch; filled through the BatchStore (MariaDB)."""
+    client = create_app(world.sources).test_client()
+    assert "no batch yet" in client.get("/batches").get_data(as_text=True)
+    store, now = world.sources.batches, world.sources.queue.now_ms()
+    assert store is not None
+    ref, done_ref = "a" * 32, "b" * 32
+    store.open(ref, "east", [(world.waiting, 1), (world.dead, 1)], now - 120_000)
+    assert store.advance(ref, BatchState.open, BatchState.submitted, now - 60_000, batch_id="batch_abc")
+    assert store.advance(ref, BatchState.submitted, BatchState.submitted, now, provider_status="in_progress")
+    store.open(done_ref, "east", [(world.done, 1)], now - 300_000)
+    assert store.advance(done_ref, BatchState.open, BatchState.submitted, now - 290_000, batch_id="batch_old")
+    assert store.advance(done_ref, BatchState.submitted, BatchState.applied, now - 200_000, cost_usd=0.0125)
+
+    page = client.get("/batches").get_data(as_text=True)
+    states = _group(r'<table class="list" id="batch-states">(.*?)</table>', page)
+    assert "2 task(s) in unfinished batches" in states
+    submitted = _group(r'data-state="submitted">(.*?)</tr>', states)
+    assert re.findall(r"<td>([^<]*)</td>", submitted) == ["submitted", "1", "2"]  # batches, tasks
+    listed = _group(r'<table class="list" id="batches">(.*?)</table>', page)
+    assert re.findall(r'data-ref="([^"]*)"', listed) == [ref, done_ref]  # newest first
+    row = _group(rf'data-ref="{ref}">(.*?)</tr>', listed)
+    assert f'href="/batches/{ref}"' in row and "batch_abc" in row and "in_progress" in row and ">2<" in row
+    assert "120 s" in row and "$0.012500" in _group(rf'data-ref="{done_ref}">(.*?)</tr>', listed)
+
+    one = client.get(f"/batches/{ref}").get_data(as_text=True)
+    assert 'id="batch-state">submitted<' in one and "batch_abc" in one
+    members = _group(r'<table class="list" id="members">(.*?)</table>', one)
+    assert re.findall(r'data-task-id="(\d+)"', members) == [str(i) for i in sorted((world.waiting, world.dead))]
+    assert f'href="/tasks/{world.waiting}"' in members and "status-failed" in members  # the row's status now
+    for unknown in ("c" * 32, "a" * 99):
+        assert client.get(f"/batches/{unknown}").status_code == 404, unknown
+
+    task = client.get(f"/tasks/{world.waiting}").get_data(as_text=True)
+    assert f'<a href="/batches/{ref}">{ref}</a>' in task and "batch_abc · submitted · attempt 1" in task
+    done = client.get(f"/tasks/{world.done}").get_data(as_text=True)
+    assert f'href="/batches/{done_ref}"' in done and f'href="/batches/{ref}"' not in done
+    unbatched = replace(world.sources, batches=None)
+    assert "keeps no batch record" in create_app(unbatched).test_client().get("/batches").get_data(as_text=True)
 
 
 def _group(pattern: str, text: str) -> str:

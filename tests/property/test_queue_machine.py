@@ -53,4 +53,4 @@ class RedisSqliteMachine(QueueMachine):
 pytestmark = [pytest.mark.timeout(900), pytest.mark.long(90)]
 
 TestFakeRedisAndSqlite = RedisSqliteMachine.TestCase
-TestFakeRedisAndSqlite.settings = settings(max_examples=min(settings.default.max_examples, 100))
+TestFakeRedisAndSqlite.settings = settings(max_examples=min(settings().max_examples, 100))

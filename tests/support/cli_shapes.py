@@ -17,3 +17,8 @@ STATUS_FIELDS = frozenset(
     {"task_id", "task_name", "status", "attempt", "retry_count", "result", "error", "created_at", "finished_at"}
 )
 SHOW_FIELDS = STATUS_FIELDS | {"max_attempts", "processing_started_at", "updated_at", "usage", "rubric"}
+
+# `docllm stats --json` -> batches -> shown: the fields of each batch. "batches" of `stats --json`
+# (and of `show --json`) is absent, not empty, while no batch is recorded (holds the task): the
+# shapes of a fleet without the batch lane stay as they were (issue 28).
+BATCH_FIELDS = ("ref", "batch_id", "deployment", "state", "provider_status", "tasks", "age_s", "cost_usd")

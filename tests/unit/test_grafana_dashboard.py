@@ -2,9 +2,10 @@
 
 The names, label names and (for the few closed sets) label values come from the worker's own
 registry rendered by ``prometheus_client.generate_latest``: the ``Metrics`` the container builds,
-the queue gauges a worker registers (``Metrics.watch``), the domain events a worker emits and an
-LLM call, then one placeholder child of every labelled metric so each family has samples. Every
-PromQL expression of every panel and template variable is checked against that exposition.
+the queue and batch gauges a worker registers (``Metrics.watch``, ``watch_batches``), the domain
+events a worker emits and an LLM call, then one placeholder child of every labelled metric so
+each family has samples. Every PromQL expression of every panel and template variable is checked
+against that exposition.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from docllm.domain import events as ev
 from docllm.domain.model import QueueStats
 from docllm.domain.services.outcome import Reason
 from docllm.domain.usage import LlmCall
+from tests.support.memory.batches import InMemoryBatchStore
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "docllm.json"
@@ -74,6 +76,7 @@ def worker_metrics() -> Metrics:
         sink.emit(ev.BREAKER_SEEN, state=state)
     sink.emit(ev.BUDGET_SEEN, spent_usd=1.5, cap_usd=10.0, over=False, source="setting", by_deployment={"east": 1.5})
     m.llm_call(LlmCall("gpt-4o-mini", "ok", 1.2, prompt_tokens=900, completion_tokens=300, cost_usd=0.0003))
+    m.watch_batches(InMemoryBatchStore())  # every state is a series even before any batch exists
     return m
 
 

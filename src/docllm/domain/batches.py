@@ -109,6 +109,14 @@ class ProviderBatch:
     ref: str | None = None  # its metadata's docllm_ref
 
 
+@dataclass(frozen=True)
+class BatchCount:
+    """How many batches are in one state, and how many tasks they hold (``BatchStore.counts``)."""
+
+    batches: int = 0
+    tasks: int = 0
+
+
 def moment(now_ms: int) -> datetime:
     """Authority milliseconds as the aware UTC datetime a record keeps."""
     return datetime.fromtimestamp(now_ms / 1000, tz=UTC)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from docllm.domain.batches import Batch, BatchMember, BatchState, ProviderBatch
+from docllm.domain.batches import Batch, BatchCount, BatchMember, BatchState, ProviderBatch
 from docllm.domain.breaker import BreakerView
 from docllm.domain.budget import BudgetView
 from docllm.domain.lane_figures import LaneFigures
@@ -357,6 +357,10 @@ class BatchStore(Protocol):
 
     def recent(self, limit: int = 50) -> list[Batch]:
         """The newest batches, without members: ``stats`` and the dashboard."""
+
+    def counts(self) -> dict[BatchState, BatchCount]:
+        """Every state (none left out, zeros included) with its batches and their tasks, over all
+        batches: ``stats``, the dashboard and the metrics."""
 
 
 class BatchLeases(Protocol):

@@ -68,6 +68,7 @@ def build_parts(
         lanes=container.repository() if metrics is not None else None,
         batcher=container.batcher() if batching else None,
         poller=container.batch_poller() if batching else None,
+        batches=container.batch_store() if metrics is not None else None,
     )
 
 

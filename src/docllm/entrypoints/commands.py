@@ -13,7 +13,7 @@ from docllm.container import Container
 from docllm.domain.model import Task
 from docllm.domain.services.producer import discard_dead, retry_dead
 from docllm.domain.services.producer import submit as submit_task
-from docllm.entrypoints import lane_view, views
+from docllm.entrypoints import batch_view, lane_view, views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 from docllm.entrypoints.output import CommandError, console, print_json
 from docllm.entrypoints.snapshot import stats_of
@@ -118,7 +118,7 @@ def stats(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         console().print(views.stats_table(result))
-        for table in lane_view.lane_tables(result):
+        for table in lane_view.lane_tables(result) + batch_view.batch_tables(result):
             console().print(table)
     return 0
 
@@ -193,12 +193,13 @@ def show(args: argparse.Namespace) -> int:
     with _container() as c:
         task = c.repository().get(args.task_id)
         default_max = c.settings().max_attempts
+        batches = batch_view.task_batches_json(c.batch_store(), args.task_id) if task is not None else []
     if task is None:
         raise CommandError(f"no task with id {args.task_id}")
     if args.json:
-        print_json(show_json(task))
+        print_json(show_json(task, batches))
     else:
-        console().print(render_task(task, default_max))
+        console().print(render_task(task, default_max, batches))
     return 0
 
 

@@ -14,6 +14,7 @@ from rich.text import Text
 from docllm.domain.model import Task
 from docllm.domain.report import SEVERITIES
 from docllm.domain.usage import Usage
+from docllm.entrypoints.batch_view import task_batches_lines
 from docllm.entrypoints.views import task_json
 
 COLOURS = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan"}
@@ -24,17 +25,20 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def show_json(task: Task) -> dict[str, Any]:
-    return task_json(task) | {
+def show_json(task: Task, batches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``batches``: those holding the task (batch_view.task_batches_json); the key is absent
+    when none does."""
+    shown = task_json(task) | {
         "max_attempts": task.max_attempts,
         "processing_started_at": _iso(task.processing_started_at),
         "updated_at": _iso(task.updated_at),
         "rubric": task.rubric,
     }
+    return shown | ({"batches": batches} if batches else {})
 
 
-def render_task(task: Task, default_max_attempts: int) -> RenderableType:
-    parts: list[RenderableType] = [_header(task, default_max_attempts)]
+def render_task(task: Task, default_max_attempts: int, batches: list[dict[str, Any]] | None = None) -> RenderableType:
+    parts: list[RenderableType] = [_header(task, default_max_attempts, task_batches_lines(batches or []))]
     report = task.result
     if isinstance(report, dict) and isinstance(report.get("findings"), list):
         parts += _report(report)
@@ -45,7 +49,7 @@ def render_task(task: Task, default_max_attempts: int) -> RenderableType:
     return Group(*parts)
 
 
-def _header(task: Task, default_max_attempts: int) -> RenderableType:
+def _header(task: Task, default_max_attempts: int, batch_lines: list[str]) -> RenderableType:
     status = task.status.value
     lines = [
         f"[bold]task {task.task_id}[/] {escape(task.task_name or '')}",
@@ -63,6 +67,7 @@ def _header(task: Task, default_max_attempts: int) -> RenderableType:
         lines.append(f"rubric {escape(task.rubric)}")
     if task.usage is not None:
         lines.append(_usage_line(task.usage))
+    lines += batch_lines
     if task.error:
         lines.append(f"[red]error[/] {escape(task.error)}")
     return Panel("\n".join(lines), expand=False)

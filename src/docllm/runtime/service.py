@@ -14,7 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, LaneViews, LlmBreaker, SpendBudget, TaskQueue, WorkerRegistry
+from docllm.domain.ports import (
+    BatchStore,
+    DocumentReviewer,
+    LaneViews,
+    LlmBreaker,
+    SpendBudget,
+    TaskQueue,
+    WorkerRegistry,
+)
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.batch_poller import BatchPoller
 from docllm.domain.services.batcher import Batcher
@@ -58,6 +66,7 @@ class Parts:
     lanes: LaneViews | None = None  # the figures per lane and tenant the HTTP port's metrics show
     batcher: Batcher | None = None  # the batch lane's (issue 28): bulk tasks into provider batches
     poller: BatchPoller | None = None  # the batch lane's: any process polls any batch
+    batches: BatchStore | None = None  # the provider batches per state the HTTP port's metrics show
 
 
 class Service:
@@ -214,6 +223,8 @@ class Service:
         m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
         if self.parts.lanes is not None:
             m.watch_lanes(self.parts.lanes)
+        if self.parts.batches is not None:
+            m.watch_batches(self.parts.batches)
         self.endpoints = HttpEndpoints(
             self.settings.metrics_host, port, m.registry, self.healthy, self.parts.readiness, self.parts.web_app
         ).start()

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import replace
 
-from docllm.domain.batches import Batch, BatchMember, BatchState, check_move, members_of, moment
+from docllm.domain.batches import Batch, BatchCount, BatchMember, BatchState, check_move, members_of, moment
 
 
 class InMemoryBatchStore:
@@ -77,6 +77,14 @@ class InMemoryBatchStore:
         with self._lock:
             rows = sorted(self._rows.values(), key=lambda r: (r.created_at, r.ref), reverse=True)
         return [_listed(r) for r in rows[:limit]]
+
+    def counts(self) -> dict[BatchState, BatchCount]:
+        with self._lock:
+            rows = list(self._rows.values())
+        return {
+            s: BatchCount(sum(1 for r in rows if r.state is s), sum(r.tasks for r in rows if r.state is s))
+            for s in BatchState
+        }
 
 
 def _listed(batch: Batch) -> Batch:

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from docllm.adapters.sql.engine import TransientRetry
 from docllm.adapters.sql.schema import llm_batch_tasks as m
 from docllm.adapters.sql.schema import llm_batches as b
-from docllm.domain.batches import TERMINAL, Batch, BatchMember, BatchState, check_move, members_of, moment
+from docllm.domain.batches import TERMINAL, Batch, BatchCount, BatchMember, BatchState, check_move, members_of, moment
 
 UNFINISHED = tuple(s.value for s in BatchState if s not in TERMINAL)
 
@@ -125,6 +125,12 @@ class SqlAlchemyBatchStore:
     def recent(self, limit: int = 50) -> list[Batch]:
         stmt = select(b).order_by(b.c.created_at.desc(), b.c.ref.desc()).limit(limit)
         return self._run(lambda conn: [batch_of(r) for r in conn.execute(stmt)])
+
+    def counts(self) -> dict[BatchState, BatchCount]:
+        stmt = select(b.c.state, func.count(), func.coalesce(func.sum(b.c.tasks), 0)).group_by(b.c.state)
+        rows = self._run(lambda conn: conn.execute(stmt).all())
+        found = {BatchState(state): BatchCount(int(n), int(tasks)) for state, n, tasks in rows}
+        return {s: found.get(s, BatchCount()) for s in BatchState}
 
 
 def _read(conn: Connection, ref: str) -> Batch | None:

@@ -13,15 +13,13 @@ once; a tenant that leaves the top N stops being exported rather than keeping a 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 
 from prometheus_client.core import GaugeMetricFamily
 
+from docllm.adapters.telemetry.throttled_read import ThrottledRead
 from docllm.domain.lane_figures import LANES, LaneFigures
-
-log = logging.getLogger("docllm.metrics")
 
 EVERY_S = 15.0
 QUANTILES = (0.5, 0.95)
@@ -30,22 +28,10 @@ NO_TENANT = "(none)"  # as `docllm stats` shows it
 
 class LaneGauges:
     """A custom collector over ``read`` (the store's figures), at most one read per ``every_s``
-    of ``clock`` (monotonic seconds; a record of when, never a decision about a task)."""
+    of ``clock`` (throttled_read.py)."""
 
     def __init__(self, read: Callable[[], LaneFigures], every_s: float = EVERY_S, clock=time.monotonic):
-        self.read, self.every_s, self.clock = read, every_s, clock
-        self._figures: LaneFigures | None = None
-        self._read_at = 0.0
-
-    def figures(self) -> LaneFigures | None:
-        now = self.clock()
-        if self._figures is None or now - self._read_at >= self.every_s:
-            try:
-                self._figures, self._read_at = self.read(), now
-            except Exception as exc:  # noqa: BLE001 - the database down: no lane gauges this scrape
-                log.debug("lane figures unavailable: %s", exc)
-                self._figures = None
-        return self._figures
+        self.figures = ThrottledRead(read, "lane figures", every_s, clock)
 
     def collect(self):
         f = self.figures()

@@ -17,11 +17,20 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
+from docllm.adapters.telemetry.batch_metrics import BatchGauges
 from docllm.adapters.telemetry.lane_metrics import LaneGauges
 from docllm.domain import events as ev
 from docllm.domain.errors import Unavailable
 from docllm.domain.lane_figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
-from docllm.domain.ports import Clock, DocumentReviewer, EventSink, LaneViews, QueueInspection, review_with
+from docllm.domain.ports import (
+    BatchStore,
+    Clock,
+    DocumentReviewer,
+    EventSink,
+    LaneViews,
+    QueueInspection,
+    review_with,
+)
 from docllm.domain.rubric import Rubric
 from docllm.domain.services.outcome import Reason
 from docllm.domain.usage import LlmCall
@@ -129,6 +138,10 @@ class Metrics:
     def watch_lanes(self, views: LaneViews) -> None:
         """Publish the lanes' and top tenants' figures (lane_metrics.py) at scrape time."""
         self.registry.register(LaneGauges(lambda: views.lane_figures(SHOWN_WINDOW_S, SHOWN_TOP_TENANTS)))
+
+    def watch_batches(self, store: BatchStore) -> None:
+        """Publish the provider batches per state (batch_metrics.py) at scrape time."""
+        self.registry.register(BatchGauges(store.counts))
 
     def publish(self, queue: WatchedQueue, in_flight: Callable[[], int] | None = None) -> Callable[[], None]:
         """A child of ``docllm worker --processes``: the same gauges as ``watch``, written when the

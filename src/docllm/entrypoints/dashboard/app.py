@@ -16,12 +16,13 @@ from flask import Flask, abort, flash, redirect, render_template, request, sessi
 from werkzeug.routing import BaseConverter, ValidationError
 
 from docllm.domain.model import Task, TaskStatus
-from docllm.domain.ports import EventSink, TaskQueue, TaskRepository, WorkerRegistry
+from docllm.domain.ports import BatchStore, EventSink, TaskQueue, TaskRepository, WorkerRegistry
 from docllm.domain.report import SEVERITIES
 from docllm.domain.services.cancel import Canceller
 from docllm.domain.services.producer import discard_dead, retry_dead
-from docllm.entrypoints import lane_view
+from docllm.entrypoints import batch_view, lane_view
 from docllm.entrypoints.dashboard import security
+from docllm.entrypoints.dashboard.batch_pages import add_batch_pages
 from docllm.entrypoints.dashboard.chart import throughput_svg
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 from docllm.entrypoints.views import printable, task_json
@@ -49,6 +50,7 @@ class Sources:
     registry: WorkerRegistry | None = None  # None: this build keeps no worker registry
     events: EventSink | None = None
     refresh_seconds: float = 2.0
+    batches: BatchStore | None = None  # the provider batches (issue 28); None: this build keeps none
 
 
 def create_app(src: Sources, token: str = "") -> Flask:
@@ -59,6 +61,7 @@ def create_app(src: Sources, token: str = "") -> Flask:
     _add_status_pages(app, src)
     _add_task_pages(app, src)
     _add_dead_letter_pages(app, src)
+    add_batch_pages(app, src)
     _add_login(app, token)
     _add_error_pages(app)
     return app
@@ -120,6 +123,7 @@ def _add_task_pages(app: Flask, src: Sources) -> None:
             running=running,
             as_json=task_json(row),
             now_ms=src.queue.now_ms(),
+            batches=batch_view.task_batches_json(src.batches, task_id) if src.batches is not None else [],
         )
 
     @app.post("/tasks/<task_id:task_id>/cancel")

@@ -13,5 +13,5 @@ def build_app(c: Container) -> Flask:
     # A container built without a worker registry provider (an overridden or reduced one, as in
     # tests) shows "no worker registry" rather than failing.
     registry = c.worker_registry() if hasattr(c, "worker_registry") else None
-    sources = Sources(c.repository(), c.queue(), lambda: stats_of(c), registry, c.events())
+    sources = Sources(c.repository(), c.queue(), lambda: stats_of(c), registry, c.events(), batches=c.batch_store())
     return create_app(sources, token=c.settings().dashboard_token)

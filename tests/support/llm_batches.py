@@ -39,6 +39,7 @@ EXPIRED = {
 CANCELLED = {"code": "batch_cancelled", "message": "This request was not executed because the batch was cancelled."}
 SERVER_ERROR = {"message": "The server had an error.", "type": "server_error", "param": None, "code": None}
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
+HOLDABLE = {"create", "retrieve"}  # POST /v1/batches, GET /v1/batches/{id}
 
 
 def _err(status: int, message: str, param: str | None = None, code: str | None = None) -> Answer:
@@ -115,11 +116,41 @@ class FakeBatches:
         self.counters: collections.Counter[str] = collections.Counter()
         self.files: dict[str, _File] = {}
         self.batches: dict[str, _Batch] = {}  # in creation order
+        # Holds armed by a test (``arm``): route -> seconds, one per request; ``held`` what they held.
+        self.holds: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self.held: list[dict[str, Any]] = []
         self._rng, self._lock = random.Random(seed), threading.Lock()
 
     @staticmethod
     def owns(path: str) -> bool:
         return re.match(r"/v1/(files|batches)(/|\?|$)", path) is not None
+
+    # Holds: a request done (a batch created, a status worked out) whose answer waits, so a test can
+    # kill its caller at a known step (the batcher after its create, a poller in its retrieve).
+
+    def arm(self, route: str, seconds: float, count: int = 1) -> None:
+        """Hold the answer of the next ``count`` successful ``route`` requests (``HOLDABLE``) for
+        ``seconds`` each."""
+        if route not in HOLDABLE:
+            raise ValueError(f"route {route!r}: one of {sorted(HOLDABLE)}")
+        with self._lock:
+            self.holds[route].extend([float(seconds)] * count)
+
+    def hold_for(self, method: str, path: str, status: int, answer: Any = None, peer: int = 0) -> float:
+        """Seconds to hold this answer: an armed hold of its route (counted ``{route}s_held``, the
+        request written down in ``held`` with the batch's id and docllm_ref, and the client's port), else 0."""
+        parts = urlsplit(path).path.strip("/").split("/")[1:]
+        route = {("POST", 1): "create", ("GET", 2): "retrieve"}.get((method, len(parts)))
+        if status != 200 or route is None or parts[0] != "batches":
+            return 0.0
+        with self._lock:
+            if not self.holds[route]:
+                return 0.0
+            self.counters[f"{route}s_held"] += 1
+            batch = answer if isinstance(answer, dict) else {}
+            ref = (batch.get("metadata") or {}).get("docllm_ref")
+            self.held.append({"route": route, "path": path, "batch_id": batch.get("id"), "ref": ref, "peer": peer})
+            return self.holds[route].popleft()
 
     def serve(self, method: str, path: str, body: Any) -> Answer:
         url = urlsplit(path)

@@ -40,6 +40,12 @@ lines answered before the cancel are kept, the rest are ``batch_cancelled`` erro
 ``llm.batches.counters`` counts files_created, batches_created, batches_cancelled, batch_lines (lines
 written to a result file), batch_lines_failed, content_reads, content_lost (a 404 on a lost file);
 ``GET /_fake/counters`` answers them as JSON, for a test in another process.
+Holds, to kill a caller at a known step: ``llm.batches.arm(route, seconds, count)`` (or ``POST
+/_fake/hold`` with ``{"route", "seconds", "count"}`` from another process) holds the answer of the
+next ``count`` successful ``create`` (``POST /v1/batches``: the batch is made, its answer waits) or
+``retrieve`` (``GET /v1/batches/{id}``) requests for ``seconds``; counted ``creates_held``,
+``retrieves_held``; ``GET /_fake/held`` lists the requests held (route, path, batch_id, ref: the
+batch's ``docllm_ref``, and peer: the client's TCP port, to tell which process sent it).
 
 As a process: ``python -m tests.support.llm_server --port 0 --latency-ms 5-50 --rate-429 0.1
 --rate-500 0.05 --seed 1`` prints its port, then serves until SIGTERM or SIGINT; the batch knobs are
@@ -172,6 +178,7 @@ class FakeLLM:
         self.in_flight = self.max_in_flight = 0  # requests being answered now, and the most at once
         self._queue: collections.deque[Reply] = collections.deque()
         self._rng, self._lock, self._stopping = random.Random(seed), threading.Lock(), threading.Event()
+        self.peer = threading.local()  # ``port``: the client port of the request this thread answers
         self.batches = FakeBatches(
             self._chat_line,
             seed=seed,
@@ -222,6 +229,14 @@ class FakeLLM:
     def answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> Reply:
         if path == "/_fake/counters":  # for a test in another process; not a request of the API
             return Reply(body=dict(self.batches.counters))
+        if path == "/_fake/held":  # the batch requests whose answers a hold kept waiting
+            return Reply(body=list(self.batches.held))
+        if path == "/_fake/hold" and method == "POST" and isinstance(body, dict):
+            try:
+                self.batches.arm(str(body.get("route")), float(body["seconds"]), int(body.get("count", 1)))
+            except (KeyError, TypeError, ValueError) as exc:
+                return error(400, f"a hold needs route and seconds: {exc}")
+            return Reply(body={"armed": body})
         with self._lock:
             self.requests.append({"method": method, "path": path, "headers": headers, "body": body})
             scripted = self._queue.popleft() if self._queue else None
@@ -231,7 +246,7 @@ class FakeLLM:
             body = completion(scripted.content) if scripted.content is not None else scripted.body
             return Reply(scripted.status, body, scripted.headers, scripted.delay, content_type=scripted.content_type)
         reply = self._default(method, path, body if isinstance(body, dict) else {}, draw)
-        reply.delay = scripted.delay if scripted else latency
+        reply.delay = max(reply.delay, scripted.delay if scripted else latency)  # a batch hold, or the latency
         if scripted:
             reply.headers.update(scripted.headers)
         return reply
@@ -263,7 +278,8 @@ class FakeLLM:
             return error(500, "The server had an error.")
         if self.batches.owns(path):
             status, answer, content_type = self.batches.serve(method, path, body)
-            return Reply(status, answer, content_type=content_type)
+            held = self.batches.hold_for(method, path, status, answer, getattr(self.peer, "port", 0))
+            return Reply(status, answer, content_type=content_type, delay=held)
         model = path.rsplit("/", 1)[-1] if path.startswith("/v1/models/") else body.get("model", "")
         if self.models is not None and model not in self.models:
             return error(404, f"The model `{model}` does not exist.", code="model_not_found")
@@ -325,6 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake.answering(+1)
         answered = False  # counted out before the answer is sent: the client may send the next at once
         try:
+            fake.peer.port = int(self.client_address[1])  # this thread's request's client port
             reply = fake.answer(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             if reply.delay and fake._stopping.wait(reply.delay):
                 self.close_connection = True  # a stopped server drops the request it was holding

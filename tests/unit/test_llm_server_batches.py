@@ -69,3 +69,21 @@ def test_a_batch_cancelled_in_validation_keeps_no_line() -> None:
     assert batch["status"] == "cancelled" and batch["output_file_id"] is None
     _, errors, _ = batches.serve("GET", f"/v1/files/{batch['error_file_id']}/content", None)
     assert sorted(json.loads(x)["custom_id"] for x in errors.splitlines()) == ["c0", "c1", "c2"]
+
+
+def test_an_armed_hold_delays_the_next_create_or_retrieve_once_after_doing_it() -> None:
+    batches = FakeBatches(chat, batch_delay_s=DELAY, clock=Clock())
+    batches.arm("create", 7.5)
+    batches.arm("retrieve", 3.0)
+    assert batches.hold_for("POST", "/v1/files", 200) == 0.0  # an upload is never held
+    batch_id = start(batches, 2)  # the batch is made whatever its answer's wait
+    made = {"id": batch_id, "metadata": {"docllm_ref": "r1"}}
+    assert batches.hold_for("POST", "/v1/batches", 200, made) == 7.5
+    assert batches.hold_for("POST", "/v1/batches", 200) == 0.0  # once
+    assert batches.hold_for("GET", "/v1/batches?limit=20", 200) == 0.0  # a list is not a retrieve
+    assert batches.hold_for("GET", f"/v1/batches/{batch_id}", 404) == 0.0  # nor a failed one
+    assert batches.hold_for("GET", f"/v1/batches/{batch_id}", 200) == 3.0
+    assert (batches.counters["creates_held"], batches.counters["retrieves_held"]) == (1, 1)
+    assert batches.counters["batches_created"] == 1
+    assert [(h["route"], h["batch_id"]) for h in batches.held] == [("create", batch_id), ("retrieve", None)]
+    assert batches.held[0]["ref"] == "r1"

@@ -4,7 +4,8 @@
   short lease and intervals, JSON logs), without anything inherited from the caller's ``DOCLLM_*``.
 - ``clock_skew``: :func:`skewed`, a process's wall clock hours off under libfaketime.
 - ``process``: :class:`Proc`, one program (worker, reaper, LLM test server) with its own log file;
-  SIGKILL, SIGTERM, restart; :func:`cpu_seconds`.
+  SIGKILL, SIGTERM, restart; :func:`cpu_seconds`; :func:`tcp_ports` (which
+  process a server's peer is).
 - ``programs``: :class:`Harness`, starts workers (``python -m docllm.entrypoints.worker``) and
   reapers (``docllm reaper``), runs CLI commands as subprocesses and parses their JSON.
 - ``logs``: every process's JSON log lines read back as events.
@@ -22,7 +23,7 @@ from tests.e2e.harness.documents import report_matches, write_documents
 from tests.e2e.harness.env import FAST_SETTINGS, ROOT, docllm_argv, product_env
 from tests.e2e.harness.llm import start_llm_server
 from tests.e2e.harness.probe import Probe
-from tests.e2e.harness.process import Proc, cpu_seconds
+from tests.e2e.harness.process import Proc, cpu_seconds, tcp_ports
 from tests.e2e.harness.programs import CommandFailed, Harness
 from tests.e2e.harness.waiting import wait_until
 
@@ -42,6 +43,7 @@ __all__ = [
     "report_matches",
     "skewed",
     "start_llm_server",
+    "tcp_ports",
     "wait_until",
     "write_documents",
 ]

@@ -241,6 +241,28 @@ def test_two_pollers_and_a_file_read_twice_commit_each_task_once(rig_for):
     assert rig.store.get(ref).state is BatchState.applied
 
 
+def test_a_member_whose_lease_lapsed_is_left_to_the_reaper_before_its_batch_ends_and_is_never_charged(rig_for):
+    rig, llm = rig_for()
+    ids = rig.submit(5)
+    ref = submitted_batch(rig, ids)
+    poller, reaper = rig.container.batch_poller(), rig.container.reaper()
+    batch = rig.store.get(ref)
+    assert batch is not None and batch.batch_id is not None
+    rig.until(lambda: poller.api.retrieve(batch.batch_id).status == "completed")
+    lapsed = rig.repo.get(ids[0])
+    assert lapsed.lease_token is not None
+    rig.queue.extend_many([lapsed.lease_token], 1)  # nobody polled in time: its lease runs out
+    time.sleep(0.05)
+    poller.step()  # before the reaper came: the batch waits (ended now, the reaper would charge it)
+    assert rig.store.get(ref).state is BatchState.submitted
+    reaper.reap_once()  # hands it back uncharged, its batch still unfinished
+    batcher = rig.container.batcher()
+    rig.until(rig.finished(ids), step=lambda: (poller.step(), batcher.step()))
+    for row in rig.rows(ids):
+        assert row.status is TaskStatus.success and row.retry_count == 0, (row.task_id, row.error)
+    assert rig.repo.get(ids[0]).attempt == 2  # it went again, by another batch
+
+
 class CreateLost:
     """The batch API, but its create's answer is lost (``created``: the batch is made first)."""
 

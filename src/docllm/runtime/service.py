@@ -118,7 +118,9 @@ class Service:
         ):
             if batch_part is not None:  # its step, and beside it the renewal of the leases it holds
                 self._loop_of(name, batch_part.step, tick, None)
-                self._loop_of(f"{name}-keep", keep_step(batch_part), s.batch_lease_seconds, None)
+                # Three renewals per batch lease: at one per TTL, a tick a little late lost the lease
+                # of a long visit (a slow retrieve, a large apply) to another poller (the e2e saw it).
+                self._loop_of(f"{name}-keep", keep_step(batch_part), s.batch_lease_seconds / 3, None)
 
     def _loop_of(self, name: str, step: Callable[[], bool], interval: float, cycles: Any) -> None:
         on_cycle = cycles.observe if cycles else None

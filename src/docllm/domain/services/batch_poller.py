@@ -103,8 +103,10 @@ class BatchPoller:
             self._asked.pop(ref, None)
             return
         attempts = member_attempts(self.proc, batch.members, self.views)
+        lapsed = 0  # members still on their attempt whose leases ran out (nobody polled in time)
         if attempts:  # a lease already lost is the reaper's (uncharged: its batch is unfinished)
             renewed = self.leases.renew_tasks([a.token for a in attempts], self.proc.lease.lease_ms)
+            lapsed = renewed.count(False)
             attempts = [a for a, ok in zip(attempts, renewed, strict=True) if ok]
         with self._lock:
             self._holding[ref] = (token, attempts)
@@ -115,6 +117,10 @@ class BatchPoller:
         now = self.proc.clock.now_ms()
         if batch.age_ms(now) > self.bound_ms:
             self._return(batch, attempts, "the batch outlived its window and margin", cancel=True)
+        elif lapsed:
+            # Wait for the reaper (within a reaper interval): it hands a lapsed member back uncharged
+            # only while its batch is unfinished; ending the batch first would have it charged.
+            return
         elif not attempts and batch.state is BatchState.submitted:
             self._return(batch, attempts, "no member is waiting for it any more", cancel=True)
         elif batch.state is not BatchState.submitted:

@@ -43,7 +43,9 @@ def test_every_deployment_open_pauses_claims_uncharged_and_one_coming_back_resum
         ports = {"east": east.port, "west": west.port}
     # Both stopped: connection refused at each from the start.
     reviewer = routed(ports)
-    rig = Rig(reviewer, threads=True, breaker=FLEET, concurrency=2)
+    # Real time: the rig's 0.3 s lease would expire on a loaded host (the reaper then charges a
+    # task the worker still held: seen with five runs at once), so a lease no host stalls past.
+    rig = Rig(reviewer, lease=5.0, threads=True, breaker=FLEET, concurrency=2)
     ids = rig.submit(TASKS)
     seen: dict[str, object] = {}
 
@@ -76,6 +78,8 @@ def test_every_deployment_open_pauses_claims_uncharged_and_one_coming_back_resum
     assert seen["open"] != {"east": BreakerState.closed, "west": BreakerState.closed}
     assert seen["west"] is BreakerState.closed  # its probe found it back
     final = rows()
-    assert all(r.status is TaskStatus.success and r.retry_count == 0 for r in final)
+    assert all(r.status is TaskStatus.success and r.retry_count == 0 for r in final), [
+        (r.task_id, r.status, r.retry_count, r.error) for r in final
+    ]
     assert all(r.result is not None and r.result.get("deployments") == ["west"] for r in final)
     print(f"all {TASKS} tasks ended {seen['resumed_after_s']:.2f} s after one deployment came back")

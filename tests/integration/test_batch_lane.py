@@ -220,7 +220,7 @@ def submitted_batch(rig: Rig, ids: list[int]) -> str:
     return batch.ref
 
 
-def test_two_pollers_and_a_file_read_twice_commit_each_task_once(rig_for):
+def test_two_pollers_and_a_file_read_twice_commit_each_task_once(rig_for, monkeypatch):
     rig, llm = rig_for()
     ids = rig.submit(5)
     ref = submitted_batch(rig, ids)
@@ -231,13 +231,22 @@ def test_two_pollers_and_a_file_read_twice_commit_each_task_once(rig_for):
     # Both read the completed batch before either writes (the lease expired under the first one).
     seen = first.api.retrieve(batch.batch_id)
     mine, theirs = member_attempts(first.proc, batch.members), member_attempts(second.proc, batch.members)
-    first._apply(batch, seen, mine)
-    second._apply(batch, seen, theirs)  # the same files read again, the same attempts
+    token = first.leases.acquire(ref, "first", 60_000)
+    assert token is not None
+    second._apply(batch, seen, theirs, "a lease it lost")  # stops before its first finish
+    assert {row.status for row in rig.rows(ids)} == {TaskStatus.processing}
+    first._apply(batch, seen, mine, token)
+    # One that believes it still holds the lease (a clock step ended it early) applies the same
+    # files again, the same attempts: the fences alone keep each row committed once.
+    monkeypatch.setattr(type(second.leases), "renew", lambda *args, **kwargs: True)
+    second._apply(batch, seen, theirs, "a lease it lost")
+    monkeypatch.undo()
+    first.leases.release(ref, token)
     first.poll(ref)  # and a poller that comes later finds it applied
     for row in rig.rows(ids):
         assert row.status is TaskStatus.success and row.attempt == 1
         assert row.usage is not None and row.usage.calls == 1  # one commit's usage, not two
-    assert llm.batches.counters["content_reads"] == 2  # twice, and applied once
+    assert llm.batches.counters["content_reads"] == 3  # three times, and applied once
     assert rig.store.get(ref).state is BatchState.applied
 
 

@@ -130,7 +130,7 @@ class BatchPoller:
             self._asked[ref] = now
             seen = self.api.retrieve(batch.batch_id)
             if seen.status == COMPLETED:
-                self._apply(batch, seen, attempts)
+                self._apply(batch, seen, attempts, token)
             elif seen.status not in RUNNING:  # failed, expired, cancelled (or a status we do not know)
                 self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}")
             elif seen.status != batch.provider_status:
@@ -159,7 +159,7 @@ class BatchPoller:
         if moved:
             self.proc.events.emit(ev.BATCH_ADOPTED, ref=batch.ref, batch_id=found.id, worker=self.worker_id)
 
-    def _apply(self, batch: Batch, seen: ProviderBatch, attempts: list[Attempt]) -> None:
+    def _apply(self, batch: Batch, seen: ProviderBatch, attempts: list[Attempt], token: str) -> None:
         try:
             lines = [line for f in (seen.output_file_id, seen.error_file_id) if f for line in self.api.content(f)]
         except BatchFileLost as exc:
@@ -170,6 +170,12 @@ class BatchPoller:
         results = read_results(lines, {a.task_id: (a.number, len(chunks[a.task_id])) for a in attempts})
         spent = 0.0
         for a in attempts:
+            # Each finish under a lease still ours: a visit that outlived it (a stalled host) stops
+            # here, and the poller that took the batch over applies the rest. The fences keep each
+            # row committed once either way; this keeps its events and spend counted once too.
+            if not self.leases.renew(batch.ref, token, self.batch_lease_ms):
+                self.proc.events.emit(ev.BATCH_CALL_FAILED, ref=batch.ref, error="lease lost", worker=self.worker_id)
+                return
             result = results.tasks[a.task_id]
             a.meter.total = result.usage(t.model, t.price)  # at the batch price
             if result.state is State.answered:

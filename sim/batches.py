@@ -86,6 +86,7 @@ class BatchCounts:
     races: int = 0  # a second poller applied the batch during the first one's read
     reads: Counter[str] = field(default_factory=Counter)  # file id -> content reads
     line_500: int = 0
+    found: int = 0  # adoptions: a batch found by its docllm_ref (its batcher died before recording it)
     line_400: int = 0
 
 
@@ -147,6 +148,7 @@ class SimBatchApi:
     def find(self, ref: str) -> ProviderBatch | None:
         self._up("find")
         found = [b for b in self.batches.values() if b.ref == ref]
+        self.counts.found += bool(found)
         return self._seen(self._advanced(found[-1])) if found else None
 
     def cancel(self, batch_id: str) -> None:

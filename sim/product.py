@@ -306,6 +306,8 @@ class ProductSystem(System):
             actor.lost_start_replies += 1
         elif point == "worker:after_upload":  # the batch lane: its input file is at the provider
             actor.budget.arm_at("batch_api.upload", after=True)
+        elif point == "worker:after_create":  # the provider's batch exists, its id not yet recorded
+            actor.budget.arm_at("batch_api.create", after=True)
         elif point == "worker:mid_poll":  # the batch lane: a batch's results read, not yet applied
             actor.budget.arm_at("batch_api.content", after=True)
         elif point == "reaper:after_reclaim":

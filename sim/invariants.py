@@ -322,6 +322,7 @@ class Checker:
         """I12 (a): hand-backs while the provider serves are bounded per task (see the docstring)."""
         s = self.sys
         led, llms, bound = s.ledger, s.llms(), s.settings.max_handbacks
+        batches = getattr(s, "batch_watch", None)
         for t, tid, attempt, token, error, counted in led.handed[self.handed_seen :]:
             book = led.books.get(tid)
             if book is None:
@@ -336,6 +337,12 @@ class Checker:
                     t=t,
                 )
             llm_reason = "handed back uncharged" in error and not error.startswith(NOT_LLM)
+            if batches is not None and (tid, attempt) in batches.batched and error.startswith("batch "):
+                # The end of its batch (expired, lost file, batcher stopped): uncounted by the batch
+                # lane's design (issue 28), so not bounded by DOCLLM_MAX_HANDBACKS; counted here
+                # apart (``BatchWatch.batch_handbacks``): an open question for I12, not checked.
+                batches.batch_handbacks[tid] += 1
+                continue
             served = token is not None and not any(
                 token in each.outage_failed or token in each.partition_failed for each in llms
             )
@@ -356,8 +363,12 @@ class Checker:
     # -- I3, I7 ------------------------------------------------------------------------------
     def known_loss(self, book: Any) -> str | None:
         """A known loss (Redis data loss, a producer or reconciler dying between its two writes)
-        that happened since the task's latest attempt or state change, and so may explain it."""
-        since = min(book.state_since, book.attempt_started)
+        that happened since the task's latest attempt or state change, or since the claim of its
+        attempt's lease (a batcher holds its claims up to DOCLLM_BATCH_MAX_WAIT_SECONDS before it
+        starts them: a loss in between takes the lease of an attempt that starts after it), and
+        so may explain it."""
+        claimed = self.sys.ledger.token_claimed.get(book.token, book.attempt_started) if book.token else None
+        since = min(book.state_since, book.attempt_started, claimed if claimed is not None else book.attempt_started)
         for t, task, why in reversed(self.sys.ledger.causes):
             if t < since:
                 break

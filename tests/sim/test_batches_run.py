@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from docllm.adapters.sql.repository import store
+from docllm.adapters.sql.schema import task_doc_llm as tasks
 from docllm.domain.services import batch_poller
 from docllm.domain.services.outcome import Outcome
 from sim.product import ProductSystem
@@ -87,3 +89,25 @@ def test_a_poller_that_charges_the_members_of_an_expired_batch_is_caught(monkeyp
         if found:
             break
     assert found == {"I15"}
+
+
+def test_a_commit_without_its_fence_is_caught_when_two_pollers_apply_one_batch(monkeypatch):
+    """The fence (task, attempt, processing) dropped from the store's grouped writes (its UPDATE
+    and the check of the locked rows): the second poller of a race commits a batched task again
+    (I4, the first half of I15)."""
+
+    def unfenced(kind: Any, writes: Any) -> Any:
+        statement = fenced(kind, writes)
+        statement._where_criteria = (tasks.c.task_id.in_([w.task_id for w in writes]),)  # the rows named
+        return statement
+
+    fenced = store.write_statement
+    monkeypatch.setattr(store, "write_statement", unfenced)
+    monkeypatch.setattr(store, "_holds", lambda row, attempt: row is not None)
+    for seed in SEEDS:  # the first seed with a race (seed 1)
+        result, watch, _ = run(seed)
+        if watch.api.counts.races:
+            break
+    batched = {tid for tid, _ in watch.batched}
+    doubles = [v for v in result.violations if v.message == "committed 2 times" and v.task_id in batched]
+    assert watch.api.counts.races > 0 and doubles

@@ -104,7 +104,7 @@ def test_a_commit_without_its_fence_is_caught_when_two_pollers_apply_one_batch(m
     fenced = store.write_statement
     monkeypatch.setattr(store, "write_statement", unfenced)
     monkeypatch.setattr(store, "_holds", lambda row, attempt: row is not None)
-    for seed in SEEDS:  # the first seed with a race (seed 1)
+    for seed in (1, 2, 0):  # the first seed with a race (seed 1 has one)
         result, watch, _ = run(seed)
         if watch.api.counts.races:
             break

@@ -20,6 +20,7 @@ from docllm.runtime.assembly import Wiring
 from docllm.runtime.service import Service
 from docllm.runtime.worker import Worker
 from sim.aio import SimPortCalls
+from sim.batches import batch_lane_for
 from sim.fault_injection import Crash, Faulty
 from sim.lanes import lane_for
 from sim.observers import LostReplies, StuckBeats
@@ -229,7 +230,10 @@ class Producer(ProductActor):
             return
         before = len(self.sys.ledger.books)
         try:
-            priority, tenant = lane_for(name) if self.sys.scenario.lanes else (None, None)
+            if self.sys.scenario.batches is not None:  # mostly bulk: the batch lane's (sim/batches.py)
+                priority, tenant = batch_lane_for(name)
+            else:
+                priority, tenant = lane_for(name) if self.sys.scenario.lanes else (None, None)
             submit(self.repo, self.queue, name, doc, events=self.sys.events, priority=priority, tenant=tenant)
         except Unavailable:
             if len(self.sys.ledger.books) > before:  # the row is in, the push failed

@@ -33,6 +33,8 @@ class LaneWatch:
         total = sum(policy.weights.values())
         self.bound = 2 * total * (len(TENANTS)) + total
         self.passed = dict.fromkeys(LANES, 0)
+        # With batching on the batcher serves the bulk lane, not the realtime claim's weights.
+        self.lanes = policy.serves or LANES
 
     def claimed(self, raws: list[str]) -> None:
         """After a claim script returned ``raws`` (nothing can run between: the sim is one thread)."""
@@ -42,13 +44,13 @@ class LaneWatch:
                 served = parse_payload(raw, 1 << 30).priority or "default"
             except BadPayload:
                 served = "default"  # a malformed payload sits in the default lane
-            for lane in LANES:
+            for lane in self.lanes:
                 self.passed[lane] = 0 if lane == served or lane not in waiting else self.passed[lane] + 1
                 if self.passed[lane] > self.bound:
                     self.sys.ledger.violate(
                         "I13", None, f"lane {lane} with work was passed over by {self.passed[lane]} claims", key=lane
                     )
-        for lane in LANES:
+        for lane in self.lanes:
             if lane not in waiting:
                 self.passed[lane] = 0
 

@@ -79,6 +79,7 @@ class Ledger:
     # (t, task, attempt, token, error, counted) of every uncharged hand-back of an attempt: I12
     handed: list[tuple[int, int, int, str | None, str, bool]] = field(default_factory=list)
     token_started: dict[str, int] = field(default_factory=dict)  # lease token -> its attempt's start
+    token_claimed: dict[str, int] = field(default_factory=dict)  # lease token -> when it was claimed
     timeline: list[tuple[int, int, str, str]] = field(default_factory=list)  # (t, task, kind, who)
     stuck: set[int] = field(default_factory=set)
     lost: set[int] = field(default_factory=set)

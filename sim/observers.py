@@ -101,7 +101,7 @@ class QueueObserver:
     def _claimed(self, delivery: Delivery, what: str) -> None:
         task_id = task_of(delivery.raw)
         self._log("call", f"{what} -> {delivery.token}", task_id)
-        self._l.renew[delivery.token] = self._l.world.now
+        self._l.renew[delivery.token] = self._l.token_claimed[delivery.token] = self._l.world.now
         self._l.token_task[delivery.token] = task_id
         self._l.token_holder[delivery.token] = delivery.worker_id
         self._l.mark(task_id, "claim")

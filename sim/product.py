@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import json
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 from docllm.adapters.redis.breaker import RedisLlmBreaker
@@ -30,8 +31,10 @@ from docllm.entrypoints.bootstrap import build_parts
 from docllm.runtime.assembly import Wiring
 from docllm.runtime.service import Service
 from sim.actors import Operator, Producer, ReaperActor, ReconcilerActor, WorkerActor
+from sim.batches import BatchWatch
 from sim.breaks import get as get_break
 from sim.deployments import DeploymentWatch
+from sim.fault_injection import CrashBudget
 from sim.lanes import LaneWatch
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
 from sim.system import System
@@ -157,6 +160,7 @@ class ProductSystem(System):
         c.queue.override(self.real_queue)
         self.lane_watch = LaneWatch(self)
         self.deploy = DeploymentWatch(self) if self.scenario.deployments else None
+        self.batch_watch = BatchWatch(self, self.scenario.batches) if self.scenario.batches is not None else None
         repo = c.repository()
         self.real_repo = brk.wrap_repo(repo) if brk else repo
         self.queue_obs = QueueObserver(self.real_queue, self.ledger, self)
@@ -170,6 +174,8 @@ class ProductSystem(System):
             brk.wrap_registry(self.registry) if brk else self.registry, self.down, "redis", self.ledger
         )
         sc = self.scenario
+        if self.batch_watch is not None:
+            self.batch_watch.api.racer = self._racer()
         self.actors = [WorkerActor(self, f"w{i + 1}", sc.slots) for i in range(self.n_workers)]
         self.actors += [ReaperActor(self, f"reaper{i + 1}") for i in range(sc.reapers)]
         self.actors.append(ReconcilerActor(self, "reconciler"))
@@ -229,6 +235,8 @@ class ProductSystem(System):
         queue, repo = actor.ports()
         concurrency = getattr(actor, "slots", self.settings.concurrency)
         settings = self.settings_with(worker_id=actor.worker_id, concurrency=concurrency)
+        if self.batch_watch is not None and "worker" in roles:  # its batcher's and poller's ports
+            overrides = {**self.batch_watch.ports(actor, queue), **overrides}
         with (
             c.queue.override(queue),
             c.repository.override(repo),
@@ -238,7 +246,27 @@ class ProductSystem(System):
             for name, value in overrides.items():
                 stack.enter_context(getattr(c, name).override(value))
             parts = build_parts(c, "worker" in roles, "reaper" in roles, "reconciler" in roles)
+        if self.batch_watch is not None:
+            self.batch_watch.scaled(parts)
         return Service(settings, parts, wiring)
+
+    def _racer(self) -> Any:
+        """A BatchPoller of no process, on the fleet's ports: the second poller of a race
+        (sim/batches.py), built as a worker's is."""
+        c, watch = self.container, self.batch_watch
+        assert watch is not None
+        leases = watch.ports(SimpleNamespace(budget=CrashBudget()), self.gated_queue)
+        with (
+            c.queue.override(self.gated_queue),
+            c.repository.override(self.gated_repo),
+            c.settings.override(self.settings_with(worker_id="racer")),
+            c.batch_api.override(watch.api),
+            c.batch_store.override(leases["batch_store"]),
+            c.batch_leases.override(leases["batch_leases"]),
+        ):
+            poller = c.batch_poller()
+        poller.bound_ms = watch.give_up_ms
+        return poller
 
     def cancel(self, task_id: int) -> None:
         """``docllm cancel TASK_ID`` once (its wait loop is left out: the workers and the attempt's
@@ -276,8 +304,20 @@ class ProductSystem(System):
             actor.budget.arm_at("repo.commit", after=True)
         elif point == "worker:start_reply_lost":  # its next group of starts lands; the reply is lost
             actor.lost_start_replies += 1
+        elif point == "worker:after_upload":  # the batch lane: its input file is at the provider
+            actor.budget.arm_at("batch_api.upload", after=True)
+        elif point == "worker:after_create":  # the provider's batch exists, its id not yet recorded
+            actor.budget.arm_at("batch_api.create", after=True)
+        elif point == "worker:mid_poll":  # the batch lane: a batch's results read, not yet applied
+            actor.budget.arm_at("batch_api.content", after=True)
         elif point == "reaper:after_reclaim":
             actor.budget.arm_at("repo.retry", after=True)
+
+    def drain_bound_ms(self) -> int:
+        """I2: with batches, a batch opened as the faults stop may take the bound of I15 to end,
+        and its members handed back then one more."""
+        bound = super().drain_bound_ms()
+        return bound + 2 * self.batch_watch.bound_ms if self.batch_watch is not None else bound
 
     def lease_lost(self, task_id: int, attempt: int, token: str) -> None:
         """I8: a lease renewed less than a lease ago must still hold (unless Redis lost it, or it

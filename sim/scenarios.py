@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from docllm.domain.deployments import Deployment
 from docllm.settings import Settings
+from sim.batches import BatchProfile
 from sim.faults import KINDS, POINTS
 from sim.llm import POISON_KINDS, LlmProfile
 
@@ -69,12 +70,16 @@ class Scenario:
     lanes: bool = False  # tasks get lanes and tenants (sim/lanes.py); I13 is checked on every run
     # Several LLM deployments by name, first in order first (sim/deployments.py); () for one provider.
     deployments: tuple[str, ...] = ()
+    # The batch lane on (DOCLLM_LLM_BATCH) against a simulated Batch API (sim/batches.py); None: off.
+    batches: BatchProfile | None = None
     default_run: bool = True  # in the default run (``python -m sim.crash_scenarios`` without --scenario)
 
     def settings(self) -> Settings:
         changes = dict(self.settings_changes)
         if self.deployments:  # DOCLLM_LLM_DEPLOYMENTS: the container builds each one's breaker
             changes.update(llm_provider="openai", llm_deployments=tuple(map(_deployment, enumerate(self.deployments))))
+        if self.batches is not None:  # the single-URL deployment offers the Batch API
+            changes.update(llm_provider="openai", llm_batch=True, llm_base_url="https://llm.sim/v1", llm_api_key="sim")
         return replace(SETTINGS, **changes)
 
     def llm_max_s(self) -> float:
@@ -291,6 +296,44 @@ SCENARIOS: dict[str, Scenario] = {
             settings_changes={"reaper_interval_seconds": 20.0, "reconcile_interval_seconds": 60.0},
             deployments=("a", "b"),
             default_run=False,  # run when named (tests/sim/test_deployments_run.py), not in the default run
+        ),
+        Scenario(
+            "batches",
+            "the bulk lane by batch (issue 28) against a Batch API whose batches end at times up to a 3 min "
+            "window, some expiring with part of their lines answered, some losing their output file, some "
+            "read twice or by two racing pollers, with failed (500) and poisoned (400) lines, beside "
+            "interactive tasks served realtime; workers (batchers and pollers) killed, also right after an "
+            "upload, before a created batch's id is recorded and mid-poll, Redis losing data, skewed clocks: "
+            "I1-I12 hold and I15 (each batched attempt "
+            "committed at most once, uncharged for the batch's end, out of processing within the bound)",
+            tasks=24,
+            seeds=4,
+            workers=3,
+            reapers=1,
+            arrival_s=300.0,
+            faults_s=450.0,
+            poison=0.1,
+            poison_kinds=("fail",),
+            llm=LlmProfile(median_s=3.0, timeout_s=20.0, p_500=0.03),
+            faults={
+                **CRASHES,
+                "worker:after_upload": (1, 0.0, 0.7),  # killed between the upload and the create
+                "worker:after_create": (2, 0.0, 0.7),  # killed before the batch's id is recorded
+                "worker:mid_poll": (2, 0.0, 0.8),  # killed after reading a batch's results, before applying
+                "redis_flush": (0.7, 0.1, 0.6),
+                "redis_failover": (0.7, 0.1, 0.6),
+                "redis_down": 0.5,
+                "db_down": 0.5,
+            },
+            clocks=ClockSpec(skew_h=1.0, drift_ppm=200, skew_redis=True),
+            settings_changes={
+                "reaper_interval_seconds": 10.0,
+                "batch_max_tasks": 6,
+                "batch_max_wait_seconds": 20.0,
+                "batch_poll_seconds": 10.0,
+            },
+            batches=BatchProfile(window_s=180.0),
+            default_run=False,  # run when named (tests/sim/test_batches_run.py), not in the default run
         ),
         Scenario(
             "storm",

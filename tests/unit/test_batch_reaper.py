@@ -58,3 +58,13 @@ def test_past_its_bound_of_hand_backs_a_batched_attempt_is_charged():
     reaper.reap_once()
     row = repo.get(task_id)
     assert (row.retry_count, row.handbacks) == (1, RETRY.max_handbacks)
+
+
+def test_an_expired_lease_of_a_member_of_a_returned_batch_is_handed_back_uncharged():
+    """A poller that found the member's lease lapsed (a database outage kept every poller from
+    renewing it) returns the batch without it: the reaper hands it back uncharged, counted (found
+    by the simulation's batches scenario, seed 28, where it was charged as a crash)."""
+    reaper, repo, task_id = started(batched=True, state=BatchState.returned)
+    assert reaper.reap_once() == 1
+    row = repo.get(task_id)
+    assert (row.status, row.retry_count, row.handbacks, row.error) == (TaskStatus.pending, 0, 1, BATCH_LEASE_EXPIRED)

@@ -63,8 +63,10 @@ class Batcher:
 
     # -- the loop's two calls ------------------------------------------------------------------
     def step(self) -> bool:
-        """Claim, and send a batch when one is full or has waited long enough. True: it sent one
-        (more may be waiting)."""
+        """Claim, and send a batch when one is full or has waited long enough. True: it sent a
+        full one (more may be waiting). A batch whose upload failed is not sent: the loop waits its
+        tick before the next (else a provider that is down is asked again at once, without end:
+        its members are handed back uncharged to the front of the lane, a full batch again)."""
         room = self.max_tasks - len(self.held)
         if room > 0 and (self.budget is None or not self.budget.view().over):
             found = self.proc.claim_batch(room, (BATCH_LANE,))
@@ -80,8 +82,7 @@ class Batcher:
             return False
         with self._lock:
             deliveries, self.held, self.first_ms = self.held, [], None
-        self.send(deliveries)
-        return full
+        return self.send(deliveries) is not None and full
 
     def keep(self) -> None:
         """Renew the leases this batcher holds (its held claims, the members of the batch it sends,
@@ -107,7 +108,8 @@ class Batcher:
 
     # -- a batch -------------------------------------------------------------------------------
     def send(self, deliveries: Sequence[Delivery]) -> str | None:
-        """Start, record, upload, create. The batch's ref, or None when none was recorded."""
+        """Start, record, upload, create. The batch's ref, or None when none was recorded or its
+        upload failed (its members handed back)."""
         attempts: list[Attempt] = []
         for delivery, begun in zip(deliveries, self.proc.begin_batch(deliveries), strict=True):
             if isinstance(begun, Unavailable):  # its start did not land: the row is still pending
@@ -166,7 +168,7 @@ class Batcher:
             except DocllmError as exc:  # nothing at the provider refers to ``ref``: hand back at once
                 hand_back_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc}); handed back uncharged")
                 self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
-                return ref
+                return None
             if not self.leases.renew(ref, token, self.batch_lease_ms):
                 return ref  # a poller adopted it: it creates the batch or hands the members back
             if not self.store.advance(ref, BatchState.open, BatchState.uploaded, clock.now_ms(), input_file_id=file_id):

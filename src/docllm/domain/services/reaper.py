@@ -11,7 +11,7 @@ import random
 from typing import Protocol
 
 from docllm.domain import events as ev
-from docllm.domain.batches import BatchMember
+from docllm.domain.batches import BatchMember, BatchState
 from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
 from docllm.domain.model import Delivery, Task, TaskStatus
@@ -173,12 +173,15 @@ class Reaper:
         return True
 
     def _batched(self, row: Task) -> bool:
-        """Whether an unfinished batch runs this attempt of the task."""
+        """Whether an unfinished batch runs this attempt of the task, or a batch that ended
+        ``returned`` ran it (its members were to be handed back uncharged: a poller that found this
+        member's lease already lapsed, e.g. after a database outage kept every poller from renewing
+        it, returned the batch without it)."""
         if self.batches is None:
             return False
         for ref in self.batches.of_task(row.task_id)[:3]:  # newest first: its current batch, if any
             batch = self.batches.get(ref)
-            running = batch is not None and not batch.state.terminal
+            running = batch is not None and batch.state is not BatchState.applied
             if running and batch is not None and BatchMember(row.task_id, row.attempt) in batch.members:
                 return True
         return False

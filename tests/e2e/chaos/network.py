@@ -84,8 +84,10 @@ class NetworkFaults:
             links["db"].drop_reply(mysql_commit(COMMIT_SQL))
         else:
             links["redis"].drop_reply(redis_script())
-        # Armed until it fires (the next commit or script of that process) or the faults stop: on a
-        # busy machine a process can go 10 s without one (a CI run saw two drops planned, none fired).
+        # Armed until it fires (the next commit or script of that busy worker) or 30 s pass: a loaded
+        # run once saw two drops armed for 10 s, none fired. Until then the process counts as
+        # faulted (heal_at), so it is not the one a SIGTERM's stop-time check picks.
+        self.heal_at[name] = now + 30.0
         return f"the next {'commit' if what == 'net_drop_commit' else 'script'} reply of {name} dropped"
 
     def heal_due(self, now: float, everyone: bool = False) -> None:

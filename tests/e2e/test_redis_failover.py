@@ -52,7 +52,7 @@ def _run_through_a_failover(
     prefix: str,
     kill: Callable[[Harness], tuple[RedisServer, set[int]]],
     failed_over: Callable[[RedisServer], bool],
-    after: Callable[[RedisServer], Callable[[], bool]],
+    after: Callable[[RedisServer], Callable[[], object]],
     settings: dict[str, str],
 ) -> dict[str, float]:
     """``kill`` returns the dead primary and the tasks it submitted on the way (lost with it)."""
@@ -141,18 +141,38 @@ def _sentinel_run(sentinel_set: SentinelSet, url: str, mysql_url: str, tmp_path:
     def promoted(victim: RedisServer) -> bool:
         return sentinel_set.primary() is not victim
 
-    def rejoins(victim: RedisServer) -> Callable[[], bool]:
+    def rejoins(victim: RedisServer) -> Callable[[], bool | Not]:
         victim.start()  # as a primary with its AOF; the sentinels turn it into a replica (about 10 s)
-        new = sentinel_set.primary()
 
-        def follows() -> bool:
+        def follows() -> bool | Not:
+            # The primary the sentinels name at each look, not once at the restart: a suite run
+            # waited 300 s on a port read while they were still settling (the victim was never
+            # going to follow it).
+            primary = sentinel_set.primary()
             with victim.client(socket_timeout=1) as client:
-                return client.info("replication").get("master_port") == new.port
+                info = client.info("replication")
+            if primary is not victim and info.get("role") == "slave" and info.get("master_port") == primary.port:
+                return True
+            role, of = info.get("role"), info.get("master_port")
+            return Not(f"victim :{victim.port} is {role} of :{of}; the sentinels name :{primary.port}")
 
         return follows
 
     prefix = f"e2e-{uuid.uuid4().hex[:8]}"
     return _run_through_a_failover(tmp_path, url, mysql_url, prefix, kill, promoted, rejoins, LOSES_WRITES)
+
+
+class Not:
+    """A falsy answer that says why, for wait_until's timeout message."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return self.why
 
 
 def _cluster_run(cluster_set: RedisClusterSet, url: str, mysql_url: str, tmp_path: Path) -> dict[str, float]:

@@ -169,6 +169,32 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def local_ports(pid: int) -> set[int]:
+    """Local TCP ports of the sockets ``pid`` holds."""
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = fd.readlink().as_posix()
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def tree_cpu_seconds(pid: int) -> float | None:
     """CPU of ``pid`` and of its live descendants (a prefork pool's children)."""
     own = cpu_seconds(pid)

@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, Env, Table, child_env, cpu_seconds, payload, spawn, stop, tail, wait_for
+from bench.common import PYTHON, Env, Table, child_env, cpu_seconds, local_ports, payload, spawn, stop, tail, wait_for
 from bench.peers import celery_argv, installed
 
 CONCURRENCIES = (1, 32, 256)
@@ -150,32 +150,6 @@ def script_names() -> dict[str, str]:
         for body in (text, lib + "\n" + text):
             names[hashlib.sha1(body.encode()).hexdigest()] = path.stem
     return names
-
-
-def local_ports(pid: int) -> set[int]:
-    """Local TCP ports of the sockets ``pid`` holds."""
-    inodes = set()
-    try:
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            try:
-                target = fd.readlink().as_posix()
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-    except OSError:
-        return set()
-    ports = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[9] in inodes:
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 class Monitor:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.common import local_ports
 from tests.e2e.harness.env import ROOT
 
 
@@ -133,24 +134,6 @@ def cpu_seconds(pid: int) -> float:
 
 
 def tcp_ports(pid: int) -> set[int]:
-    """The local ports of a process's TCP sockets (IPv4 and IPv6), from /proc: which process holds
-    the client end of a connection a server saw (its peer port)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue  # closed meanwhile
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[9] in inodes:  # the socket's inode (proc(5), /proc/net/tcp)
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+    """The local ports of a process's TCP sockets, from /proc: which process holds the client end
+    of a connection a server saw (its peer port). The benchmarks' reading, shared."""
+    return local_ports(pid)

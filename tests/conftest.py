@@ -45,11 +45,14 @@ from tests.servers import (  # noqa: E402
     ServerFailedToStart,
     ServerNotInstalled,
 )
+from tests.support import ast_lock  # noqa: E402
 
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
 
+
+ast_lock.install()  # CPython 3.11: a parse inside a parse fails (gh-106905); see the module
 
 # -- hypothesis -----------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ def install() -> bool:
         return False
 
     @functools.wraps(_original)
-    def parse(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def parse(*args, **kwargs):
         with _lock:
             collecting = gc.isenabled()
             gc.disable()
@@ -39,5 +39,5 @@ def install() -> bool:
                     gc.enable()
 
     parse.guarded = True  # type: ignore[attr-defined]
-    ast.parse = parse  # type: ignore[assignment]
+    ast.parse = parse
     return True

@@ -6,6 +6,7 @@
     python -m bench idle-redis           # 9: idle Redis commands/s, and what one LPUSH wakes
     python -m bench lanes                # issue 26: lanes and tenants, B's wait, A/C shares, claim cost
     python -m bench store-load           # issue 31: MariaDB's Com_commit, Questions per task, connections
+    python -m bench timeline             # issue 24: when each round of C requests goes (L = 5 s bursts)
     python -m bench capacity             # issue 29: 1 to 120 worker processes, costs per process and per task
     python -m bench --quick              # tiny N, no 100,000-lease reaper run, no 30 s lease, no peer recovery
     python -m bench --only floor queue_only
@@ -31,7 +32,7 @@ from bench import common
 from docllm.entrypoints.processes import parse_processes  # light: the CLI imports it for --help
 
 NOOP = ("floor", "queue_only", "worker", "profile", "peers", "reaper_cost", "recovery")
-SECTIONS = NOOP + ("llm", "idle_redis", "lanes", "hotpath", "store_load", "capacity")
+SECTIONS = NOOP + ("llm", "idle_redis", "lanes", "hotpath", "store_load", "timeline", "capacity")
 GROUPS = {
     "noop": NOOP,
     "llm": ("llm",),
@@ -39,6 +40,7 @@ GROUPS = {
     "lanes": ("lanes",),
     "hotpath": ("hotpath",),
     "store-load": ("store_load",),
+    "timeline": ("timeline",),
     "capacity": ("capacity",),
     "all": NOOP + ("llm", "idle_redis", "lanes"),
 }

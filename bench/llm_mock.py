@@ -10,8 +10,9 @@ document has), so docllm's OpenAIReviewer and the peers' calls parse it as they 
 
 Routes: ``POST /v1/chat/completions`` (after the latency); ``GET /v1/models/{id}`` (at once, for
 the reviewer's start-up check); ``GET /stats`` (JSON: chat requests received and answered, the
-first request's arrival as ``time.time()``, the most in flight at once); ``POST /reset`` (zeroes
-the counters). Anything else: 404.
+first request's arrival as ``time.time()``, the most in flight at once); ``GET /arrivals`` (JSON:
+each chat request's arrival since the last reset, ``time.time()``); ``POST /reset`` (zeroes the
+counters). Anything else: 404.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Stats:
     def reset(self) -> None:
         self.received = self.answered = self.in_flight = self.max_in_flight = 0
         self.first: float | None = None
+        self.arrivals: list[float] = []  # each chat request's arrival, time.time() (GET /arrivals)
 
     def as_json(self) -> bytes:
         return json.dumps(
@@ -114,8 +116,9 @@ class MockProtocol(asyncio.Protocol):
             s.received += 1
             s.in_flight += 1
             s.max_in_flight = max(s.max_in_flight, s.in_flight)
+            s.arrivals.append(time.time())
             if s.first is None:
-                s.first = time.time()
+                s.first = s.arrivals[0]
             due = max(self.loop.time() + self.latency, self.last_due)
             self.last_due = due
             self.loop.call_at(due, self.answer_chat)
@@ -128,6 +131,8 @@ class MockProtocol(asyncio.Protocol):
             )
         elif path == "/stats":
             self.send(response("200 OK", self.stats.as_json()))
+        elif path == "/arrivals":
+            self.send(response("200 OK", json.dumps(self.stats.arrivals).encode()))
         elif method == "POST" and path == "/reset":
             self.stats.reset()
             self.send(response("200 OK", b"{}"))

@@ -51,6 +51,11 @@ class MockLLM:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as r:
             return json.loads(r.read())
 
+    def arrivals(self) -> list[float]:
+        """Each chat request's arrival since the last reset (``time.time()``)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/arrivals", timeout=30) as r:
+            return json.loads(r.read())
+
     def reset(self) -> None:
         urllib.request.urlopen(
             urllib.request.Request(f"http://127.0.0.1:{self.port}/reset", method="POST"), timeout=10

@@ -186,6 +186,8 @@ class SimPortCalls:
             raise Killed()
         return result
 
+    claim = call  # no queue of calls to go ahead of: each runs inline
+
     async def wait_claim(self, proc: Any, timeout_s: float) -> list[Any]:
         """The blocking wait of ``stage``: until ready has a payload (the system says when), then
         one non-blocking stage and lease through the crash budget."""

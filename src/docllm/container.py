@@ -16,7 +16,7 @@ from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.leftovers import LeftoverSweep
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
-from docllm.runtime.port_calls import threads_for
+from docllm.runtime.port_calls import CLAIM_THREADS, threads_for
 from docllm.settings import Settings
 
 
@@ -24,7 +24,9 @@ def _redis(settings: Settings) -> Iterator:
     from docllm.adapters.redis.client import make_redis_client
 
     client = make_redis_client(
-        settings.redis_url, settings.embedded_redis_path, max_connections=threads_for(settings.concurrency) + 8
+        settings.redis_url,
+        settings.embedded_redis_path,
+        max_connections=threads_for(settings.concurrency) + CLAIM_THREADS + 8,
     )
     yield client
     client.close()

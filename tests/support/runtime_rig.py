@@ -70,6 +70,8 @@ class InlinePortCalls:
         finally:
             self.busy -= 1
 
+    claim = call  # no queue of calls to go ahead of: each runs inline
+
     async def wait_claim(self, proc: TaskProcessor, timeout_s: float) -> list[Delivery]:
         if timeout_s > 0 and not self.ready():
             woken = asyncio.get_running_loop().create_future()

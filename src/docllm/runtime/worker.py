@@ -138,7 +138,7 @@ class Worker:
                 await self._slot_freed.wait()
                 continue
             try:
-                found = await self.calls.call(self.proc.claim_batch, free)
+                found = await self.calls.claim(self.proc.claim_batch, free)
                 if not found:
                     found = await self.calls.wait_claim(self.proc, self.idle_wait)
                 self.outage.ok()
@@ -160,7 +160,7 @@ class Worker:
         if self.stop_requested.is_set():
             return None
         try:
-            return await self.calls.call(self.proc.begin_batch, found)
+            return await self.calls.claim(self.proc.begin_batch, found)
         except Unavailable as exc:  # before any row started (a malformed payload's dead letter)
             return [exc] * len(found)
 

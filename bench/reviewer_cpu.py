@@ -52,8 +52,8 @@ from docllm.domain.chat import JSON_MODE
 
 class _Httpx(OpenAIReviewer):
     @staticmethod
-    def _http_client(limits: httpx.Limits) -> httpx.AsyncClient:
-        return openai.DefaultAsyncHttpxClient(limits=limits)
+    def _http_client(limits: httpx.Limits, tls: Any = True) -> httpx.AsyncClient:
+        return openai.DefaultAsyncHttpxClient(limits=limits, verify=tls)
 
 
 class _Create(OpenAIReviewer):

@@ -233,3 +233,36 @@ def test_the_fair_peer_splits_its_connections_as_docllms_reviewer(monkeypatch: p
     assert _pool_sizes() == [POOL_CONNECTIONS] * (1024 // POOL_CONNECTIONS)
     monkeypatch.setenv("BENCH_LLM_CONCURRENCY", "100")
     assert _pool_sizes() == [25] * 4 and max(_pool_sizes()) <= POOL_CONNECTIONS
+
+
+def test_timeline_rounds_are_the_kth_c_arrivals_and_their_lag() -> None:
+    from bench.timeline import rounds
+
+    arrivals = [100.0, 100.1, 101.5, 101.3, 102.9, 102.6]  # two per round, out of order; L = 1 s
+    got = rounds(arrivals, 2, 1.0)
+    assert [(round(r["first"], 6), round(r["last"], 6)) for r in got] == [(0.0, 0.1), (1.3, 1.5), (2.6, 2.9)]
+    assert [round(r["lag"], 6) for r in got] == [0.05, 0.4, 0.75]
+    assert rounds([], 2, 1.0) == []
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+@pytest.mark.long(40)
+def test_the_timeline_command_reads_every_request_of_every_round(tmp_path: Path) -> None:
+    """``python -m bench timeline --quick`` (C = 16, L = 0.2 s, N = 4C): four rounds of C arrivals."""
+    if not find_redis_server():
+        pytest.skip("redis-server not installed: run scripts/test to install it")
+    out = tmp_path / "timeline.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "timeline", "--quick", "--json", str(out), "--workdir", str(tmp_path / "w")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (run,) = json.loads(out.read_text())["timeline"]
+    assert run["c"] == 16 and run["per_s"], run
+    assert len(run["rounds"]) == 4 and run["rounds"][0]["first"] == 0.0, run
+    assert all(r["first"] <= r["median"] <= r["last"] for r in run["rounds"]), run
+    assert all(later["first"] >= 0.2 * k for k, later in enumerate(run["rounds"])), run  # an answer comes after L

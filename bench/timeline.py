@@ -73,7 +73,10 @@ def run(env: Env, results: dict) -> list[Table]:
                             part["last"],
                             part["lag"],
                         )
-                    print(f"   rep {rep} C={c} {label}: {r.get('per_s', 0):.0f}/s, lags "
-                          + ", ".join(f"{p['lag']:.2f}" for p in rs), flush=True)
+                    print(
+                        f"   rep {rep} C={c} {label}: {r.get('per_s', 0):.0f}/s, lags "
+                        + ", ".join(f"{p['lag']:.2f}" for p in rs),
+                        flush=True,
+                    )
     results["timeline"] = found
     return [t]

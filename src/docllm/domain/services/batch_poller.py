@@ -33,6 +33,8 @@ from docllm.domain.services.batch_members import BatchTarget, hand_back_all, mem
 from docllm.domain.services.outcome import Outcome
 from docllm.domain.verdict import decide
 
+ANY_CHUNKS = 1 << 30  # a member this visit does not apply: its lines are read only to be priced
+
 
 class BatchPoller:
     def __init__(
@@ -167,7 +169,13 @@ class BatchPoller:
             return
         t = self.target
         chunks = {a.task_id: self._chunks(a) for a in attempts}
-        results = read_results(lines, {a.task_id: (a.number, len(chunks[a.task_id])) for a in attempts})
+        # Every member's lines are read, so the batch's cost is what the provider charged for all of
+        # them, whoever applies which member (a poller whose lease lapsed mid-apply left the rest to
+        # another); only the members still on their attempt are applied, with their chunk counts.
+        members = {m.task_id: (m.attempt, ANY_CHUNKS) for m in batch.members}
+        members |= {a.task_id: (a.number, len(chunks[a.task_id])) for a in attempts}
+        results = read_results(lines, members)
+        charged = sum(r.usage(t.model, t.price).cost_usd or 0.0 for r in results.tasks.values())
         spent = 0.0
         for a in attempts:
             # Each finish under a lease still ours: a visit that outlived it (a stalled host) stops
@@ -193,7 +201,7 @@ class BatchPoller:
             output_file_id=seen.output_file_id,
             error_file_id=seen.error_file_id,
             provider_status=seen.status,
-            cost_usd=spent,
+            cost_usd=charged,
         )
         self.proc.events.emit(ev.BATCH_APPLIED, ref=batch.ref, tasks=len(attempts), worker=self.worker_id)
 

@@ -230,16 +230,22 @@ def submitted_batch(rig: Rig, ids: list[int]) -> str:
     return batch.ref
 
 
-def test_two_pollers_and_a_file_read_twice_commit_each_task_once(rig_for, monkeypatch):
-    rig, llm = rig_for()
-    ids = rig.submit(5)
+def two_pollers_on_a_completed_batch(rig: Any, n: int = 5) -> tuple[list[int], str, Any, Any, Any, Any]:
+    """``n`` tasks in one batch the provider completed, two pollers, and what the provider says of
+    it: (ids, ref, batch, first, second, seen)."""
+    ids = rig.submit(n)
     ref = submitted_batch(rig, ids)
     first, second = rig.container.batch_poller(), rig.container.batch_poller()
     batch = rig.store.get(ref)
     assert batch is not None and batch.batch_id is not None
     rig.until(lambda: first.api.retrieve(batch.batch_id).status == "completed")
+    return ids, ref, batch, first, second, first.api.retrieve(batch.batch_id)
+
+
+def test_two_pollers_and_a_file_read_twice_commit_each_task_once(rig_for, monkeypatch):
+    rig, llm = rig_for()
     # Both read the completed batch before either writes (the lease expired under the first one).
-    seen = first.api.retrieve(batch.batch_id)
+    ids, ref, batch, first, second, seen = two_pollers_on_a_completed_batch(rig)
     mine, theirs = member_attempts(first.proc, batch.members), member_attempts(second.proc, batch.members)
     token = first.leases.acquire(ref, "first", 60_000)
     assert token is not None
@@ -278,13 +284,7 @@ def test_a_batch_applied_by_two_pollers_costs_what_all_its_lines_cost(rig_for):
     """The first poller's lease lapses after two finishes; the one that takes the batch over
     applies the other three, and the batch records what all five members' lines cost."""
     rig, llm = rig_for()
-    ids = rig.submit(5)
-    ref = submitted_batch(rig, ids)
-    first, second = rig.container.batch_poller(), rig.container.batch_poller()
-    batch = rig.store.get(ref)
-    assert batch is not None and batch.batch_id is not None
-    rig.until(lambda: first.api.retrieve(batch.batch_id).status == "completed")
-    seen = first.api.retrieve(batch.batch_id)
+    ids, ref, batch, first, second, seen = two_pollers_on_a_completed_batch(rig)
     first.leases = LapsesAfter(first.leases, 2)
     first._apply(batch, seen, member_attempts(first.proc, batch.members), "a lease that lapses")
     assert sorted(row.status.value for row in rig.rows(ids)) == ["processing"] * 3 + ["success"] * 2

@@ -20,6 +20,20 @@ from tests.servers import find_redis_server
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def run_bench(tmp_path: Path, *argv: str, timeout: float) -> dict:
+    """``python -m bench ARGV --json ... --workdir ...``: its results, after it exited 0."""
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", *argv, "--json", str(out), "--workdir", str(tmp_path / "w")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
 @pytest.mark.long(75)
@@ -110,16 +124,7 @@ def test_the_hotpath_command_has_a_row_per_worker_and_a_ratio(tmp_path: Path) ->
     """``python -m bench hotpath --quick`` (issue 24's one command): a row per worker, a ratio to docllm."""
     if not find_redis_server():
         pytest.skip("redis-server not installed: run scripts/test to install it")
-    out = tmp_path / "hotpath.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "hotpath", "--quick", "--json", str(out), "--workdir", str(tmp_path / "w")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    results = json.loads(out.read_text())
+    results = run_bench(tmp_path, "hotpath", "--quick", timeout=110)
     (table,) = [t for t in results["tables"] if t["key"] == "hotpath"]
     ratio = table["columns"].index("/ docllm same repeat")
     workers = [row[3] for row in table["rows"]]
@@ -197,17 +202,8 @@ def test_the_hotpath_command_runs_the_durable_fair_peer_at_two_processes(tmp_pat
         pytest.skip("redis-server or mariadbd not installed: run scripts/test to install them")
     if importlib.util.find_spec("dramatiq") is None:
         pytest.skip("dramatiq not installed (pip install -e '.[bench]')")
-    out = tmp_path / "hotpath.json"
-    argv = ["hotpath", "--quick", "--processes", "1", "2", "--peers", "dramatiq-durable", "--json", str(out)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", *argv, "--workdir", str(tmp_path / "w")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=140,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    results = json.loads(out.read_text())
+    argv = ["hotpath", "--quick", "--processes", "1", "2", "--peers", "dramatiq-durable"]
+    results = run_bench(tmp_path, *argv, timeout=140)
     runs = results["hotpath"]["runs"]
     assert sorted((r["name"], r["processes"]) for r in runs) == [
         ("docllm", 1),
@@ -252,16 +248,7 @@ def test_the_timeline_command_reads_every_request_of_every_round(tmp_path: Path)
     """``python -m bench timeline --quick`` (C = 16, L = 0.2 s, N = 4C): four rounds of C arrivals."""
     if not find_redis_server():
         pytest.skip("redis-server not installed: run scripts/test to install it")
-    out = tmp_path / "timeline.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "timeline", "--quick", "--json", str(out), "--workdir", str(tmp_path / "w")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    (run,) = json.loads(out.read_text())["timeline"]
+    (run,) = run_bench(tmp_path, "timeline", "--quick", timeout=240)["timeline"]
     assert run["c"] == 16 and run["per_s"], run
     assert len(run["rounds"]) == 4 and run["rounds"][0]["first"] == 0.0, run
     assert all(r["first"] <= r["median"] <= r["last"] for r in run["rounds"]), run

@@ -17,9 +17,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import TYPE_CHECKING, Any
+
+from docllm.entrypoints.signal_wake import SignalWake
 
 if TYPE_CHECKING:  # the CLI imports this module for parse_processes: nothing heavy at import
     from docllm.runtime.supervisor import Supervisor
@@ -72,26 +73,23 @@ def run(settings: Settings, processes: int) -> int:
         child_stop_seconds(settings),
         on_exit=(lambda pid: _mark_dead(pid, metrics_dir)) if metrics_dir else lambda pid: None,
     )
-    wake, signals = threading.Event(), []
-
-    def on_signal(sig: int, _frame: Any) -> None:
-        signals.append(sig)
-        wake.set()
-
+    signals: list[int] = []
+    # The handlers take no lock (SignalWake): each signal wakes the loop through a pipe.
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)}
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
-    signal.signal(signal.SIGCHLD, lambda *_: wake.set())  # a child exited: look now, not at the next tick
+        signal.signal(sig, lambda sig, _frame: signals.append(sig))
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a child exited: look now, not at the next tick
+    wake = SignalWake().open()
     endpoints = None
     try:
         endpoints = _endpoints(settings, supervisor, metrics_dir)  # a port already taken: no child starts
         supervisor.start()
         while not supervisor.done:
-            wake.clear()
             while signals:
                 supervisor.stop(signals.pop(0))
             wake.wait(supervisor.step())
     finally:
+        wake.close()
         if supervisor.alive:  # the parent failed: its children must not run on
             supervisor.stop()
         if endpoints is not None:

@@ -63,7 +63,6 @@ class Stats:
 
     def reset(self) -> None:
         self.received = self.answered = self.in_flight = self.max_in_flight = 0
-        self.first: float | None = None
         self.arrivals: list[float] = []  # each chat request's arrival, time.time() (GET /arrivals)
 
     def as_json(self) -> bytes:
@@ -71,7 +70,7 @@ class Stats:
             {
                 "received": self.received,
                 "answered": self.answered,
-                "first": self.first,
+                "first": self.arrivals[0] if self.arrivals else None,
                 "in_flight": self.in_flight,
                 "max_in_flight": self.max_in_flight,
             }
@@ -117,8 +116,6 @@ class MockProtocol(asyncio.Protocol):
             s.in_flight += 1
             s.max_in_flight = max(s.max_in_flight, s.in_flight)
             s.arrivals.append(time.time())
-            if s.first is None:
-                s.first = s.arrivals[0]
             due = max(self.loop.time() + self.latency, self.last_due)
             self.last_due = due
             self.loop.call_at(due, self.answer_chat)

@@ -175,8 +175,7 @@ class BatchPoller:
         members = {m.task_id: (m.attempt, ANY_CHUNKS) for m in batch.members}
         members |= {a.task_id: (a.number, len(chunks[a.task_id])) for a in attempts}
         results = read_results(lines, members)
-        charged = sum(r.usage(t.model, t.price).cost_usd or 0.0 for r in results.tasks.values())
-        spent = 0.0
+        usages = {task_id: r.usage(t.model, t.price) for task_id, r in results.tasks.items()}  # at the batch price
         for a in attempts:
             # Each finish under a lease still ours: a visit that outlived it (a stalled host) stops
             # here, and the poller that took the batch over applies the rest. The fences keep each
@@ -185,14 +184,14 @@ class BatchPoller:
                 self.proc.events.emit(ev.BATCH_CALL_FAILED, ref=batch.ref, error="lease lost", worker=self.worker_id)
                 return
             result = results.tasks[a.task_id]
-            a.meter.total = result.usage(t.model, t.price)  # at the batch price
+            a.meter.total = usages[a.task_id]
             if result.state is State.answered:
                 outcome = Outcome.success(self._stamped(a, result.report(chunks[a.task_id], t.model, t.deployment)))
             else:
                 facts = task_facts(result, results.served, a.task.handbacks, self.proc.retry.max_handbacks, t.model)
                 outcome = decide(facts)
             if self.proc.finish(a, outcome):
-                spent += self._spend(a.usage.cost_usd)
+                self._spend(a.usage.cost_usd)
         self.store.advance(
             batch.ref,
             BatchState.submitted,
@@ -201,7 +200,7 @@ class BatchPoller:
             output_file_id=seen.output_file_id,
             error_file_id=seen.error_file_id,
             provider_status=seen.status,
-            cost_usd=charged,
+            cost_usd=sum(u.cost_usd or 0.0 for u in usages.values()),
         )
         self.proc.events.emit(ev.BATCH_APPLIED, ref=batch.ref, tasks=len(attempts), worker=self.worker_id)
 
@@ -221,10 +220,9 @@ class BatchPoller:
             return report
         return report if rubric is None else {**report, "rubric": rubric.ref, "rubric_version": rubric.version}
 
-    def _spend(self, usd: float | None) -> float:
+    def _spend(self, usd: float | None) -> None:
         if usd and self.budget is not None:
             self.budget.add(round(usd * 1_000_000))
-        return usd or 0.0
 
     def _return(self, batch: Batch, attempts: list[Attempt], why: str, cancel: bool = False) -> None:
         """Hand every member still on its attempt back uncharged, then mark the batch ``returned``."""

@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peers",
         nargs="+",
-        choices=("celery", "dramatiq", "dramatiq-durable", "arq"),
-        help="hotpath: peers (dramatiq-durable: docllm's two MariaDB writes, openai pools of 32)",
+        choices=("celery", "dramatiq", "dramatiq-durable", "arq", "none"),
+        help="hotpath: peers (dramatiq-durable: docllm's two MariaDB writes, openai pools of 32; none: docllm alone)",
     )
     parser.add_argument(
         "--before-src", type=Path, help="store-load: another docllm's src/ to run beside this one (before/after)"

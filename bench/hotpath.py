@@ -94,7 +94,11 @@ def run(env: Env, results: dict) -> list[Table]:
     latencies = o.get("hp_latency") or (QUICK["latency"] if q else [1.0, 5.0])
     processes = o.get("hp_processes") or (QUICK["processes"] if q else [1, 2])
     repeats = o.get("hp_repeats") or (QUICK["repeats"] if q else 3)
-    peers = [p for p in (o.get("hp_peers") or ["celery", "dramatiq", "dramatiq-durable", "arq"]) if p != "docllm"]
+    peers = [
+        p
+        for p in (o.get("hp_peers") or ["celery", "dramatiq", "dramatiq-durable", "arq"])
+        if p not in ("docllm", "none")
+    ]
     for p in peers:
         if not installed(PEERS[p][0]):
             env.skip(f"hotpath {p}: not installed")

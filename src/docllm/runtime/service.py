@@ -28,7 +28,7 @@ from docllm.domain.services.batch_poller import BatchPoller
 from docllm.domain.services.batcher import Batcher
 from docllm.domain.services.reaper import Reaper
 from docllm.domain.services.reconciler import Reconciler
-from docllm.runtime import exit_watchdog
+from docllm.runtime import exit_watchdog, heap
 from docllm.runtime.assembly import Wiring, batcher_tick, build_worker, keep_step, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop
 from docllm.runtime.port_calls import ThreadedPortCalls, threads_for
@@ -141,7 +141,8 @@ class Service:
             s.reaper_interval_seconds,
             s.llm_provider,
         )
-        if signals:
+        if signals:  # the program's main: the process is this service's
+            heap.settle()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self.request_stop)
         beating: asyncio.Task[None] | None = None
@@ -253,7 +254,7 @@ class Service:
         loop = self._loop
         if loop is None or loop.is_closed():  # not started, or already over
             return
-        if threading.current_thread() is not self._thread and self._thread is not None:
+        if not _runs(loop):  # another thread: the stop is the loop's to make
             loop.call_soon_threadsafe(self.request_stop)
             return
         assert self._stop is not None
@@ -292,3 +293,11 @@ class Service:
         elif w is not None and w.last_beat is not None and now - w.last_beat > 120.0 and w.in_flight < w.concurrency:
             problems.append("worker dispatcher stalled")
         return not problems, problems
+
+
+def _runs(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread is running ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

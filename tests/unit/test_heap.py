@@ -1,0 +1,54 @@
+"""The worker process sets the garbage collector for a long run (``runtime/heap.py``): the service
+run as the program's main freezes what start-up made and raises the collection thresholds. Checked
+in a child process, so this test process's collector is left as it is."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from docllm.runtime import heap
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SERVICE_MAIN = textwrap.dedent(
+    """
+    import gc, threading
+    from docllm.runtime.service import Parts, Service
+    from docllm.settings import Settings
+    from tests.support.runtime_rig import FakeReviewer, Rig
+
+    before = gc.get_threshold()
+    rig = Rig(FakeReviewer(0.0), lease=1.0, concurrency=2, threads=True)
+    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker)
+    service = Service(Settings(lease_seconds=1.0, concurrency=2, worker_id="w"), parts)
+
+    def stop():
+        service.started.wait(30)
+        print("running", gc.get_threshold()[0], gc.get_freeze_count(), flush=True)
+        service.request_stop()
+
+    threading.Thread(target=stop, daemon=True).start()
+    print("before", before[0], gc.get_freeze_count(), flush=True)
+    service.run_forever()
+    """
+)
+
+
+def test_the_program_main_freezes_start_up_and_raises_the_young_threshold():
+    out = subprocess.run(
+        [sys.executable, "-c", SERVICE_MAIN],
+        cwd=ROOT,
+        env={"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out.stdout.splitlines()}
+    assert seen["before"] == [700, 0]  # the interpreter's defaults until the service runs
+    threshold, frozen = seen["running"]
+    assert threshold == heap.THRESHOLDS[0]
+    assert frozen > 10_000, "start-up's objects are in the permanent generation"

@@ -20,6 +20,7 @@ the ceiling a worker's "/ (C/L)" is read against.
 
 from __future__ import annotations
 
+import os
 import statistics
 from functools import partial
 from typing import Any
@@ -29,6 +30,7 @@ from bench.llm import RUNNERS, docllm_run, dramatiq_run, dramatiq_stored_run
 from bench.llm_mock_client import MockLLM, load_check
 from bench.peers import installed
 
+ROUNDS = int(os.environ.get("BENCH_HOTPATH_ROUNDS", "4"))  # N = ROUNDS x C (more: a longer window to profile)
 QUICK = {"c": [4], "latency": [0.2], "processes": [1], "repeats": 1}
 MOCK = "mock"  # the mock-alone rows' name
 # peer -> (the package it needs, its runner(env, mock, c, n, cap, processes) or None: one process only)
@@ -49,7 +51,7 @@ def _servers(env: Env, mock: MockLLM) -> dict[str, int]:
 
 def one(env: Env, mock: MockLLM, name: str, c: int, processes: int, runner: Any = None) -> dict[str, Any]:
     """One run of ``name`` (or of ``runner(env, mock, c, n, cap)`` when given), with the servers' CPU."""
-    n = 4 * c
+    n = ROUNDS * c
     cap = 30 + 15 * n / c * mock.latency
     servers = _servers(env, mock)
     before = {k: cpu_seconds(p) or 0.0 for k, p in servers.items()}

@@ -24,8 +24,10 @@ Variants (the reviewer's levers: transport; how the request is made; how the ans
 - ``httpx+post``: httpx pools, the body a plain dict sent with the options built once, decoded with orjson;
 - ``aiohttp+post, options per call``: as ``after`` through ``client.post`` (its options built per request);
 - ``aiohttp+post, json``: as ``after``, with the standard library's json instead of orjson;
+- ``after, each request built by the SDK``: as ``after`` on the SDK's own client (not
+  ``BuiltOnceClient``, whose chat request is a copy of the last one with its body);
 - ``after``: the reviewer as built (aiohttp, the body through ``client.request`` with options built
-  once, orjson).
+  once, the request a copy of the last one, orjson).
 """
 
 from __future__ import annotations
@@ -123,6 +125,10 @@ class StdlibJson(OpenAIReviewer):
         return body if isinstance(body, dict) else None
 
 
+class SdkBuilt(OpenAIReviewer):
+    client_class = openai.AsyncOpenAI
+
+
 VARIANTS: dict[str, type[OpenAIReviewer]] = {
     "before": Before,
     "aiohttp": Aiohttp,
@@ -130,6 +136,7 @@ VARIANTS: dict[str, type[OpenAIReviewer]] = {
     "httpx+post": HttpxPost,
     "aiohttp+post, options per call": OptionsPerCall,
     "aiohttp+post, json": StdlibJson,
+    "after, each request built by the SDK": SdkBuilt,
     "after": OpenAIReviewer,
 }
 

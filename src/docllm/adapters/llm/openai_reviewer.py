@@ -8,8 +8,9 @@ docs/BENCHMARKS.md, "Issue 24: the reviewer's request path"): the SDK's aiohttp 
 (``openai[aiohttp]``) instead of httpx's connection pool; the body a plain dict encoded once,
 sent with the client's ``request`` and options built once per reviewer (no typed-parameter
 transform); the answer the raw response decoded once, ``usage`` and the message read from the
-dict (no pydantic model). The SDK still builds the request, applies the timeout, sends the
-credentials and raises its error types, which ``_translate`` maps as before.
+dict (no pydantic model); a chat request a copy of the last one with its body
+(``built_once.BuiltOnceClient``). The SDK still applies the timeout, sends the credentials and
+raises its error types, which ``_translate`` maps as before.
 
 The answer's form is asked for as strictly as the server allows (``RUNGS``): the domain's answer
 schema as a strict ``json_schema``, else ``json_object``, else the prompt's words; every answer is
@@ -33,6 +34,7 @@ import openai
 import orjson
 from openai._models import FinalRequestOptions
 
+from docllm.adapters.llm.built_once import BuiltOnceClient
 from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.clients import client_options, translate, where_of
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
@@ -68,6 +70,7 @@ POOL_CONNECTIONS = 32  # the most connections one HTTP pool of the reviewer hold
 
 class OpenAIReviewer:
     name = "openai"
+    client_class: type[openai.AsyncOpenAI] = BuiltOnceClient  # the bench swaps in the SDK's own
 
     def __init__(
         self,
@@ -113,7 +116,7 @@ class OpenAIReviewer:
         # trusted certificates costs ~30 ms of CPU a context (a second at C = 1,024 otherwise).
         tls = httpx.create_ssl_context()
         self._clients = [
-            openai.AsyncOpenAI(
+            self.client_class(
                 **client_options(base_url, api_key, timeout_seconds, max_retries),
                 http_client=self._http_client(limits, tls),
             )

@@ -186,3 +186,23 @@ def test_fields_the_schema_does_not_name_are_left_out_not_refused():
         ],
         "summary": "s",
     }
+
+
+@pytest.mark.parametrize("deployments", [None, ["a"]])
+def test_a_merged_report_is_what_checking_it_whole_would_make(deployments):
+    """The merge folds checked reports without checking again: what it makes must pass the check
+    unchanged, in the same field order (stored reports read alike whichever path made them)."""
+    low = finding("links", "low", "Broken anchor.", heading="A", line_start=4, quote="[x](#y)")
+    high = {**low, "severity": "high"}
+    other = finding("clarity", "medium", "Vague.", heading="B", line_start=9, line_end=11)
+    made = [
+        make_report(
+            fs, "s", "openai", "m", 1, {"prompt_tokens": 3}, prompt_version=PROMPT_VERSION, deployments=deployments
+        )
+        for fs in ([low, other], [high])
+    ]
+    merged = merge_reports(made)
+    checked = validate_report(merged)
+    assert checked == merged
+    assert list(checked) == list(merged)
+    assert [f["severity"] for f in merged["findings"]] == ["high", "medium"]

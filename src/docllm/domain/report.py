@@ -77,25 +77,41 @@ def make_report(
 ) -> dict[str, Any]:
     """A report checked whole; ``prompt_version`` None for a reviewer without a prompt (offline);
     ``deployments``: which LLM deployment served each chunk, in chunk order (None: not recorded)."""
-    usage = usage or {}
-    extra = {} if deployments is None else {"deployments": deployments}
     return validate_report(
-        {
-            **extra,
-            "findings": findings,
-            "summary": summary,
-            "reviewer": reviewer,
-            "model": model,
-            "chunks": chunks,
-            "usage": {
-                "prompt_tokens": usage.get("prompt_tokens", 0),
-                "completion_tokens": usage.get("completion_tokens", 0),
-            },
-            "prompt_version": prompt_version,
-            "schema_version": SCHEMA_VERSION,
-            "rubric_version": rubric_version,
-        }
+        _assembled(findings, summary, reviewer, model, chunks, usage, prompt_version, rubric_version, deployments)
     )
+
+
+def _assembled(
+    findings: list[dict[str, Any]],
+    summary: str,
+    reviewer: str,
+    model: str,
+    chunks: int,
+    usage: dict[str, int] | None,
+    prompt_version: int | None,
+    rubric_version: int | str | None,
+    deployments: list[str] | None,
+) -> dict[str, Any]:
+    """A report's fields, in the order ``validate_report`` writes them."""
+    usage = usage or {}
+    report = {
+        "findings": findings,
+        "summary": summary,
+        "reviewer": reviewer,
+        "model": model,
+        "chunks": chunks,
+        "usage": {
+            "prompt_tokens": usage.get("prompt_tokens", 0),
+            "completion_tokens": usage.get("completion_tokens", 0),
+        },
+        "prompt_version": prompt_version,
+        "schema_version": SCHEMA_VERSION,
+        "rubric_version": rubric_version,
+    }
+    if deployments is not None:
+        report["deployments"] = deployments
+    return report
 
 
 def _line(value: Any) -> Any:
@@ -227,6 +243,8 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
     """One report from several (chunks of one document): duplicates folded, chunks and usage summed.
 
     A duplicate (same category, message, quote and lines) keeps its first place and the higher severity.
+    The reports are ``make_report``'s, each checked whole: the merge folds their checked fields and
+    is not checked again (a third pass over every finding, 7 % of a worker's loop at C = 1,024).
     """
     if not reports:
         raise ValueError("nothing to merge")
@@ -240,14 +258,14 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
         summary = " ".join(dict.fromkeys(r["summary"].strip() for r in reports if r["summary"].strip()))
     usage = {k: sum(r["usage"][k] for r in reports) for k in ("prompt_tokens", "completion_tokens")}
     served = [r.get("deployments") for r in reports]
-    return make_report(
+    return _assembled(
         list(merged.values()),
         summary,
         reports[0]["reviewer"],
         reports[0]["model"],
-        chunks=sum(r["chunks"] for r in reports),
-        usage=usage,
-        prompt_version=reports[0]["prompt_version"],  # one reviewer's chunks: one prompt, one rubric
-        rubric_version=reports[0]["rubric_version"],
-        deployments=None if None in served else [n for names in served for n in names or ()],
+        sum(r["chunks"] for r in reports),
+        usage,
+        reports[0]["prompt_version"],  # one reviewer's chunks: one prompt, one rubric
+        reports[0]["rubric_version"],
+        None if None in served else [n for names in served for n in names or ()],
     )

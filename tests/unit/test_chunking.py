@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from docllm.domain.chunking import Chunk, parse_outline, place_finding, split_markdown
 from docllm.domain.report import finding
@@ -84,3 +86,14 @@ def test_a_finding_is_placed_in_the_whole_document():
     assert by_quote["location"] == {"heading": "Setup", "line_start": 43, "line_end": 43}
     guessed = place_finding(finding("code", "low", "m", line_start=9), chunk)  # the chunk has 4 lines
     assert guessed["location"] == {"heading": "Guide > Setup", "line_start": None, "line_end": None}
+
+
+MARKDOWN_LINES = st.sampled_from(["# A", "## B ##", "   ### C", "#nospace", "text", "", FENCE, "~~~json", "# ", "#"])
+
+
+@given(st.lists(MARKDOWN_LINES | st.text(max_size=12), max_size=12))
+def test_a_document_of_one_chunk_is_split_as_its_outline_says(lines):
+    """One chunk takes a short cut (no outline): its heading path is still the outline's at line 1."""
+    doc = "\n".join(lines)
+    (chunk,) = split_markdown(doc, max(1, len(doc)))
+    assert chunk == Chunk(doc, 1, parse_outline(doc).heading_path(1))

@@ -71,7 +71,7 @@ def parse_outline(text: str) -> Outline:
         elif m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
             fence = (m.group(1), m.group(2).strip(), no, [])
         elif h := _ATX.match(line):
-            level, title = len(h.group(1)), re.sub(r"(^|[ \t]+)#+$", "", h.group(2) or "").strip()
+            level, title = len(h.group(1)), _title(h)
             while stack and stack[-1].level >= level:
                 stack.pop()
             stack.append(Heading(level, title, no, tuple(s.text for s in stack) + (title,)))
@@ -79,6 +79,11 @@ def parse_outline(text: str) -> Outline:
     if fence:
         fences.append(Fence(fence[1], fence[2], None, "\n".join(fence[3])))
     return Outline(lines, headings, fences)
+
+
+def _title(heading: re.Match[str]) -> str:
+    """An ATX heading's text, without its closing hashes."""
+    return re.sub(r"(^|[ \t]+)#+$", "", heading.group(2) or "").strip()
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,9 @@ def split_markdown(text: str, max_chars: int) -> list[Chunk]:
     """
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
+    if len(text) <= max_chars:  # one chunk (most documents): the outline's only use would be line 1's heading
+        first = _ATX.match(text.split("\n", 1)[0])  # a heading line is never a fence's
+        return [Chunk(text, 1, (_title(first),) if first else ())]
     outline = parse_outline(text)
     heading_lines = {h.line for h in outline.headings}
     breakers: list[Breaker] = [

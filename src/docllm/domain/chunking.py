@@ -134,8 +134,8 @@ def split_markdown(text: str, max_chars: int) -> list[Chunk]:
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
     if len(text) <= max_chars:  # one chunk (most documents): the outline's only use would be line 1's heading
-        first = _ATX.match(text.split("\n", 1)[0])  # a heading line is never a fence's
-        return [Chunk(text, 1, (_title(first),) if first else ())]
+        heading = _ATX.match(text.split("\n", 1)[0])  # a heading line is never a fence's
+        return [Chunk(text, 1, (_title(heading),) if heading else ())]
     outline = parse_outline(text)
     heading_lines = {h.line for h in outline.headings}
     breakers: list[Breaker] = [

@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", nargs="+", type=float, help="hotpath: mock latencies in s (default 1 5)")
     parser.add_argument("--processes", nargs="+", type=int, help="hotpath: worker processes (default 1 2)")
     parser.add_argument("--repeats", type=int, help="hotpath (default 3), store-load (default 1): repeats")
+    parser.add_argument("--rounds", type=int, help="hotpath: N = rounds x C tasks a run (default 4)")
     parser.add_argument(
         "--processes-list",
         nargs="+",
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         "hp_latency": args.latency,
         "hp_processes": args.processes,
         "hp_repeats": args.repeats,
+        "hp_rounds": args.rounds,
         "hp_peers": args.peers,
         "before_src": args.before_src,
         "processes_list": args.processes_list,

@@ -20,7 +20,6 @@ the ceiling a worker's "/ (C/L)" is read against.
 
 from __future__ import annotations
 
-import os
 import statistics
 from functools import partial
 from typing import Any
@@ -30,7 +29,7 @@ from bench.llm import RUNNERS, docllm_run, dramatiq_run, dramatiq_stored_run
 from bench.llm_mock_client import MockLLM, load_check
 from bench.peers import installed
 
-ROUNDS = int(os.environ.get("BENCH_HOTPATH_ROUNDS", "4"))  # N = ROUNDS x C (more: a longer window to profile)
+ROUNDS = 4  # N = ROUNDS x C unless --rounds says more (a steadier window, or one to profile)
 QUICK = {"c": [4], "latency": [0.2], "processes": [1], "repeats": 1}
 MOCK = "mock"  # the mock-alone rows' name
 # peer -> (the package it needs, its runner(env, mock, c, n, cap, processes) or None: one process only)
@@ -49,9 +48,12 @@ def _servers(env: Env, mock: MockLLM) -> dict[str, int]:
     return pids
 
 
-def one(env: Env, mock: MockLLM, name: str, c: int, processes: int, runner: Any = None) -> dict[str, Any]:
-    """One run of ``name`` (or of ``runner(env, mock, c, n, cap)`` when given), with the servers' CPU."""
-    n = ROUNDS * c
+def one(
+    env: Env, mock: MockLLM, name: str, c: int, processes: int, runner: Any = None, rounds: int = ROUNDS
+) -> dict[str, Any]:
+    """One run of ``name`` (or of ``runner(env, mock, c, n, cap)`` when given), N = ``rounds`` x C,
+    with the servers' CPU."""
+    n = rounds * c
     cap = 30 + 15 * n / c * mock.latency
     servers = _servers(env, mock)
     before = {k: cpu_seconds(p) or 0.0 for k, p in servers.items()}
@@ -96,6 +98,7 @@ def run(env: Env, results: dict) -> list[Table]:
     latencies = o.get("hp_latency") or (QUICK["latency"] if q else [1.0, 5.0])
     processes = o.get("hp_processes") or (QUICK["processes"] if q else [1, 2])
     repeats = o.get("hp_repeats") or (QUICK["repeats"] if q else 3)
+    rounds = o.get("hp_rounds") or ROUNDS
     peers = [
         p
         for p in (o.get("hp_peers") or ["celery", "dramatiq", "dramatiq-durable", "arq"])
@@ -124,7 +127,7 @@ def run(env: Env, results: dict) -> list[Table]:
                                 if rep == 0:
                                     env.skip(f"hotpath {name} --processes {procs}: not built")
                                 continue
-                            r = one(env, mock, name, c, procs)
+                            r = one(env, mock, name, c, procs, rounds=rounds)
                             r.update(latency=latency, repeat=rep)
                             runs.append(r)
                             print(

@@ -433,7 +433,10 @@ def test_two_worker_processes_batch_and_poll_the_same_lane_and_commit_each_task_
         assert rig.events.succeeded[row.task_id] == 1
     batches = rig.batches()
     assert all(b.state.terminal for b in batches) and sum(b.tasks for b in batches) >= 16
-    assert llm.batches.counters["batches_created"] == len(batches)
+    # Each provider batch is one of docllm's, made once. A batch whose batcher stalled past its lease
+    # before the create is adopted by a poller, which may hand its members back: it has no provider
+    # batch (a suite run on a loaded host: 6 batches, 5 created).
+    assert llm.batches.counters["batches_created"] == len([b for b in batches if b.batch_id])
 
 
 def test_a_stopping_batcher_puts_the_claims_it_held_back_at_once(rig_for):

@@ -97,9 +97,10 @@ def test_a_commit_without_its_fence_is_caught_when_two_pollers_apply_one_batch(m
     (I4, the first half of I15)."""
 
     def unfenced(kind: Any, writes: Any) -> Any:
-        statement = fenced(kind, writes)
+        statement, params = fenced(kind, writes)
+        statement = statement._generate()  # a copy: the shape is shared
         statement._where_criteria = (tasks.c.task_id.in_([w.task_id for w in writes]),)  # the rows named
-        return statement
+        return statement, params
 
     fenced = store.write_statement
     monkeypatch.setattr(store, "write_statement", unfenced)

@@ -267,8 +267,9 @@ def _rows(n: int) -> tuple[list[Any], Callable[[str, Any], Any]]:
 
 
 # A statement's shape is built once and its values bound by name per group: building the CASEs (some
-# 18 bound values a row) cost ~170 us a row, 7 % of a worker's loop at C = 1,024. Groups hold at
-# most 64 rows (StoreBatcher), so the shapes are few; their SQL is SQLAlchemy's compiled cache's.
+# 18 bound values a row) cost ~170 us a row, 7 % of a worker's loop at C = 1,024. A group's writes
+# are at most 64 rows (StoreBatcher) and a claimed batch's starts at most the concurrency, so the
+# shapes are few; their SQL is SQLAlchemy's compiled cache's, which holds as many.
 SHAPES = 512
 
 

@@ -4,6 +4,7 @@ in a child process, so this test process's collector is left as it is."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -37,18 +38,50 @@ SERVICE_MAIN = textwrap.dedent(
 )
 
 
+def _child(script: str, **kw: object) -> subprocess.Popen[str]:
+    env = {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    return subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, text=True, **kw)  # type: ignore[call-overload]
+
+
 def test_the_program_main_freezes_start_up_and_raises_the_young_threshold():
-    out = subprocess.run(
-        [sys.executable, "-c", SERVICE_MAIN],
-        cwd=ROOT,
-        env={"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    seen = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out.stdout.splitlines()}
+    child = _child(SERVICE_MAIN, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.returncode == 0, stderr[-2000:]
+    seen = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in stdout.splitlines()}
     assert seen["before"] == [700, 0]  # the interpreter's defaults until the service runs
     threshold, frozen = seen["running"]
     assert threshold == heap.THRESHOLDS[0]
     assert frozen > 10_000, "start-up's objects are in the permanent generation"
+
+
+SLOW_SETTLE = textwrap.dedent(
+    """
+    import logging, sys, time
+    from docllm.runtime import heap
+    from docllm.runtime.service import Parts, Service
+    from docllm.settings import Settings
+    from tests.support.runtime_rig import FakeReviewer, Rig
+
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+    heap.settle = lambda: time.sleep(2.0)  # a collection that takes long
+    rig = Rig(FakeReviewer(0.0), lease=1.0, concurrency=2, threads=True)
+    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker)
+    Service(Settings(lease_seconds=1.0, concurrency=2, worker_id="w"), parts).run_forever()
+    """
+)
+
+
+def test_a_sigterm_once_the_main_says_starting_is_a_stop_even_while_the_heap_settles():
+    """The "starting" line is what a supervisor waits for before it may SIGTERM (the chaos harness):
+    the handlers exist by then, and the collection happens under them (a chaos run saw two workers
+    killed, exit -15, by a SIGTERM during it)."""
+    child = _child(SLOW_SETTLE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("starting: "):
+                break
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(30) == 0
+    finally:
+        child.kill()

@@ -132,7 +132,12 @@ class Service:
         """Run until a stop is requested, then drain and return."""
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         self._build()
+        if signals:  # the program's main: the process is this service's
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._loop.add_signal_handler(sig, self.request_stop)
+            heap.settle()  # after the handlers: a SIGTERM during its collection is a stop, not a kill
         s = self.settings
+        # Said once the handlers exist: a supervisor (the chaos harness) may SIGTERM from this line on.
         self.log.info(
             "starting: worker=%s concurrency=%s lease=%ss reaper_interval=%ss provider=%s",
             s.worker_id,
@@ -141,10 +146,6 @@ class Service:
             s.reaper_interval_seconds,
             s.llm_provider,
         )
-        if signals:  # the program's main: the process is this service's
-            heap.settle()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._loop.add_signal_handler(sig, self.request_stop)
         beating: asyncio.Task[None] | None = None
         publishing: asyncio.Task[None] | None = None
         drained = asyncio.Event()

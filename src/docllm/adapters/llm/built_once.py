@@ -11,7 +11,7 @@ the SDK as before; everything after the build (auth, sending, errors) is the SDK
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import openai
 from openai._models import FinalRequestOptions
@@ -26,24 +26,33 @@ except ImportError:  # pragma: no cover - depends on the openai version installe
 PER_REQUEST = frozenset({"content", "idempotency_key"})
 
 
+class _Built(NamedTuple):
+    """The last request the SDK built, and what it was built from."""
+
+    fields: dict[str, Any]  # its options but ``PER_REQUEST``
+    base_url: Any
+    api_key: str
+    request: httpx.Request
+    headers: list[tuple[bytes, bytes]]  # its headers but Content-Length (the copy's is its body's)
+
+
 class BuiltOnceClient(openai.AsyncOpenAI):
     @property
     def user_agent(self) -> str:
         """The SDK's own (it names the client's class): a provider sees the same client as before."""
         return openai.AsyncOpenAI.user_agent.fget(self).replace(type(self).__name__, "AsyncOpenAI", 1)  # type: ignore[attr-defined]
 
-    _last: tuple[dict[str, Any], Any, str, httpx.Request, list[tuple[bytes, bytes]]] | None = None
+    _last: _Built | None = None
 
     def _build_request(self, options: FinalRequestOptions, *, retries_taken: int = 0) -> httpx.Request:
         if retries_taken or self._idempotency_header or not isinstance(self.api_key, str):
             return super()._build_request(options, retries_taken=retries_taken)
         fields = {k: v for k, v in options.__dict__.items() if k not in PER_REQUEST}
         last = self._last
-        if last is None or last[0] != fields or last[1] is not self._base_url or last[2] != self.api_key:
+        if last is None or last.fields != fields or last.base_url is not self._base_url or last.api_key != self.api_key:
             request = super()._build_request(options, retries_taken=retries_taken)
-            # Content-Length is the body's: the copy's is computed from its own.
             headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
-            self._last = (fields, self._base_url, self.api_key, request, headers)
+            self._last = _Built(fields, self._base_url, self.api_key, request, headers)
             return request
-        model, headers, body = last[3], last[4], cast(Any, options.content)  # bytes: the body as sent
-        return httpx.Request(model.method, model.url, headers=headers, content=body, extensions=model.extensions)
+        model, body = last.request, cast(Any, options.content)  # bytes: the body as sent
+        return httpx.Request(model.method, model.url, headers=last.headers, content=body, extensions=model.extensions)

@@ -311,7 +311,7 @@ def write_statement(kind: WriteKind, writes: Sequence[FencedWrite]) -> tuple[Any
         if kind is WriteKind.hand_back:
             params[row + "counted"] = 1 if w.counted else 0
         if usage:
-            params.update((row + name[2:], value) for name, value in usage_params(w.usage).items())
+            params.update((row + name.removeprefix("b_"), value) for name, value in usage_params(w.usage).items())
     return _write_shape(kind, len(writes), usage), params
 
 

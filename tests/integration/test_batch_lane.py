@@ -335,6 +335,35 @@ class CreateLost:
         raise ProviderUnavailable("the batcher died before the create's answer (test)")
 
 
+class SlowUpload:
+    """The batch API, its upload outlasting the batch lease (a stalled host)."""
+
+    def __init__(self, api: Any, seconds: float):
+        self.api, self.seconds = api, seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+    def upload(self, data: bytes, name: str) -> str:
+        time.sleep(self.seconds)
+        return str(self.api.upload(data, name))
+
+
+def test_a_batcher_whose_lease_lapsed_in_a_slow_upload_that_nobody_took_sends_its_batch(rig_for):
+    rig, llm = rig_for()
+    ids = rig.submit(5)
+    batcher = rig.container.batcher()
+    batcher.api = SlowUpload(batcher.api, 3 * rig.settings.batch_lease_seconds)
+    rig.until(lambda: bool(rig.batches()), step=batcher.step)
+    [batch] = rig.batches()
+    # Taken back and sent, not left open for a poller to hand its members back (attempt 2 each)
+    assert batch is not None and batch.state is BatchState.submitted and batch.batch_id is not None
+    assert llm.batches.counters["batches_created"] == 1
+    assert not any(name in (ev.BATCH_ADOPTED, ev.BATCH_RETURNED) for name, _ in rig.events.events)
+    rig.until(rig.finished(ids), step=rig.container.batch_poller().step)
+    assert all((r.status, r.attempt, r.handbacks) == (TaskStatus.success, 1, 0) for r in rig.rows(ids))
+
+
 @pytest.mark.parametrize("created", [False, True], ids=["never-created", "created-answer-lost"])
 def test_a_batch_left_uploaded_by_a_dead_batcher_is_adopted_once(rig_for, created):
     rig, llm = rig_for()

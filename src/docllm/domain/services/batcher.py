@@ -170,7 +170,11 @@ class Batcher:
                 self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
                 return None
             if not self.leases.renew(ref, token, self.batch_lease_ms):
-                return ref  # a poller adopted it: it creates the batch or hands the members back
+                # Lapsed during a slow upload (a stalled host). Ours again unless a poller took it;
+                # one that took it and let go has moved the batch on, and the advance below fails.
+                token = self._retake(ref)
+                if token is None:
+                    return ref  # a poller adopted it: it creates the batch or hands the members back
             if not self.store.advance(ref, BatchState.open, BatchState.uploaded, clock.now_ms(), input_file_id=file_id):
                 return ref
             try:
@@ -188,7 +192,14 @@ class Batcher:
             self.proc.events.emit(ev.BATCH_SUBMITTED, ref=ref, batch_id=made.id, worker=self.worker_id)
             return ref
         finally:
-            self.leases.release(ref, token)
+            if token is not None:
+                self.leases.release(ref, token)
+
+    def _retake(self, ref: str) -> str | None:
+        token = self.leases.acquire(ref, self.worker_id, self.batch_lease_ms)
+        with self._lock:
+            self._batch_lease = None if token is None else (ref, token)
+        return token
 
 
 def _check_cost(lines: list[dict[str, Any]], prices: PriceTable | None, target: BatchTarget) -> None:

@@ -24,6 +24,7 @@ from sim.faults import FaultPlan, restore
 from sim.invariants import Checker
 from sim.ledger import Ledger
 from sim.llm import SimLLM, poison_name
+from sim.lua_cache import install as compile_scripts_once
 from sim.world import World
 
 BACKOFF_CAP_MS = 15_000  # docllm.runtime.outage.Outage: a loop waits at most this after an outage
@@ -54,6 +55,7 @@ class System:
             + self.restart_max_ms
         )  # I3, after a known loss
         self._setup_clocks()
+        compile_scripts_once()
         self.client = fakeredis.FakeRedis()
         self.engine = make_engine("sqlite://")
         install_db_clock(self.engine, self.db_clock)

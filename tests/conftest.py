@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:  # `import tests.support...` and `import sim` from
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+from sim import lua_cache  # noqa: E402
 from tests.servers import (  # noqa: E402
     MariaDBServer,
     RedisClusterSet,
@@ -53,6 +54,7 @@ def in_ci() -> bool:
 
 
 ast_lock.install()  # CPython 3.11: a parse inside a parse fails (gh-106905); see the module
+lua_cache.install()  # fakeredis compiles each script once, as Redis does; see the module
 
 # -- hypothesis -----------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import pytest
 from sim.crash_scenarios import main
 
 
-@pytest.mark.timeout(900)  # about 8 s alone; beside the other test processes, several times that
+@pytest.mark.timeout(900)  # about 45 s alone on 2 cores; beside the other test processes, up to 5x that
 @pytest.mark.long(60)
 def test_the_random_scenario_has_no_violation(capsys):
     started = time.perf_counter()

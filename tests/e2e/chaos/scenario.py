@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.e2e.chaos.checks import check, settled
 from tests.e2e.chaos.counters import Counters
-from tests.e2e.chaos.faults import SERVER_OUTAGES, Faults
+from tests.e2e.chaos.faults import MUST_HAPPEN, Faults
 from tests.e2e.chaos.network import NetworkFaults
 from tests.e2e.chaos.sampling import Sampler
 from tests.e2e.chaos.sentinel import SentinelRedis
@@ -145,8 +145,9 @@ class Chaos:
 
     def _fire_due_planned_faults(self, plan: list[tuple[float, str, float]], now: float, missed: list[str]) -> None:
         """Fire the planned faults that are due. One with nothing to hit yet is tried again a second
-        later until it gives up; a server outage that gave up (held up by drains all phase long) goes
-        to ``missed``, to run right after the phase."""
+        later until it gives up; one the checks count on (``MUST_HAPPEN``: a server outage held up by
+        drains, a row to delete with no task in flight, all phase long) goes to ``missed``, to run
+        right after the phase."""
         while plan and now >= plan[0][0]:
             _at, what, give_up = plan.pop(0)
             if self.faults.planned(what):
@@ -154,14 +155,15 @@ class Chaos:
             if now < give_up:  # nothing to hit yet: try again soon
                 plan.append((now + 1.0, what, give_up))
                 plan.sort()
-            elif what in SERVER_OUTAGES:
+            elif what in MUST_HAPPEN:
                 missed.append(what)
 
     def _fire_faults_not_reached(self, faults: list[str]) -> None:
-        """What the phase did not get to; a server outage waits up to 20 s for a drain."""
+        """What the phase did not get to; a server outage waits up to 20 s for a drain, a row to
+        delete for a task in flight (the last waves are being submitted)."""
         for what in faults:
             deadline = time.monotonic() + 20.0
-            while not self.faults.planned(what) and what in SERVER_OUTAGES and time.monotonic() < deadline:
+            while not self.faults.planned(what) and what in MUST_HAPPEN and time.monotonic() < deadline:
                 self.faults.restarts(time.monotonic())
                 time.sleep(0.5)
 

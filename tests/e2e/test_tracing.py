@@ -24,6 +24,9 @@ pytestmark = pytest.mark.e2e
 
 LEASE = 3.0  # FAST_SETTINGS
 HELD = 60.0  # the first worker's LLM answer: longer than the whole test, so the lease loss ends it
+# ... and the client's timeout longer still (the harness's 10 s ended the held call first in a
+# loaded run, where the first worker stayed stopped past it: outcome "error", not "cancelled").
+TIMEOUT = 2 * HELD
 
 
 def _spans(path: Path) -> list[dict[str, Any]]:
@@ -45,6 +48,7 @@ def test_a_task_stopped_mid_attempt_and_finished_elsewhere_is_one_trace(
             "DOCLLM_LLM_API_KEY": "test-key",
             "DOCLLM_LLM_MODEL": "test-model",
             "DOCLLM_CONCURRENCY": "1",
+            "DOCLLM_LLM_TIMEOUT_SECONDS": str(TIMEOUT),
         }
         llm.script(Reply(delay=HELD))  # the first request, w1's first chat, hangs
         w1 = harness.worker("w1", env | {"DOCLLM_TRACING_FILE": str(files["w1"])})

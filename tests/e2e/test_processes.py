@@ -84,6 +84,9 @@ def test_two_processes_survive_a_child_sigkill_commit_once_and_stop_on_sigterm(
             "DOCLLM_METRICS_PORT": str(port),
             "DOCLLM_METRICS_HOST": "127.0.0.1",
             "DOCLLM_WORKER_ID": "host",
+            # The late attempts' calls must still be waiting when the drain ends: the harness's 10 s
+            # timeout could end them first on a loaded machine (and charge them a retry).
+            "DOCLLM_LLM_TIMEOUT_SECONDS": "120",
         }
         parent = harness.spawn("procs", [*docllm_argv(), "worker", "--processes", "2"], "worker", env)
         wait_until(lambda: len(_children(harness, "procs")) == 2, 60, "two children", on_timeout=harness.dump)

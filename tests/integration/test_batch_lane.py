@@ -320,14 +320,22 @@ def test_a_member_whose_lease_lapsed_is_left_to_the_reaper_before_its_batch_ends
     assert rig.repo.get(ids[0]).attempt == 2  # it went again, by another batch
 
 
-class CreateLost:
-    """The batch API, but its create's answer is lost (``created``: the batch is made first)."""
+class ApiBut:
+    """The batch API, but for what a subclass overrides."""
 
-    def __init__(self, api: Any, created: bool):
-        self.api, self.created = api, created
+    def __init__(self, api: Any):
+        self.api = api
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.api, name)
+
+
+class CreateLost(ApiBut):
+    """The batch API, but its create's answer is lost (``created``: the batch is made first)."""
+
+    def __init__(self, api: Any, created: bool):
+        super().__init__(api)
+        self.created = created
 
     def create(self, input_file_id: str, ref: str) -> Any:
         if self.created:
@@ -335,14 +343,12 @@ class CreateLost:
         raise ProviderUnavailable("the batcher died before the create's answer (test)")
 
 
-class SlowUpload:
+class SlowUpload(ApiBut):
     """The batch API, its upload outlasting the batch lease (a stalled host)."""
 
     def __init__(self, api: Any, seconds: float):
-        self.api, self.seconds = api, seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.api, name)
+        super().__init__(api)
+        self.seconds = seconds
 
     def upload(self, data: bytes, name: str) -> str:
         time.sleep(self.seconds)
@@ -483,13 +489,7 @@ class Killed(BaseException):
     """The batcher's process dies here (nothing it would catch)."""
 
 
-class DiesAtUpload:
-    def __init__(self, api: Any):
-        self.api = api
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.api, name)
-
+class DiesAtUpload(ApiBut):
     def upload(self, jsonl: bytes, name: str) -> str:
         raise Killed
 

@@ -28,6 +28,9 @@ from pathlib import Path
 
 import pytest
 
+from docllm.domain.services.producer import submit
+from docllm.entrypoints.bootstrap import build_container
+from docllm.settings import Settings
 from tests.e2e.harness import Harness, Probe, commits, install_commit_audit, product_env, wait_until, write_documents
 from tests.servers import MariaDBServer, RedisClusterSet, RedisServer, SentinelSet
 
@@ -50,12 +53,13 @@ def _run_through_a_failover(
     redis_url: str,
     mysql_url: str,
     prefix: str,
-    kill: Callable[[Harness], tuple[RedisServer, set[int]]],
+    kill: Callable[[Harness], tuple[RedisServer, set[int], float]],
     failed_over: Callable[[RedisServer], bool],
     after: Callable[[RedisServer], Callable[[], object]],
     settings: dict[str, str],
 ) -> dict[str, float]:
-    """``kill`` returns the dead primary and the tasks it submitted on the way (lost with it)."""
+    """``kill`` returns the dead primary, the tasks it submitted on the way (lost with it) and when
+    the primary died (``time.monotonic``)."""
     harness = Harness(tmp_path, product_env(redis_url, mysql_url, prefix, tmp_path / "home", **settings))
     ride_through = settings is RIDE_THROUGH
     probe = Probe(redis_url, mysql_url, prefix)
@@ -73,9 +77,8 @@ def _run_through_a_failover(
         wait_until(lambda: probe.counts()["success"] >= 1, 60, "a task done", on_timeout=harness.dump)
 
         seconds["first_done"] = time.monotonic() - t0
-        victim, lost = kill(harness)
+        victim, lost, killed = kill(harness)
         ids |= lost
-        killed = time.monotonic()
         # 1 s down-after (node-timeout) and an election: seconds when quiet; a CI machine at load 10
         # once took more than 60 s (the vote flaps), so the wait is long and returns when it is done.
         wait_until(lambda: failed_over(victim), 150, "the replica to take over", interval=0.05)
@@ -118,30 +121,43 @@ def _sentinel_run(sentinel_set: SentinelSet, url: str, mysql_url: str, tmp_path:
     # find, so they leave the set it is checked against (each is still checked committed once).
     unreplicated: set[int] = set()
 
-    def kill(harness: Harness) -> tuple[RedisServer, set[int]]:
+    def kill(harness: Harness) -> tuple[RedisServer, set[int], float]:
         """Writes the old primary acknowledged and never replicated: the replica is cut off (its
         link dropped, its reconnects refused by a wrong masterauth) and the workers are frozen
-        (SIGSTOP, past their 3 s leases) while two more documents are submitted; then the primary
-        dies and the replica, let in again, is promoted without them. The frozen workers wake to
+        (SIGSTOP) while two more documents are submitted; then the primary dies, and the replica,
+        let in again, is promoted without them while the workers stay frozen past their leases. The frozen workers wake to
         leases that expired meanwhile (reaper, fencing) and the lost pushes (reconciler)."""
-        write_documents(tmp_path / "late", 2, "lost")
+        late = write_documents(tmp_path / "late", 2, "lost")
         workers = [proc.pid for proc in harness.procs.values() if proc.pid is not None]
+        # The producer's own code in this process, connected before the cut: Sentinel promotes no
+        # replica whose link has been down for 10 x down-after more than the primary has been down
+        # (sentinel.c, sentinelSelectSlave), so cut to kill must take well under 10 s; a `docllm
+        # submit` process on a loaded machine took longer once, and no failover ever came.
+        container = build_container(Settings.from_env(harness.env), log=False)
+        repo, queue = container.repository(), container.queue()
+        queue.stats()
         with replica.client() as on_replica, old.client() as on_primary:
             on_replica.config_set("masterauth", "cut-off")
             on_primary.client_kill_filter(_type="replica")
+            cut = time.monotonic()
             for pid in workers:
                 os.kill(pid, signal.SIGSTOP)
             try:
                 lost = unreplicated
-                lost |= {c["task_id"] for c in harness.submit(sorted((tmp_path / "late").iterdir()))}
+                for name in sorted(late):
+                    lost.add(submit(repo, queue, name, (tmp_path / "late" / name).read_text()).task_id)
                 on_replica_ready = on_replica.lrange(f"{harness.prefix}:queue:ready", 0, -1)
                 assert not lost & {json.loads(raw)["task_id"] for raw in on_replica_ready}  # not replicated
                 old.kill()
+                killed = time.monotonic()
+                print(f"replica cut off {killed - cut:.2f}s before the primary's SIGKILL")
+                time.sleep(float(harness.env["DOCLLM_LEASE_SECONDS"]) + 1.0)  # frozen past their leases
             finally:
                 on_replica.config_set("masterauth", "")
                 for pid in workers:
                     os.kill(pid, signal.SIGCONT)
-        return old, lost
+                container.shutdown_resources()
+        return old, lost, killed
 
     def promoted(victim: RedisServer) -> bool:
         return sentinel_set.primary() is not victim
@@ -188,9 +204,9 @@ def _cluster_run(cluster_set: RedisClusterSet, url: str, mysql_url: str, tmp_pat
     ready = prefix + ":queue:ready"
     owner = cluster_set.owner_of(ready)
 
-    def kill(harness: Harness) -> tuple[RedisServer, set[int]]:
+    def kill(harness: Harness) -> tuple[RedisServer, set[int], float]:
         owner.kill()
-        return owner, set()
+        return owner, set(), time.monotonic()
 
     def replica_took_over(victim: RedisServer) -> bool:
         return cluster_set.owner_of(ready) is not victim

@@ -110,6 +110,8 @@ async def _inline(fn: Any, *args: Any) -> Any:
 # The clock's step warnings (a flapping host makes hundreds) would reach stderr through logging's
 # last resort; the run's trace and checker know every step already.
 logging.getLogger("docllm.clock").addHandler(logging.NullHandler())
+# So would the registry beat's warning at each simulated Redis outage (I8's check sees the registry).
+logging.getLogger("docllm.presence").addHandler(logging.NullHandler())
 
 
 def sim_logger(system: ProductSystem) -> logging.Logger:

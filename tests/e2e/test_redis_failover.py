@@ -125,8 +125,8 @@ def _sentinel_run(sentinel_set: SentinelSet, url: str, mysql_url: str, tmp_path:
         """Writes the old primary acknowledged and never replicated: the replica is cut off (its
         link dropped, its reconnects refused by a wrong masterauth) and the workers are frozen
         (SIGSTOP) while two more documents are submitted; then the primary dies, and the replica,
-        let in again, is promoted without them while the workers stay frozen past their leases. The frozen workers wake to
-        leases that expired meanwhile (reaper, fencing) and the lost pushes (reconciler)."""
+        let in again, is promoted without them while the workers stay frozen past their leases. They
+        wake to leases that expired meanwhile (reaper, fencing) and the lost pushes (reconciler)."""
         late = write_documents(tmp_path / "late", 2, "lost")
         workers = [proc.pid for proc in harness.procs.values() if proc.pid is not None]
         # The producer's own code in this process, connected before the cut: Sentinel promotes no

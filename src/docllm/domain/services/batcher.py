@@ -170,8 +170,9 @@ class Batcher:
                 self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
                 return None
             if not self.leases.renew(ref, token, self.batch_lease_ms):
-                # Lapsed during a slow upload (a stalled host). Ours again unless a poller took it;
-                # one that took it and let go has moved the batch on, and the advance below fails.
+                # Lapsed during a slow upload (a stalled host). Ours again unless a poller holds it;
+                # one that held it and let go left the batch alone (within its grace) or moved it
+                # on (returned, its members handed back), and then the advance below fails.
                 token = self._retake(ref)
                 if token is None:
                     return ref  # a poller adopted it: it creates the batch or hands the members back

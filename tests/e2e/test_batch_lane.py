@@ -71,6 +71,8 @@ BATCH_LEASE_S = min(POLL_S, LEASE_S / 3)  # Settings.batch_lease_seconds
 EXPIRES = 3  # the third batch created expires
 FAIL_RATE = 0.05
 NO_MEMBER_LEFT = "no member is waiting for it any more"  # the poller's reason to return a batch of none
+# ... and a batch left open (recorded, not uploaded) by a batcher that died or stalled past its lease
+BATCHER_GONE = "its batcher stopped before the upload"
 # A held answer waits this long for the test to kill its caller (the test looks every 0.1 s); the
 # client's timeout is longer, so the held call never times out before the kill.
 HOLD_S = 30.0
@@ -259,10 +261,12 @@ def test_bulk_tasks_by_batch_through_kills_an_expiry_and_failed_lines_commit_onc
     assert batches[polled_ref]["state"] in ("applied", "returned")
     # The expiry: one batch returned because the provider said expired, its tasks went by a later
     # batch. (Others may be returned with no member left: members whose leases ran out while their
-    # poller was killed or held were handed back by the reaper, uncharged, as checked above.)
+    # poller was killed or held were handed back by the reaper, uncharged, as checked above; or
+    # left open: the killed poller's process was also a batcher, and a suite run saw it die with a
+    # batch recorded and not yet uploaded, which the other worker returned, its members uncharged.)
     [expired_ref] = [ref for ref, b in batches.items() if "ended expired" in (b["error"] or "")]
     assert batches[expired_ref]["state"] == "returned"
-    assert {why for why in returned_why if "ended expired" not in (why or "")} <= {NO_MEMBER_LEFT}
+    assert {why for why in returned_why if "ended expired" not in (why or "")} <= {NO_MEMBER_LEFT, BATCHER_GONE}
     expired = _members(probe, expired_ref)
     assert len(expired) == batches[expired_ref]["tasks"] > 0
     # Handed back uncharged: a later attempt, by a later batch, and no charge (checked above).

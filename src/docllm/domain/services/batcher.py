@@ -155,11 +155,9 @@ class Batcher:
     def _submit(self, attempts: list[Attempt], lines: dict[int, list[dict[str, Any]]]) -> str | None:
         ref, clock = uuid.uuid4().hex, self.proc.clock
         self.store.open(ref, self.target.deployment, [(a.task_id, a.number) for a in attempts], clock.now_ms())
-        token = self.leases.acquire(ref, self.worker_id, self.batch_lease_ms)
+        token = self._hold(ref)
         if token is None:  # a poller took it at once (it gives open batches a grace first): theirs now
             return ref
-        with self._lock:
-            self._batch_lease = (ref, token)
         self.proc.events.emit(ev.BATCH_OPENED, ref=ref, tasks=len(attempts), worker=self.worker_id)
         try:
             jsonl = "".join(json.dumps(line) + "\n" for a in attempts for line in lines[a.task_id]).encode()
@@ -173,7 +171,7 @@ class Batcher:
                 # Lapsed during a slow upload (a stalled host). Ours again unless a poller holds it;
                 # one that held it and let go left the batch alone (within its grace) or moved it
                 # on (returned, its members handed back), and then the advance below fails.
-                token = self._retake(ref)
+                token = self._hold(ref)
                 if token is None:
                     return ref  # a poller adopted it: it creates the batch or hands the members back
             if not self.store.advance(ref, BatchState.open, BatchState.uploaded, clock.now_ms(), input_file_id=file_id):
@@ -196,7 +194,8 @@ class Batcher:
             if token is not None:
                 self.leases.release(ref, token)
 
-    def _retake(self, ref: str) -> str | None:
+    def _hold(self, ref: str) -> str | None:
+        """Take the batch's lease, and have ``keep`` renew it while this batcher sends; None: taken."""
         token = self.leases.acquire(ref, self.worker_id, self.batch_lease_ms)
         with self._lock:
             self._batch_lease = None if token is None else (ref, token)

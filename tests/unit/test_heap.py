@@ -16,27 +16,36 @@ from docllm.runtime import heap
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SERVICE_MAIN = textwrap.dedent(
+# A service on the unit tests' rig, built as the program's main would run it; each child adds its part.
+SERVICE = textwrap.dedent(
     """
-    import gc, threading
     from docllm.entrypoints.worker import _leave as leave
     from docllm.runtime.service import Parts, Service
     from docllm.settings import Settings
     from tests.support.runtime_rig import FakeReviewer, Rig
 
+    def service():
+        rig = Rig(FakeReviewer(0.0), lease=1.0, concurrency=2, threads=True)
+        parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker)
+        return Service(Settings(lease_seconds=1.0, concurrency=2, worker_id="w"), parts)
+    """
+)
+
+SERVICE_MAIN = SERVICE + textwrap.dedent(
+    """
+    import gc, threading
+
     before = gc.get_threshold()
-    rig = Rig(FakeReviewer(0.0), lease=1.0, concurrency=2, threads=True)
-    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker)
-    service = Service(Settings(lease_seconds=1.0, concurrency=2, worker_id="w"), parts)
+    main = service()
 
     def stop():
-        service.started.wait(30)
+        main.started.wait(30)
         print("running", gc.get_threshold()[0], gc.get_freeze_count(), flush=True)
-        service.request_stop()
+        main.request_stop()
 
     threading.Thread(target=stop, daemon=True).start()
     print("before", before[0], gc.get_freeze_count(), flush=True)
-    service.run_forever()
+    main.run_forever()
     leave(0)
     """
 )
@@ -58,20 +67,14 @@ def test_the_program_main_freezes_start_up_and_raises_the_young_threshold():
     assert frozen > 10_000, "start-up's objects are in the permanent generation"
 
 
-SLOW_SETTLE = textwrap.dedent(
+SLOW_SETTLE = SERVICE + textwrap.dedent(
     """
     import logging, sys, time
     from docllm.runtime import heap
-    from docllm.entrypoints.worker import _leave as leave
-    from docllm.runtime.service import Parts, Service
-    from docllm.settings import Settings
-    from tests.support.runtime_rig import FakeReviewer, Rig
 
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
     heap.settle = lambda: time.sleep(2.0)  # a collection that takes long
-    rig = Rig(FakeReviewer(0.0), lease=1.0, concurrency=2, threads=True)
-    parts = Parts(queue=rig.queue, processor=rig.proc, reviewer=rig.reviewer, breaker=rig.breaker)
-    Service(Settings(lease_seconds=1.0, concurrency=2, worker_id="w"), parts).run_forever()
+    service().run_forever()
     leave(0)
     """
 )

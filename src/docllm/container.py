@@ -78,6 +78,13 @@ def _queue(client, settings: Settings, clock, metrics):
     return metrics.counting(queue, "redis") if metrics else queue
 
 
+def _grouped_acks(queue, settings: Settings):
+    """The worker's queue: its acks grouped (one script call for the attempts that end together)."""
+    from docllm.runtime.grouped_acks import grouped_acks
+
+    return grouped_acks(queue, settings.store_linger_ms)
+
+
 def _worker_registry(client, settings: Settings, clock):
     from docllm.adapters.redis.registry import RedisWorkerRegistry
 
@@ -404,9 +411,10 @@ class Container(containers.DeclarativeContainer):
     )
 
     grouped_store = providers.Factory(_grouped_store, repository, settings)
+    acking_queue = providers.Factory(_grouped_acks, queue, settings)
     processor = providers.Factory(
         TaskProcessor,
-        queue,
+        acking_queue,
         grouped_store,
         reviewer,
         clock,

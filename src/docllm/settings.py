@@ -41,7 +41,7 @@ class Settings:
     database_connect_timeout_seconds: float = 10.0
     database_timeout_seconds: float = 60.0
     store_connections: int = 8  # SQL connections per process, however many attempts run (no overflow)
-    store_linger_ms: float = 5.0  # how long a group of store writes may wait to fill (0: never waits)
+    store_linger_ms: float = 5.0  # how long a group of store writes or of acks may wait to fill (0: never waits)
     queue_prefix: str = "docllm"
     lease_seconds: float = LeasePolicy.lease_seconds
     processing_timeout_seconds: float = LeasePolicy.max_runtime_seconds

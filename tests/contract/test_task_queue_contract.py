@@ -35,7 +35,7 @@ def drain(subject: QueueUnderTest) -> list[str]:
 def test_adapter_has_every_method_of_the_port(subject: QueueUnderTest) -> None:
     roles = [role for role in TaskQueue.__mro__ if role.__module__ == TaskQueue.__module__]  # TaskQueue and its roles
     wanted = {name for role in roles for name in vars(role) if not name.startswith("_")}
-    assert len(wanted) == 30
+    assert len(wanted) == 31
     assert {name for name in wanted if not callable(getattr(subject.queue, name, None))} == set()
 
 
@@ -225,6 +225,18 @@ def test_ack_twice_the_second_is_false(subject: QueueUnderTest) -> None:
     assert subject.queue.ack(delivery.token)
     assert not subject.queue.ack(delivery.token)
     assert subject.queue.stats().processing == 0
+    assert subject.queue.referenced_task_ids() == set()
+
+
+def test_ack_many_ends_each_lease_as_if_alone(subject: QueueUnderTest) -> None:
+    for task_id in (1, 2, 3):
+        subject.queue.push(payload(task_id))
+    first, second, third = claim(subject), claim(subject), claim(subject)
+    assert subject.queue.ack(second.token)
+    assert subject.queue.ack_many([first.token, second.token, "not-a-token", third.token]) == [True, False, False, True]
+    assert subject.queue.ack_many([]) == []
+    assert subject.queue.stats().processing == 0
+    assert subject.queue.in_flight(10) == []
     assert subject.queue.referenced_task_ids() == set()
 
 

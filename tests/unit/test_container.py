@@ -27,7 +27,8 @@ def test_services_are_wired_from_settings_with_overridden_ports():
     c.repository.override(providers.Object(InMemoryTaskRepository(clock)))
     proc, reaper, rec = c.processor(), c.reaper(), c.reconciler()
     assert proc.worker_id == "w-9" and proc.retry.max_attempts == 7 and proc.lease.lease_ms == 12_000
-    assert proc.queue is c.queue() and reaper.repo is c.repository() and reaper.worker_id == "w-9"
+    assert proc.queue.queue is c.queue() and reaper.queue is c.queue()  # the processor's acks are grouped
+    assert reaper.repo is c.repository() and reaper.worker_id == "w-9"
     assert rec.grace_ms == 90_000 and rec.clock is clock
     assert c.reviewer().name == "offline"
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from docllm.domain.answer_schema import SCHEMA_VERSION
+from docllm.domain.chat import chunk_report
+from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import PermanentError
 from docllm.domain.prompt import PROMPT_VERSION
 from docllm.domain.report import (
@@ -206,3 +208,26 @@ def test_a_merged_report_is_what_checking_it_whole_would_make(deployments):
     assert checked == merged
     assert list(checked) == list(merged)
     assert [f["severity"] for f in merged["findings"]] == ["high", "medium"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"findings": [], "summary": "fine"}',
+        '{"findings": [{"category": "Clarity", "severity": "HIGH", "message": "Vague.", "quote": "line two",'
+        ' "location": {"heading": "", "line_start": "2", "line_end": 1}}], "summary": null}',
+        '{"findings": [{"category": "links", "severity": "low", "message": "Far.", "quote": "nowhere",'
+        ' "location": {"heading": "B", "line_start": 40, "line_end": 90}}], "summary": "s"}',
+        '{"findings": [{"category": "links", "severity": "low", "message": "Quoted.", "quote": "line three",'
+        ' "location": "A"}], "summary": "s", "confidence": 0.3}',
+    ],
+)
+@pytest.mark.parametrize("deployment", [None, "east"])
+def test_a_chunks_report_is_what_checking_it_whole_would_make(answer, deployment):
+    """``chunk_report`` places a checked answer's findings without checking again: what it makes
+    must pass the check unchanged, in the same field order."""
+    chunk = split_markdown("# A\n\nline one\nline two\nline three\n", 10_000)[0]
+    made = chunk_report(parse_answer(answer), chunk, "m", {"prompt_tokens": 5, "completion_tokens": 2}, deployment)
+    checked = validate_report(made)
+    assert checked == made
+    assert list(checked) == list(made)

@@ -58,14 +58,14 @@ def commits(store: GatedStore, n: int) -> list[FencedWrite]:
 
 
 class Submitted:
-    """``batcher.submit`` of each write on its own thread; ``results`` once joined."""
+    """``batcher.submit_writes`` of each write on its own thread; ``results`` once joined."""
 
     def __init__(self, batcher: StoreBatcher, writes: list[FencedWrite]):
         self.out: list = [None] * len(writes)
 
         def run(i: int) -> None:
             try:
-                self.out[i] = batcher.submit([writes[i]]).written
+                self.out[i] = batcher.submit_writes([writes[i]]).written
             except Exception as exc:  # noqa: BLE001 - the test looks at it
                 self.out[i] = exc
 

@@ -86,6 +86,9 @@ class Leases(Protocol):
     def ack(self, token: str) -> bool:
         """Forget the lease and its payload: the task needs nothing more from the queue."""
 
+    def ack_many(self, tokens: list[str]) -> list[bool]:
+        """``ack`` every token in one round trip, each as if alone; one answer per token, in order."""
+
     def retry_later(self, token: str, delay_ms: int) -> bool:
         """Move the leased payload to the delayed set, due after ``delay_ms``."""
 

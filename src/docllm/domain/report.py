@@ -78,11 +78,11 @@ def make_report(
     """A report checked whole; ``prompt_version`` None for a reviewer without a prompt (offline);
     ``deployments``: which LLM deployment served each chunk, in chunk order (None: not recorded)."""
     return validate_report(
-        _assembled(findings, summary, reviewer, model, chunks, usage, prompt_version, rubric_version, deployments)
+        assembled(findings, summary, reviewer, model, chunks, usage, prompt_version, rubric_version, deployments)
     )
 
 
-def _assembled(
+def assembled(
     findings: list[dict[str, Any]],
     summary: str,
     reviewer: str,
@@ -93,7 +93,9 @@ def _assembled(
     rubric_version: int | str | None,
     deployments: list[str] | None,
 ) -> dict[str, Any]:
-    """A report's fields, in the order ``validate_report`` writes them."""
+    """A report's fields, in the order ``validate_report`` writes them, not checked: for parts that
+    are (``make_report`` checks what it assembles; ``merge_reports`` and ``chat.chunk_report`` fold
+    checked parts)."""
     usage = usage or {}
     report = {
         "findings": findings,
@@ -258,7 +260,7 @@ def merge_reports(reports: list[dict[str, Any]], summary: str | None = None) -> 
         summary = " ".join(dict.fromkeys(r["summary"].strip() for r in reports if r["summary"].strip()))
     usage = {k: sum(r["usage"][k] for r in reports) for k in ("prompt_tokens", "completion_tokens")}
     served = [r.get("deployments") for r in reports]
-    return _assembled(
+    return assembled(
         list(merged.values()),
         summary,
         reports[0]["reviewer"],

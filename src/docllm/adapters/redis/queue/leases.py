@@ -19,7 +19,12 @@ class LeasesOps(QueueBase):
             return self._client.zscore(self._keys.lease_index, token) is not None
 
     def ack(self, token: str) -> bool:
-        return bool(self._run("ack", token))
+        return self.ack_many([token])[0]
+
+    def ack_many(self, tokens: list[str]) -> list[bool]:
+        if not tokens:
+            return []
+        return [bool(ok) for ok in self._run("ack", *tokens)]
 
     def retry_later(self, token: str, delay_ms: int) -> bool:
         return bool(self._run("retry_later", token, self._clock.now_ms() + max(0, delay_ms)))

@@ -1,0 +1,127 @@
+"""Grouping the calls that a process's port threads make at once into one call per group: the
+store's starts and end-of-attempt writes (``store_batcher``), the queue's acks (``grouped_acks``).
+
+The callers are the port-call threads. Each hands its item over and waits for the group that
+carries it. There is no thread of its own: a waiting caller leads a group (runs it on its own
+thread) when one may go, and every waiter's answer is set when its group ends. A group may go when:
+
+- no group is in flight: at once, with whatever is waiting (a lone item is not delayed);
+- one group is in flight and ``max_in_flight`` allows another: once the oldest waiting item has
+  lingered ``linger_s``, or a full group (``max_group`` by ``size``) is waiting.
+
+So under load the groups form while earlier ones are in flight, and an item waits at most one
+linger plus the groups ahead of it. A group that fails (the server is down) fails every item it
+carried with the same error: each caller retries as it would a single call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
+
+MAX_GROUP = 64
+MAX_IN_FLIGHT = 2
+
+
+@dataclass
+class _Waiting(Generic[Item, Answer]):
+    item: Item
+    size: int
+    at: float
+    done: bool = False
+    answer: Answer | None = None
+    error: BaseException | None = None
+
+
+class Grouper(Generic[Item, Answer]):
+    """``submit(item)`` is ``send([item])[0]``, with the items of callers that wait at once sent
+    together. ``send`` answers one per item, in order."""
+
+    def __init__(
+        self,
+        send: Callable[[list[Item]], Sequence[Answer]],
+        size: Callable[[Item], int] = lambda item: 1,
+        linger_s: float = 0.005,
+        max_group: int = MAX_GROUP,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.send, self.size = send, size
+        self.linger_s, self.max_group, self.max_in_flight = linger_s, max_group, max_in_flight
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._waiting: deque[_Waiting[Item, Answer]] = deque()
+        self.in_flight = 0
+        self.groups = 0  # groups sent so far, and the items they carried (for tests and benchmarks)
+        self.requests = 0
+
+    def waiting(self) -> int:
+        """Items waiting for a group (for tests and benchmarks)."""
+        with self._cond:
+            return len(self._waiting)
+
+    def submit(self, item: Item) -> Answer:
+        mine = _Waiting[Item, Answer](item, self.size(item), self._clock())
+        with self._cond:
+            self._waiting.append(mine)
+            while not mine.done:
+                group = self._take()
+                if group is None:
+                    self._cond.wait(self._wait_s())
+                    continue
+                self._cond.release()
+                try:
+                    self._send(group)
+                finally:
+                    self._cond.acquire()
+                    self.in_flight -= 1
+                    self._cond.notify_all()
+        if mine.error is not None:
+            raise mine.error
+        return mine.answer  # type: ignore[return-value]  # set with done, unless error is
+
+    def _take(self) -> list[_Waiting[Item, Answer]] | None:
+        """The group to send now (taken off the waiting line), or None."""
+        if not self._waiting or self.in_flight >= self.max_in_flight:
+            return None
+        full = sum(w.size for w in self._waiting) >= self.max_group
+        lingered = self._clock() - self._waiting[0].at >= self.linger_s
+        if self.in_flight and not (full or lingered):
+            return None
+        group: list[_Waiting[Item, Answer]] = []
+        size = 0
+        while self._waiting and (not group or size + self._waiting[0].size <= self.max_group):
+            waiting = self._waiting.popleft()
+            group.append(waiting)
+            size += waiting.size
+        self.in_flight += 1
+        return group
+
+    def _wait_s(self) -> float | None:
+        """How long a waiter sleeps before it looks again (a group's end also wakes it)."""
+        if not self._waiting or self.in_flight >= self.max_in_flight:
+            return None
+        return max(0.0, self._waiting[0].at + self.linger_s - self._clock())
+
+    def _send(self, group: list[_Waiting[Item, Answer]]) -> None:
+        try:
+            answers = list(self.send([w.item for w in group]))
+            if len(answers) != len(group):
+                raise RuntimeError(f"a group of {len(group)} got {len(answers)} answers")
+        except BaseException as exc:  # noqa: BLE001 - every item of the group hears of it
+            with self._cond:
+                for waiting in group:
+                    waiting.error, waiting.done = exc, True
+            return
+        with self._cond:
+            self.groups += 1
+            self.requests += len(group)
+            for waiting, answer in zip(group, answers, strict=True):  # counted above
+                waiting.answer, waiting.done = answer, True

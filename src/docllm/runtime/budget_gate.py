@@ -48,7 +48,7 @@ class BudgetGate:
         loop = asyncio.get_running_loop()
         if self.view is None or not self.view.claims or loop.time() - self.seen_at >= self.poll:
             try:
-                self._saw(await self.calls.call(self.budget.view))
+                self._saw(await self.calls.claim(self.budget.view))  # the claim path (see LlmGate.pause)
             except Unavailable:
                 pass  # Redis is down: the claim finds out and backs off
         return self.poll if self.view is not None and not self.view.claims else 0.0

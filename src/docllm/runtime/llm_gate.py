@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff
@@ -27,6 +29,8 @@ from docllm.domain.events import NullEvents
 from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker
 from docllm.domain.verdict import Facts
 from docllm.runtime.port_calls import PortCalls
+
+Via = Callable[..., Awaitable[Any]]  # PortCalls.call or .claim
 
 
 class LlmGate:
@@ -61,13 +65,16 @@ class LlmGate:
 
     # -- the dispatcher ----------------------------------------------------------------------
     async def pause(self) -> float:
-        """0 when the dispatcher may claim now, else how long to wait before asking again."""
+        """0 when the dispatcher may claim now, else how long to wait before asking again. Its
+        Redis calls take the claim path (``PortCalls.claim``): when a burst of answers arrives,
+        the shared port threads hold the burst's end writes, and a look at the breaker queued
+        behind them held every next claim back until the whole burst was written."""
         loop = asyncio.get_running_loop()
-        view = await self._look(fresh=False)
+        view = await self._look(fresh=False, via=self.calls.claim)
         # A process whose own check failed probes only once its backoff is over: a host cut off
         # from the LLM would otherwise keep the fleet's breaker open with every probe it takes.
         if view is not None and view.state is BreakerState.half_open and self.local_until <= loop.time():
-            view = await self._probe()
+            view = await self._probe(via=self.calls.claim)
         if view is not None and not view.claims:
             # Open: look again at the next probe's time, or sooner (another process's probe may
             # close it first); half-open with someone else probing: soon.
@@ -81,9 +88,9 @@ class LlmGate:
             self.logger.warning("the LLM answers again, claiming resumed")
             self.local_error = None
             self.backoff.reset()
-            await self._record(True)
+            await self._record(True, via=self.calls.claim)
             return 0.0
-        await self._record(False)
+        await self._record(False, via=self.calls.claim)
         self.local_until = loop.time() + self.backoff.next()
         return self.local_until - loop.time()
 
@@ -129,32 +136,34 @@ class LlmGate:
         return facts.judged(breaker_open=view is not None and not view.claims, served_since=served, host_ok=host_ok)
 
     # -- Redis and the probe -----------------------------------------------------------------
-    async def _look(self, fresh: bool) -> BreakerView | None:
+    async def _look(self, fresh: bool, via: Via | None = None) -> BreakerView | None:
+        """The fleet's breaker as last seen, looked at again when ``fresh`` or older than a poll;
+        ``via``: the port-call path (the shared threads unless said)."""
         loop = asyncio.get_running_loop()
         if not fresh and self.view is not None and not self.view.claims:
             fresh = True  # the dispatcher waited for it: always look again
         if fresh or self.view is None or loop.time() - self.seen_at >= self.poll:
             try:
-                self._saw(await self.calls.call(self.breaker.view))
+                self._saw(await (via or self.calls.call)(self.breaker.view))
             except Unavailable:
                 return self.view  # Redis is down: the claim finds out and backs off
         return self.view
 
-    async def _record(self, ok: bool) -> BreakerView | None:
+    async def _record(self, ok: bool, via: Via | None = None) -> BreakerView | None:
         try:
-            return self._saw(await self.calls.call(self.breaker.record, ok))
+            return self._saw(await (via or self.calls.call)(self.breaker.record, ok))
         except Unavailable:
             return None
 
-    async def _probe(self) -> BreakerView | None:
+    async def _probe(self, via: Via) -> BreakerView | None:
         try:
-            if not await self.calls.call(self.breaker.try_probe, self.worker_id):
+            if not await via(self.breaker.try_probe, self.worker_id):
                 return self.view
             self._changed("probing", self.view)
             ok = await self._check()
             if not ok and self.local_error is not None:
                 self.local_until = asyncio.get_running_loop().time() + self.backoff.next()
-            return self._saw(await self.calls.call(self.breaker.probe_result, self.worker_id, ok))
+            return self._saw(await via(self.breaker.probe_result, self.worker_id, ok))
         except Unavailable:
             return self.view
 

@@ -25,18 +25,25 @@ from docllm.domain.verdict import Facts
 
 class AckAnyTokenQueue(RedisTaskQueue):
     """``ack`` without the token check: it ends every lease of the payload's task, as the
-    original note's ``LREM processing 1 raw`` removes whichever copy it finds."""
+    original note's ``LREM processing 1 raw`` removes whichever copy it finds (a group of acks,
+    ``ack_many``, the same for each token)."""
 
     def ack(self, token: str) -> bool:
+        return self.ack_many([token])[0]
+
+    def ack_many(self, tokens: list[str]) -> list[bool]:
+        return [self._ack_any(token) for token in tokens]
+
+    def _ack_any(self, token: str) -> bool:
         leases = self.in_flight(100_000)
         mine = [d for d in leases if d.token == token]
         if not mine:
-            return super().ack(token)
+            return super().ack_many([token])[0]
         task_id = task_id_of(mine[0].raw)
         done = False
         for other in leases:
             if task_id_of(other.raw) == task_id:
-                done = super().ack(other.token) or done
+                done = super().ack_many([other.token])[0] or done
         return done
 
 

@@ -56,7 +56,10 @@ def call_name(attr: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     start and end-of-attempt write since issue 31) is named by what it holds, as its single-row
     form was: "start_attempt" for starts alone, the write's kind ("commit", "retry", "fail",
     "hand_back") when all its writes are of one kind and it has no starts; a mixed group keeps
-    "write_group". Without this, the points armed on "repo.commit" and the like never fire."""
+    "write_group". Without this, the points armed on "repo.commit" and the like never fire. The
+    worker's grouped acks (``ack_many``) are "ack", as they were before they were grouped."""
+    if attr == "ack_many":
+        return "ack"
     if attr != "write_group":
         return attr
     writes, starts = group_of(args, kwargs)

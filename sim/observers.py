@@ -119,9 +119,13 @@ class QueueObserver:
         return renewed
 
     def ack(self, token: str) -> bool:
-        ok = self._q.ack(token)
-        self._log("call", f"queue.ack {token} -> {ok}", self._l.token_task.get(token))
-        return ok
+        return self.ack_many([token])[0]
+
+    def ack_many(self, tokens: list[str]) -> list[bool]:
+        acked = self._q.ack_many(tokens)
+        for token, ok in zip(tokens, acked, strict=True):
+            self._log("call", f"queue.ack {token} -> {ok}", self._l.token_task.get(token))
+        return acked
 
     def retry_later(self, token: str, delay_ms: int) -> bool:
         ok = self._q.retry_later(token, delay_ms)

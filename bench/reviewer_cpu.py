@@ -129,6 +129,14 @@ class SdkBuilt(OpenAIReviewer):
     client_class = openai.AsyncOpenAI
 
 
+class HttpxSend(OpenAIReviewer):
+    """After, but each request through httpx's own ``send`` (no ``lean_http``)."""
+
+    @staticmethod
+    def _http_client(limits: httpx.Limits, tls: Any = True) -> httpx.AsyncClient:
+        return openai.DefaultAioHttpClient(limits=limits, verify=tls)
+
+
 VARIANTS: dict[str, type[OpenAIReviewer]] = {
     "before": Before,
     "aiohttp": Aiohttp,
@@ -137,6 +145,7 @@ VARIANTS: dict[str, type[OpenAIReviewer]] = {
     "aiohttp+post, options per call": OptionsPerCall,
     "aiohttp+post, json": StdlibJson,
     "after, each request built by the SDK": SdkBuilt,
+    "after, httpx's own send": HttpxSend,
     "after": OpenAIReviewer,
 }
 

@@ -37,6 +37,7 @@ from openai._models import FinalRequestOptions
 from docllm.adapters.llm.built_once import BuiltOnceClient
 from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.clients import client_options, translate, where_of
+from docllm.adapters.llm.lean_http import LeanAioHttpClient
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
 from docllm.domain.budget import estimated_cost
 from docllm.domain.chat import (
@@ -134,8 +135,9 @@ class OpenAIReviewer:
 
     @staticmethod
     def _http_client(limits: httpx.Limits, tls: Any = True) -> httpx.AsyncClient:
-        """One pool: the SDK's aiohttp transport (its connector holds at most ``limits.max_connections``)."""
-        return openai.DefaultAioHttpClient(limits=limits, verify=tls)
+        """One pool: the SDK's aiohttp transport (its connector holds at most ``limits.max_connections``),
+        a plain request sent straight to it (``lean_http``)."""
+        return LeanAioHttpClient(limits=limits, verify=tls)
 
     @property
     def _client(self) -> openai.AsyncOpenAI:

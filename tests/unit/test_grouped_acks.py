@@ -72,18 +72,24 @@ def joined(threads: list[threading.Thread]) -> None:
         assert not t.is_alive(), "an ack never returned"
 
 
-def test_acks_that_wait_while_one_is_in_flight_go_in_one_call_and_each_ends_its_lease():
-    queue = GatedQueue()
-    acks = GroupedAcks(queue, linger_s=60.0)  # the linger never ends: only the first group's end lets them go
-    tokens = leases(queue, 9)
+def first_held_then_the_rest(queue: GatedQueue, acks: GroupedAcks, tokens: list[str]) -> list[object]:
+    """The first token's ack in flight, held at the gate; the others acked meanwhile, each on its
+    own thread, waiting; then the gate opens. Every ack's answer, in token order."""
     queue.gate.clear()
     first, first_out = acked_on_threads(acks, tokens[:1])
     wait_until(lambda: acks.acks.in_flight == 1, WAIT_S)
     rest, rest_out = acked_on_threads(acks, tokens[1:])
-    wait_until(lambda: acks.acks.waiting() == 8, WAIT_S)
+    wait_until(lambda: acks.acks.waiting() == len(tokens) - 1, WAIT_S)
     queue.gate.set()
     joined(first + rest)
-    assert first_out + rest_out == [True] * 9
+    return first_out + rest_out
+
+
+def test_acks_that_wait_while_one_is_in_flight_go_in_one_call_and_each_ends_its_lease():
+    queue = GatedQueue()
+    acks = GroupedAcks(queue, linger_s=60.0)  # the linger never ends: only the first group's end lets them go
+    tokens = leases(queue, 9)
+    assert first_held_then_the_rest(queue, acks, tokens) == [True] * 9
     assert [len(c) for c in queue.calls] == [1, 8]  # two script calls for nine acks
     assert queue.stats().processing == 0
     assert acks.ack(tokens[0]) is False  # a lease already ended: refused as a lone ack is
@@ -94,14 +100,7 @@ def test_a_failed_group_answers_each_of_its_acks_with_the_error_and_the_leases_s
     acks = GroupedAcks(queue, linger_s=60.0)
     tokens = leases(queue, 4)
     queue.fail_next = 2
-    queue.gate.clear()
-    first, first_out = acked_on_threads(acks, tokens[:1])
-    wait_until(lambda: acks.acks.in_flight == 1, WAIT_S)
-    rest, rest_out = acked_on_threads(acks, tokens[1:])
-    wait_until(lambda: acks.acks.waiting() == 3, WAIT_S)
-    queue.gate.set()
-    joined(first + rest)
-    assert all(isinstance(r, Unavailable) for r in first_out + rest_out)
+    assert all(isinstance(r, Unavailable) for r in first_held_then_the_rest(queue, acks, tokens))
     assert queue.stats().processing == 4  # nothing ended: each attempt handles its failed ack as before
     assert [acks.ack(t) for t in tokens] == [True] * 4
 

@@ -18,6 +18,19 @@ def lean_sends(reviewer: OpenAIReviewer) -> int:
     return sum(client._client.lean_sends for client in reviewer._clients)  # type: ignore[attr-defined]
 
 
+def kept(reviewer: OpenAIReviewer) -> list[Any]:
+    """Every HTTP response the reviewer's requests get, in order."""
+    responses: list[Any] = []
+    request = reviewer._request
+
+    async def keeping(*args: Any) -> Any:
+        responses.append(await request(*args))
+        return responses[-1]
+
+    reviewer._request = keeping  # type: ignore[method-assign, assignment]
+    return responses
+
+
 def review(reviewer: OpenAIReviewer) -> dict[str, Any]:
     async def run() -> dict[str, Any]:
         try:
@@ -31,8 +44,11 @@ def review(reviewer: OpenAIReviewer) -> dict[str, Any]:
 def test_a_chat_request_goes_straight_to_the_transport_and_reads_as_through_httpx():
     with FakeLLM() as llm:
         reviewer = OpenAIReviewer(llm.base_url, "sk-test", "test-model", timeout_seconds=5.0)
+        responses = kept(reviewer)
         report = review(reviewer)
         assert lean_sends(reviewer) == 1
+        assert 0 < responses[-1].elapsed.total_seconds() < 5.0  # recorded as httpx's send records it
+        assert responses[-1].is_closed and responses[-1].json()["usage"]["prompt_tokens"] > 0
         assert report["findings"][0]["location"]["heading"] == "Install guide"
         assert report["usage"]["prompt_tokens"] > 0
         sent = llm.requests[-1]

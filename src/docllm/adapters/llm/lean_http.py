@@ -14,6 +14,8 @@ a redirect (a proxy's 307): the request is sent again that way, which follows it
 
 from __future__ import annotations
 
+import datetime
+import time
 from typing import Any
 
 import openai
@@ -35,6 +37,7 @@ class LeanAioHttpClient(openai.DefaultAioHttpClient):
         plain = self._plain and not kwargs.get("auth") and not any(self.event_hooks.values())
         if stream or not plain or self.is_closed or "timeout" not in request.extensions:
             return await super().send(request, stream=stream, **kwargs)
+        started = time.perf_counter()
         response = await self._transport.handle_async_request(request)
         response.request = request
         try:
@@ -45,5 +48,6 @@ class LeanAioHttpClient(openai.DefaultAioHttpClient):
         except BaseException:
             await response.aclose()
             raise
+        response.elapsed = datetime.timedelta(seconds=time.perf_counter() - started)  # as httpx's send records it
         self.lean_sends += 1
         return response

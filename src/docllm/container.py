@@ -411,10 +411,10 @@ class Container(containers.DeclarativeContainer):
     )
 
     grouped_store = providers.Factory(_grouped_store, repository, settings)
-    acking_queue = providers.Factory(_grouped_acks, queue, settings)
+    grouped_queue = providers.Factory(_grouped_acks, queue, settings)
     processor = providers.Factory(
         TaskProcessor,
-        acking_queue,
+        grouped_queue,
         grouped_store,
         reviewer,
         clock,

@@ -67,7 +67,7 @@ def test_a_redirect_is_sent_again_through_httpx_which_follows_it():
         assert len(chats) == 2  # the one answered 307, then the same request through httpx
 
 
-def test_a_client_with_an_event_hook_or_a_proxy_sends_through_httpx():
+def test_a_client_with_an_event_hook_an_auth_or_a_proxy_sends_through_httpx():
     seen: list[str] = []
 
     async def hook(request: Any) -> None:
@@ -79,5 +79,11 @@ def test_a_client_with_an_event_hook_or_a_proxy_sends_through_httpx():
             client._client.event_hooks = {"request": [hook], "response": []}
         assert review(reviewer)["findings"]
         assert lean_sends(reviewer) == 0 and len(seen) == 1
+    with FakeLLM() as llm:
+        reviewer = OpenAIReviewer(llm.base_url, "sk-test", "test-model", timeout_seconds=5.0)
+        for client in reviewer._clients:
+            client._client.auth = ("user", "set after the client was built")
+        assert review(reviewer)["findings"]
+        assert lean_sends(reviewer) == 0
     proxied = LeanAioHttpClient(proxy="http://127.0.0.1:9")
-    assert proxied._plain is False
+    assert proxied._proxied is True

@@ -31,10 +31,12 @@ class LeanAioHttpClient(openai.DefaultAioHttpClient):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self._plain = not self._mounts and self.auth is None  # proxies from the environment are mounts
+        self._proxied = bool(self._mounts)  # set once here (proxies from the environment are mounts)
 
     async def send(self, request: httpx.Request, *, stream: bool = False, **kwargs: Any) -> httpx.Response:
-        plain = self._plain and not kwargs.get("auth") and not any(self.event_hooks.values())
+        # Auth and hooks can be set on the client at any time: looked at per request.
+        hooked = any(self.event_hooks.values())
+        plain = not (self._proxied or hooked or self.auth is not None or kwargs.get("auth"))
         if stream or not plain or self.is_closed or "timeout" not in request.extensions:
             return await super().send(request, stream=stream, **kwargs)
         started = time.perf_counter()

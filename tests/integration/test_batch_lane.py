@@ -452,6 +452,43 @@ def test_a_batch_past_its_window_is_cancelled_and_its_tasks_handed_back_uncharge
         assert (row.status, row.attempt, row.retry_count, row.handbacks) == (TaskStatus.pending, 1, 0, 0)
 
 
+class SteppedClock:
+    """The authority clock, stepped ``offset_ms`` (a Redis failover to a primary whose clock is off)."""
+
+    def __init__(self, clock: Any):
+        self.clock, self.offset_ms = clock, 0
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms() + self.offset_ms
+
+
+def test_a_poller_whose_clock_stepped_back_an_hour_asks_the_provider_again_at_once(rig_for):
+    """Found by the simulation (seed 0 of ``batches``): every poller had asked before the step, so
+    none asked again for an hour, and the completed batch stayed unread past I15's bound."""
+    rig, llm = rig_for(llm_options={"batch_delay_s": 1.0})
+    ids = rig.submit(5)
+    submitted_batch(rig, ids)
+    poller = rig.container.batch_poller()
+    poller.proc.clock = clock = SteppedClock(poller.proc.clock)
+    poller.step()  # asked: still running at the provider
+    assert not rig.finished(ids)()
+    clock.offset_ms = -3_600_000
+    rig.until(rig.finished(ids), step=poller.step)
+    assert {row.status for row in rig.rows(ids)} == {TaskStatus.success}
+
+
+def test_a_batcher_whose_clock_stepped_back_an_hour_sends_its_claims_after_its_wait(rig_for):
+    """Found with the poller's: claims held for a batch not full went nowhere for an hour."""
+    rig, _ = rig_for(batch_max_wait_seconds=0.3)
+    rig.submit(2)  # batch_max_tasks 5: never full
+    batcher = rig.container.batcher()
+    batcher.proc.clock = clock = SteppedClock(batcher.proc.clock)
+    rig.until(lambda: len(batcher.held) == 2, step=batcher.step)
+    clock.offset_ms = -3_600_000
+    rig.until(lambda: bool(rig.batches()), step=batcher.step)
+    assert rig.batches()[0].tasks == 2
+
+
 def test_two_worker_processes_batch_and_poll_the_same_lane_and_commit_each_task_once(rig_for, tmp_path):
     rig, llm = rig_for(batch_max_tasks=4)
     other = Rig(make_settings(tmp_path, rig.settings.redis_url, llm, worker_id="w2", batch_max_tasks=4))

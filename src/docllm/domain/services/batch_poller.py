@@ -24,6 +24,7 @@ from docllm.domain.batch_results import State, read_results
 from docllm.domain.batch_verdict import task_facts
 from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch
 from docllm.domain.chunking import Chunk, split_markdown
+from docllm.domain.clock_steps import waited
 from docllm.domain.errors import BatchFileLost, DocllmError, TransientError
 from docllm.domain.model import Attempt
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget, TaskViews
@@ -127,7 +128,7 @@ class BatchPoller:
             self._return(batch, attempts, "no member is waiting for it any more", cancel=True)
         elif batch.state is not BatchState.submitted:
             self._adopt(batch, attempts, now)
-        elif now - self._asked.get(ref, -self.poll_ms) >= self.poll_ms:
+        elif ref not in self._asked or waited(now, self._asked[ref], self.poll_ms):
             assert batch.batch_id is not None  # submitted: recorded with it
             self._asked[ref] = now
             seen = self.api.retrieve(batch.batch_id)

@@ -25,6 +25,7 @@ from docllm.domain import events as ev
 from docllm.domain.batch_lines import request_lines
 from docllm.domain.batches import BatchState
 from docllm.domain.budget import estimated_cost
+from docllm.domain.clock_steps import waited
 from docllm.domain.errors import DocllmError, OverCostCap, Unavailable
 from docllm.domain.lanes import BATCH_LANE
 from docllm.domain.model import Attempt, Delivery
@@ -78,7 +79,7 @@ class Batcher:
         if not self.held or self.first_ms is None:
             return False
         full = len(self.held) >= self.max_tasks
-        if not full and self.proc.clock.now_ms() - self.first_ms < self.max_wait_ms:
+        if not full and not waited(self.proc.clock.now_ms(), self.first_ms, self.max_wait_ms):
             return False
         with self._lock:
             deliveries, self.held, self.first_ms = self.held, [], None

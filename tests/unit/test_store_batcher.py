@@ -153,9 +153,34 @@ def test_a_failed_group_answers_each_of_its_requests_with_the_error_and_loses_no
     assert batcher.in_flight == 0 and batcher.waiting() == 0
 
 
+def test_a_batch_of_starts_does_not_queue_behind_the_ends_in_flight():
+    """Issue 24's bursts: the next requests wait on a claimed batch's starts, so they have a group
+    of their own, not a place behind a burst's ends (here every end group is held in flight)."""
+    ends, starts = GatedStore(), GatedStore()
+    starts.repo = ends.repo  # one database, two ways in
+    grouped = GroupedStore(ends.repo, StoreBatcher(ends), StoreBatcher(starts))
+    writes = commits(ends, 3)
+    ends.gate.clear()
+    held = []
+    for write, (in_flight, waiting) in zip(writes, [(1, 0), (2, 0), (2, 1)], strict=True):
+        held.append(Submitted(grouped.ends, [write]))  # two groups in flight (the most), then one waits
+        wait_until(lambda f=in_flight, w=waiting: (grouped.ends.in_flight, grouped.ends.waiting()) == (f, w), WAIT_S)
+    task = ends.repo.create("next", "x")
+    started: list = []
+    starter = threading.Thread(
+        target=lambda: started.append(grouped.write_group((), [StartRequest(task.task_id, "tok-next")])), daemon=True
+    )
+    starter.start()
+    starter.join(WAIT_S)
+    assert started and started[0].started[0].task is not None, "the start waited behind the ends"
+    assert ends.groups == [1, 1] and starts.groups == [1]
+    ends.gate.set()
+    assert [h.results() for h in held] == [[[True]]] * 3
+
+
 def test_the_single_row_writes_of_the_grouped_store_are_groups_of_one():
     store = GatedStore()
-    grouped = GroupedStore(store.repo, StoreBatcher(store))
+    grouped = GroupedStore(store.repo, StoreBatcher(store), StoreBatcher(store))
     task = grouped.create("a", "x")
     assert grouped.start_attempt(task.task_id, "tok").task.attempt == 1
     assert grouped.commit(task.task_id, 1, {"ok": 1})

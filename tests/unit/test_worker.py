@@ -28,6 +28,31 @@ def test_runs_concurrency_attempts_at_once_and_finishes_them_all():
     assert max(rig.queue.claims) == 4 and sum(rig.queue.claims) < 12 * 4
 
 
+def test_a_slot_is_free_once_the_review_ends_while_its_end_is_written():
+    """Issue 24's bursts: the next claim does not wait for the end's write (a commit queued behind a
+    burst's), and at most ``concurrency`` ends are written at once: at most 2 x concurrency claimed."""
+    rig = Rig(FakeReviewer(0.1), concurrency=2)
+    rig.calls.slow[rig.proc.finish] = 1.0  # each end's write answers a second after it ran
+    ids = rig.submit(8)
+    seen: dict[str, int] = {"claimed": 0, "reviews_before_first_written": 0}
+    tokens: set[str] = set()
+
+    def look() -> None:
+        seen["claimed"] = max(seen["claimed"], len(rig.worker.claimed))
+        tokens.update(rig.worker.claimed)
+        if tokens <= set(rig.worker.claimed):  # no attempt settled yet: no end's write answered
+            seen["reviews_before_first_written"] = rig.reviewer.calls
+
+    async def scenario(rig):
+        await rig.until(lambda: all(s is TaskStatus.success for s in rig.statuses(ids)), each=look)
+
+    run(rig, scenario)
+    assert rig.reviewer.peak == 2  # never more reviews at once than the concurrency
+    # While the first pair's ends were written (1 s), the second pair was claimed and reviewed.
+    assert seen["reviews_before_first_written"] == 4, seen
+    assert seen["claimed"] == 4, seen
+
+
 def test_idle_worker_waits_in_one_blocking_call_whatever_its_concurrency():
     counts = {}
     for concurrency in (1, 64):

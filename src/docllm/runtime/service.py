@@ -291,7 +291,7 @@ class Service:
         w = self.worker
         if "worker" in dead:
             problems.append("worker dispatcher died")
-        elif w is not None and w.last_beat is not None and now - w.last_beat > 120.0 and w.in_flight < w.concurrency:
+        elif w is not None and w.last_beat is not None and now - w.last_beat > 120.0 and w.free_slots > 0:
             problems.append("worker dispatcher stalled")
         return not problems, problems
 

@@ -48,14 +48,15 @@ class StoreBatcher(Grouper[Request, GroupOutcome]):
 
 
 class GroupedStore(GroupOfOne):
-    """The worker's ``TaskStore``: its starts and end-of-attempt writes go through a ``StoreBatcher``;
-    every other call goes straight to the store."""
+    """The worker's ``TaskStore``: its starts and its end-of-attempt writes each go through a
+    ``StoreBatcher`` of their own, so a claimed batch's starts (the next requests wait on them) never
+    queue behind a burst's ends (issue 24); every other call goes straight to the store."""
 
-    def __init__(self, store: TaskStore, batcher: StoreBatcher):
-        self.store, self.batcher = store, batcher
+    def __init__(self, store: TaskStore, ends: StoreBatcher, starts: StoreBatcher):
+        self.store, self.ends, self.starts = store, ends, starts
 
     def write_group(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
-        return self.batcher.submit_writes(writes, starts)
+        return (self.ends if writes else self.starts).submit_writes(writes, starts)
 
     def get(self, task_id: int) -> Task | None:
         return self.store.get(task_id)
@@ -84,4 +85,5 @@ class GroupedStore(GroupOfOne):
 
 def grouped(store: TaskStore, linger_ms: float) -> Any:
     """``store`` with its writes grouped (``DOCLLM_STORE_LINGER_MS``)."""
-    return GroupedStore(store, StoreBatcher(store, linger_s=linger_ms / 1000))
+    linger_s = linger_ms / 1000
+    return GroupedStore(store, StoreBatcher(store, linger_s=linger_s), StoreBatcher(store, linger_s=linger_s))

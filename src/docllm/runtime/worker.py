@@ -1,6 +1,10 @@
 """The worker: one dispatcher claims only as many tasks as there are free slots, each attempt is a
 coroutine, and one heartbeat timer renews every lease of the process in one round trip.
 
+A slot is freed when the attempt's review ends, not when its end is written: when a burst of
+answers arrives, the next requests go while the burst's ends are written (issue 24). At most
+``concurrency`` ends are written at once, so at most twice ``concurrency`` attempts are claimed.
+
 An attempt is abandoned (its review task cancelled, so the LLM request in flight stops and no
 further chunk is sent, I11) when its lease is lost (it commits nothing and hands the row back),
 when it overruns PROCESSING_TIMEOUT_SECONDS (I8: a failed attempt), when an operator cancelled
@@ -63,6 +67,7 @@ class Worker:
         self.lease = proc.lease
         self.claimed: dict[str, asyncio.Task[None]] = {}  # token -> its attempt, from claim until settled
         self.running: dict[str, Running] = {}  # token -> attempt started on the row
+        self.writing: set[str] = set()  # tokens whose review ended and whose end is being written
         self.outage = Outage("redis/database", logger)
         self.stop_requested = asyncio.Event()
         self.releasing = False  # the shutdown grace is over: whatever runs goes back to ready
@@ -75,6 +80,12 @@ class Worker:
     @property
     def in_flight(self) -> int:
         return len(self.claimed)
+
+    @property
+    def free_slots(self) -> int:
+        """Attempts that may be claimed now: ``concurrency`` reviews, and as many ends being written."""
+        reviewing = len(self.claimed) - len(self.writing)
+        return min(self.concurrency - reviewing, 2 * self.concurrency - len(self.claimed))
 
     @property
     def release_seconds(self) -> float:
@@ -132,7 +143,7 @@ class Worker:
             if self.resume_at > loop.time():
                 await sleep_unless(self.stop_requested, self.resume_at - loop.time())
                 continue
-            free = self.concurrency - len(self.claimed)
+            free = self.free_slots
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -171,6 +182,7 @@ class Worker:
 
     def _settled(self, token: str, task: asyncio.Task[None]) -> None:
         self.claimed.pop(token, None)
+        self.writing.discard(token)
         self._slot_freed.set()
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
@@ -202,6 +214,8 @@ class Worker:
         try:
             outcome = await self._review(run)
             run.settling = True
+            self.writing.add(delivery.token)  # its slot is free: the next claim need not wait for the write
+            self._slot_freed.set()
             if outcome is None:
                 await self._persist("hand-back", self.proc.hand_back, attempt)
             else:

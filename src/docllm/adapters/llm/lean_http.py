@@ -10,6 +10,9 @@ a request goes to the transport and its body is read; the transport maps aiohttp
 httpx's as before, and the SDK maps those and the status as before. Anything else (a stream, an
 auth, hooks, a proxy, a request without its timeout) goes through httpx's own ``send``, and so does
 a redirect (a proxy's 307): the request is sent again that way, which follows it.
+
+A response read takes its turn (``answer_turns``) before the SDK handles it: when a burst of
+answers arrives, they are handled a few per loop iteration, in the order they came.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import time
 from typing import Any
 
 import openai
+
+from docllm.adapters.llm.answer_turns import take_turn
 
 try:  # openai 3 moved to httpx2; earlier versions use httpx
     import httpx2 as httpx
@@ -34,6 +39,12 @@ class LeanAioHttpClient(openai.DefaultAioHttpClient):
         self._proxied = bool(self._mounts)  # set once here (proxies from the environment are mounts)
 
     async def send(self, request: httpx.Request, *, stream: bool = False, **kwargs: Any) -> httpx.Response:
+        response = await self._send(request, stream=stream, **kwargs)
+        if not stream:  # read: what is left is handling it
+            await take_turn()
+        return response
+
+    async def _send(self, request: httpx.Request, *, stream: bool, **kwargs: Any) -> httpx.Response:
         # Auth and hooks can be set on the client at any time: looked at per request.
         hooked = any(self.event_hooks.values())
         plain = not (self._proxied or hooked or self.auth is not None or kwargs.get("auth"))

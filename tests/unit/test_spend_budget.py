@@ -286,3 +286,28 @@ def test_a_worker_counts_spend_when_only_its_deployments_carry_prices():
     assert _priced(Settings(llm_prices="m=1/2"))
     assert _priced(Settings(llm_deployments=(one(Price(1.0, 2.0)),)))  # the deployment's own prices
     assert not _priced(Settings(llm_deployments=(one(None),)))
+
+
+def test_an_attempts_spend_is_counted_when_its_review_ends_before_its_end_is_written():
+    """Its slot is free from then on (issue 24): a next claim must find its spend counted, not wait
+    for the end's write (here it answers 2 s late) to learn of it."""
+    rig = Rig(PricedReviewer(0.05, {"d0.md": 40_000}), concurrency=1)
+    assert rig.time is not None
+    budget = budget_on(rig.time, 1.0)
+    gate = BudgetGate(budget, rig.calls, logging.getLogger("test"), poll_seconds=POLL)
+    rig.worker = Worker(rig.proc, rig.calls, rig.gate, 1, idle_wait_seconds=0.05, budget=gate)
+    rig.calls.slow[rig.proc.finish] = 2.0
+    [tid] = rig.submit(1)
+    seen: list[int] = []
+
+    async def main() -> None:
+        running = asyncio.create_task(rig.worker.run())
+        await rig.until(lambda: rig.worker.writing)
+        await rig.until(lambda: budget.view().spent_micro > 0 or not rig.worker.writing)
+        seen.append(budget.view().spent_micro if rig.worker.writing else -1)
+        await rig.until(lambda: rig.repo.get(tid).status is TaskStatus.success and not rig.worker.claimed)
+        rig.worker.stop(1)
+        await running
+
+    rig.time.run(main())
+    assert seen == [40_000], seen  # counted while the end was still being written

@@ -212,7 +212,11 @@ class Worker:
         run = Running(attempt, started=loop.time())
         self.running[delivery.token] = run
         try:
-            outcome = await self._review(run)
+            try:
+                outcome = await self._review(run)
+            finally:  # counted now, before its slot is free: the spend cap sees it before a next claim (I14)
+                if self.budget is not None:  # whatever the end: what was spent was spent
+                    self.budget.spent(attempt.meter.total.cost_usd, attempt.meter.cost_by_deployment)
             run.settling = True
             self.writing.add(delivery.token)  # its slot is free: the next claim need not wait for the write
             self._slot_freed.set()
@@ -222,8 +226,6 @@ class Worker:
                 await self._persist("outcome", self.proc.finish, attempt, outcome)
         finally:
             self.running.pop(delivery.token, None)
-            if self.budget is not None:  # whatever the end: what was spent was spent
-                self.budget.spent(attempt.meter.total.cost_usd, attempt.meter.cost_by_deployment)
 
     async def _review(self, run: Running) -> Outcome | None:
         """The attempt's verdict (None: its lease is lost). The review runs under the runtime bound

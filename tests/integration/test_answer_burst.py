@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 
 from docllm.adapters.llm.answer_turns import WIDTH
 from docllm.adapters.llm.lean_http import LeanAioHttpClient, httpx
+from tests.support.loop_iterations import Iterations
 
 WAIT_S = 30.0  # generous: reached only when something is broken
 BODY = b'{"id": "x", "object": "chat.completion", "choices": []}'
@@ -67,16 +69,14 @@ def test_a_burst_of_answers_goes_on_a_few_per_loop_iteration_in_turn():
     async def main(server: BurstServer) -> list[int]:
         loop = asyncio.get_running_loop()
         client = LeanAioHttpClient(limits=httpx.Limits(max_connections=n), timeout=WAIT_S)
-        iteration, returned = [0], []
-
-        def tick() -> None:  # runs once in each iteration of the loop
-            iteration[0] += 1
-            loop.call_soon(tick)
+        iterations: Iterations | None = None
+        returned: list[int] = []
 
         async def one() -> None:
             response = await client.send(client.build_request("POST", server.url, content=b"{}"))
             assert response.status_code == 200 and response.content == BODY
-            returned.append(iteration[0])
+            assert iterations is not None  # counting started before the answers were read
+            returned.append(iterations.n)
 
         tasks = [asyncio.create_task(one()) for _ in range(n)]
         while server.received < n:
@@ -84,15 +84,13 @@ def test_a_burst_of_answers_goes_on_a_few_per_loop_iteration_in_turn():
         server.answer_all()
         # Block the loop until every answer is written: its next look finds them all in at once.
         assert server.answered.wait(WAIT_S), "the server never answered"
-        loop.call_soon(tick)
+        iterations = Iterations(loop)
         await asyncio.gather(*tasks)
         await client.aclose()
         return returned
 
     with BurstServer(n) as server:
         returned = asyncio.run(main(server))
-    per_iteration: dict[int, int] = {}
-    for i in returned:
-        per_iteration[i] = per_iteration.get(i, 0) + 1
+    per_iteration = Counter(returned)
     assert max(per_iteration.values()) <= WIDTH, per_iteration
     assert len(per_iteration) >= 4, per_iteration  # 3 x WIDTH + 5 answers: at least four iterations

@@ -4,20 +4,10 @@ iteration, first come first served; a cancelled waiter takes no turn; each loop 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 from docllm.adapters.llm.answer_turns import AnswerTurns, take_turn
-
-
-class Iterations:
-    """Counts the loop's iterations: a callback that schedules itself runs once in each."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.n, self.loop = 0, loop
-        loop.call_soon(self._tick)
-
-    def _tick(self) -> None:
-        self.n += 1
-        self.loop.call_soon(self._tick)
+from tests.support.loop_iterations import Iterations
 
 
 def test_at_most_width_callers_go_on_per_iteration_in_the_order_they_came():
@@ -34,9 +24,7 @@ def test_at_most_width_callers_go_on_per_iteration_in_the_order_they_came():
 
     passed = asyncio.run(main())
     assert [i for i, _ in passed] == list(range(18))  # first come first served
-    per_iteration: dict[int, int] = {}
-    for _, iteration in passed:
-        per_iteration[iteration] = per_iteration.get(iteration, 0) + 1
+    per_iteration = Counter(iteration for _, iteration in passed)  # in the order they went on
     assert list(per_iteration.values()) == [4, 4, 4, 4, 2], per_iteration  # 4 an iteration, 5 iterations
 
 

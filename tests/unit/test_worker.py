@@ -53,6 +53,39 @@ def test_a_slot_is_free_once_the_review_ends_while_its_end_is_written():
     assert seen["claimed"] == 4, seen
 
 
+@pytest.mark.parametrize(
+    ("tasks", "start_reply", "first_end_after"),
+    [
+        (4, 1.0, 1.0),  # the next pair's starts answer 1 s after they ran: the ends wait for them
+        (4, 5.0, 2.0),  # at most END_HOLD_SECONDS (2 s), however late the starts answer
+        (2, 1.0, 0.0),  # nothing left to claim: nothing to wait for
+    ],
+)
+def test_an_end_waits_while_the_freed_slots_are_refilled(tasks, start_reply, first_end_after):
+    """Issue 24's bursts: when C answers arrive together, the next requests' claims and starts go
+    before the burst's ends (which would hold the process's one CPU first), within a bound."""
+    rig = Rig(FakeReviewer(0.1), lease=30.0, concurrency=2)
+    rig.calls.slow[rig.proc.begin_batch] = start_reply
+    ends: list[float] = []
+    finish = rig.proc.finish
+
+    def timed_finish(*args):
+        ends.append(rig.now())
+        return finish(*args)
+
+    rig.proc.finish = timed_finish
+    ids = rig.submit(tasks)
+
+    async def scenario(rig):
+        await rig.until(lambda: all(s is TaskStatus.success for s in rig.statuses(ids)), timeout=30)
+
+    started = rig.now()
+    run(rig, scenario)
+    # The first pair's reviews end start_reply + 0.1 s in (plus the ports' 1 ms round trips).
+    first_review_end = started + start_reply + 0.1
+    assert ends[0] - first_review_end == pytest.approx(first_end_after, abs=0.05), ends
+
+
 def test_idle_worker_waits_in_one_blocking_call_whatever_its_concurrency():
     counts = {}
     for concurrency in (1, 64):

@@ -41,6 +41,9 @@ HEARTBEAT_RETRY_SECONDS = 1.0
 # when Redis or the database does not answer. Half a lease, not a whole one, so that the stop
 # stays well inside grace + lease (what an orchestrator's stop timeout is set from).
 RELEASE_SECONDS = 5.0
+# An ended review's end waits while freed slots are being refilled (the next requests go first,
+# issue 24), at most this long (or a tenth of a lease, if shorter): its lease is renewed meanwhile.
+END_HOLD_SECONDS = 2.0
 
 log = logging.getLogger("docllm.worker")
 # A claimed batch's starts, per delivery (``TaskProcessor.begin_batch``); None: the stop came first.
@@ -68,6 +71,10 @@ class Worker:
         self.claimed: dict[str, asyncio.Task[None]] = {}  # token -> its attempt, from claim until settled
         self.running: dict[str, Running] = {}  # token -> attempt started on the row
         self.writing: set[str] = set()  # tokens whose review ended and whose end is being written
+        self.starting = 0  # claimed batches whose starts are being written
+        self.queue_dry = False  # the last claim found fewer tasks than free slots
+        self.paused = False  # the dispatcher waits (the breaker, the spend cap, the database)
+        self._refilled = asyncio.Event()  # set when ends may be written (``refilling`` is over)
         self.outage = Outage("redis/database", logger)
         self.stop_requested = asyncio.Event()
         self.releasing = False  # the shutdown grace is over: whatever runs goes back to ready
@@ -88,6 +95,22 @@ class Worker:
         return min(self.concurrency - reviewing, 2 * self.concurrency - len(self.claimed))
 
     @property
+    def end_hold_seconds(self) -> float:
+        return min(self.lease.lease_seconds / 10, END_HOLD_SECONDS)
+
+    @property
+    def refilling(self) -> bool:
+        """Freed slots are being filled with work the queue has: the next requests' claims and
+        starts go before the ended reviews' ends, which would hold the process's one CPU first."""
+        if self.stop_requested.is_set():
+            return False
+        return self.starting > 0 or (self.free_slots > 0 and not self.queue_dry and not self.paused)
+
+    def _refill_seen(self) -> None:
+        if not self.refilling:
+            self._refilled.set()
+
+    @property
     def release_seconds(self) -> float:
         return min(self.lease.lease_seconds / 2, RELEASE_SECONDS)
 
@@ -100,6 +123,7 @@ class Worker:
             self.exit_deadline = self.drain_deadline + self.release_seconds
             self.stop_requested.set()
             self._slot_freed.set()
+            self._refilled.set()
 
     async def run(self) -> None:
         """Claim and run attempts until ``stop``, then drain (D11)."""
@@ -137,43 +161,58 @@ class Worker:
             pause = await self.gate.pause()  # the LLM breaker is open, or this process's LLM fails
             if pause <= 0 and self.budget is not None:
                 pause = await self.budget.pause()  # the fleet's spend cap is reached (I14)
+            if pause <= 0 and self.resume_at > loop.time():
+                pause = self.resume_at - loop.time()  # the database is down
             if pause > 0:
-                await sleep_unless(self.stop_requested, pause)
-                continue
-            if self.resume_at > loop.time():
-                await sleep_unless(self.stop_requested, self.resume_at - loop.time())
+                await self._pause(pause)
                 continue
             free = self.free_slots
             if free <= 0:
                 self._slot_freed.clear()
+                self._refill_seen()
                 await self._slot_freed.wait()
                 continue
             try:
                 found = await self.calls.claim(self.proc.claim_batch, free)
+                self.queue_dry = len(found) < free
+                self._refill_seen()
                 if not found:
                     found = await self.calls.wait_claim(self.proc, self.idle_wait)
                 self.outage.ok()
             except Unavailable as exc:
-                await sleep_unless(self.stop_requested, self.outage.failed(exc))
+                await self._pause(self.outage.failed(exc))
                 continue
             except Exception:  # a bug must not stop the process claiming for good
                 self.log.exception("unexpected error while claiming; next try in 1 s")
-                await sleep_unless(self.stop_requested, 1.0)
+                await self._pause(1.0)
                 continue
             if found:
                 begun = asyncio.ensure_future(self._begin_batch(found))
                 for i, delivery in enumerate(found):
                     self._start(delivery, begun, i)
 
+    async def _pause(self, seconds: float) -> None:
+        """The dispatcher waits: no slot is refilled meanwhile, so no end waits for that."""
+        self.paused = True
+        self._refill_seen()
+        try:
+            await sleep_unless(self.stop_requested, seconds)
+        finally:
+            self.paused = False
+
     async def _begin_batch(self, found: list[Delivery]) -> Begun:
         """The claimed batch's starts, one group in the store (``TaskProcessor.begin_batch``);
         None when the stop came first (each delivery is handed back untouched)."""
         if self.stop_requested.is_set():
             return None
+        self.starting += 1
         try:
             return await self.calls.claim(self.proc.begin_batch, found)
         except Unavailable as exc:  # before any row started (a malformed payload's dead letter)
             return [exc] * len(found)
+        finally:
+            self.starting -= 1
+            self._refill_seen()
 
     def _start(self, delivery: Delivery, begun: asyncio.Future[Begun], i: int) -> None:
         task = asyncio.create_task(self._attempt(delivery, begun, i), name=f"attempt-{delivery.token}")
@@ -220,6 +259,7 @@ class Worker:
             run.settling = True
             self.writing.add(delivery.token)  # its slot is free: the next claim need not wait for the write
             self._slot_freed.set()
+            await self._after_refill()
             if outcome is None:
                 await self._persist("hand-back", self.proc.hand_back, attempt)
             else:
@@ -269,6 +309,18 @@ class Worker:
             self._abandon(run, self.proc.ending(run.attempt, Happened.timed_out))
         else:  # look again when either could first be reached
             run.timer = loop.call_later(max(0.01, min(limit - ran, limit - waited)), self._overran, run)
+
+    async def _after_refill(self) -> None:
+        """Wait while freed slots are refilled (``refilling``), ``end_hold_seconds`` at most."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.end_hold_seconds
+        try:
+            async with asyncio.timeout_at(until):  # no task per wait (``wait_for`` makes one)
+                while self.refilling:
+                    self._refilled.clear()
+                    await self._refilled.wait()
+        except TimeoutError:
+            pass
 
     async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the

@@ -187,6 +187,7 @@ class Worker:
                 await self._pause(1.0)
                 continue
             if found:
+                self.starting += 1  # now, not when the coroutine first runs: the ends keep waiting
                 begun = asyncio.ensure_future(self._begin_batch(found))
                 for i, delivery in enumerate(found):
                     self._start(delivery, begun, i)
@@ -203,13 +204,13 @@ class Worker:
     async def _begin_batch(self, found: list[Delivery]) -> Begun:
         """The claimed batch's starts, one group in the store (``TaskProcessor.begin_batch``);
         None when the stop came first (each delivery is handed back untouched)."""
-        if self.stop_requested.is_set():
-            return None
-        self.starting += 1
         try:
-            return await self.calls.claim(self.proc.begin_batch, found)
-        except Unavailable as exc:  # before any row started (a malformed payload's dead letter)
-            return [exc] * len(found)
+            if self.stop_requested.is_set():
+                return None
+            try:
+                return await self.calls.claim(self.proc.begin_batch, found)
+            except Unavailable as exc:  # before any row started (a malformed payload's dead letter)
+                return [exc] * len(found)
         finally:
             self.starting -= 1
             self._refill_seen()

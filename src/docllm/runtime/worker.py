@@ -4,6 +4,8 @@ coroutine, and one heartbeat timer renews every lease of the process in one roun
 A slot is freed when the attempt's review ends, not when its end is written: when a burst of
 answers arrives, the next requests go while the burst's ends are written (issue 24). At most
 ``concurrency`` ends are written at once, so at most twice ``concurrency`` attempts are claimed.
+An end even waits (briefly, its lease renewed) while the freed slots are refilled: the next
+requests' claims and starts take the process's CPU before the burst's commits do.
 
 An attempt is abandoned (its review task cancelled, so the LLM request in flight stops and no
 further chunk is sent, I11) when its lease is lost (it commits nothing and hands the row back),

@@ -19,6 +19,7 @@ The same code runs in production and, on virtual time, in the simulation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -315,15 +316,14 @@ class Worker:
 
     async def _after_refill(self) -> None:
         """Wait while freed slots are refilled (``refilling``), ``end_hold_seconds`` at most."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self.end_hold_seconds
-        try:
+        if not self.refilling:  # nothing to wait for: no timer to arm on the hot path
+            return
+        until = asyncio.get_running_loop().time() + self.end_hold_seconds
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout_at(until):  # no task per wait (``wait_for`` makes one)
                 while self.refilling:
                     self._refilled.clear()
                     await self._refilled.wait()
-        except TimeoutError:
-            pass
 
     async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the

@@ -22,6 +22,7 @@ from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, error
 from tests.support.memory.breaker import InMemoryLlmBreaker
 from tests.support.memory.rate_limiter import InMemoryRateLimiter
+from tests.support.runtime_rig import RealClock
 
 CHUNK = 400
 POLICY = BreakerPolicy(window_seconds=60, failure_ratio=0.5, min_calls=3, open_seconds=30)
@@ -112,13 +113,6 @@ async def _all_fail(clock: ManualClock) -> None:
             await reviewer.review("doc", document(1))
         assert chats(first) == chats(second) == 1
         await reviewer.close()
-
-
-class RealClock:
-    """The authority clock as the test's own monotonic time: the gate really waits for its turn."""
-
-    def now_ms(self) -> int:
-        return int(time.monotonic() * 1000)
 
 
 def limited(clock: Any, rpm: int, max_wait: float, *servers: tuple[str, FakeLLM]) -> RoutedReviewer:

@@ -34,6 +34,7 @@ from docllm.runtime.worker import Worker
 from tests.support.llm_server import FakeLLM, Reply, error, smart_answer
 from tests.support.memory.breaker import InMemoryLlmBreaker
 from tests.support.memory.queue import InMemoryTaskQueue
+from tests.support.runtime_rig import RealClock
 
 CHUNK = 400
 PRICES = PriceTable.parse("test-model=2/8")  # USD per 1M prompt / completion tokens
@@ -99,11 +100,6 @@ def test_a_failed_chunk_raises_the_domain_error_and_cancels_the_rest():
             asyncio.run(make(llm, chunk_parallelism=2).review("manual", long_document(8)))
         time.sleep(0.4)
         assert len(llm.requests) <= 3  # the two first, and at most one that started as the 400 came
-
-
-class RealClock:
-    def now_ms(self) -> int:
-        return int(time.monotonic() * 1000)
 
 
 def test_a_tasks_row_gets_the_usage_and_cost_of_its_attempts(tmp_path):

@@ -21,13 +21,9 @@ from tests.support.llm_server import FakeLLM, Reply, error
 from tests.support.memory.breaker import InMemoryLlmBreaker
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository
+from tests.support.runtime_rig import RealClock
 
 DOC = "# Release checklist\n\nShip it.\n"
-
-
-class RealClock:
-    def now_ms(self) -> int:
-        return int(time.monotonic() * 1000)
 
 
 def run_worker(llm: FakeLLM, until, timeout: float = 20.0):

@@ -465,7 +465,8 @@ def test_stage_times_out_when_nothing_comes(blocking_subject: QueueUnderTest) ->
 def test_one_push_wakes_one_blocked_claimer(blocking_subject: QueueUnderTest) -> None:
     subject = blocking_subject
     got: list[str | None] = []
-    waiters = [threading.Thread(target=lambda: got.append(subject.queue.stage(1.5))) for _ in range(3)]
+    # 4 s: the push below lands long before the waits end, however late a busy machine runs it.
+    waiters = [threading.Thread(target=lambda: got.append(subject.queue.stage(4.0))) for _ in range(3)]
     for waiter in waiters:
         waiter.start()
     time.sleep(0.3)  # all three are blocked now

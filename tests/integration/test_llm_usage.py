@@ -75,7 +75,7 @@ def test_chunks_run_at_most_parallelism_at_once_and_merge_in_chunk_order():
 def test_a_cancelled_review_cancels_its_chunks_and_sends_no_further_one():
     calls: list[LlmCall] = []
     with FakeLLM() as llm:
-        llm.script(*[Reply(delay=1.0)] * 8)
+        llm.script(*[Reply(delay=5.0)] * 8)  # far longer than the cancel takes on a busy machine
 
         async def cancel_midway():
             review = asyncio.create_task(
@@ -86,7 +86,7 @@ def test_a_cancelled_review_cancels_its_chunks_and_sends_no_further_one():
             review.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await review
-            await asyncio.sleep(1.5)  # past the answers that were in flight: nothing more is sent
+            await asyncio.sleep(5.5)  # past the answers that were in flight: nothing more is sent
 
         asyncio.run(cancel_midway())
         assert len(llm.requests) == 2
@@ -95,10 +95,12 @@ def test_a_cancelled_review_cancels_its_chunks_and_sends_no_further_one():
 
 def test_a_failed_chunk_raises_the_domain_error_and_cancels_the_rest():
     with FakeLLM() as llm:
-        llm.script(Reply(delay=0.3), error(400, "this chunk is refused"), *[Reply(delay=0.3)] * 6)
+        # The first answer comes 3 s after the 400: the rest is cancelled long before, however busy
+        # the machine; were it not, its slot would send a fourth chunk.
+        llm.script(Reply(delay=3.0), error(400, "this chunk is refused"), *[Reply(delay=0.3)] * 6)
         with pytest.raises(PermanentError, match="400"):
             asyncio.run(make(llm, chunk_parallelism=2).review("manual", long_document(8)))
-        time.sleep(0.4)
+        time.sleep(3.5)
         assert len(llm.requests) <= 3  # the two first, and at most one that started as the 400 came
 
 

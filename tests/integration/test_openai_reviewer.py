@@ -138,11 +138,11 @@ def test_500_is_retryable(llm):
 
 
 def test_a_server_slower_than_the_timeout_is_retryable(llm):
-    llm.script(Reply(delay=1.5))
+    llm.script(Reply(delay=10))
     started = time.monotonic()
     with pytest.raises(TransientError, match="did not answer within 0.3 s"):
         reviewer(llm, timeout_seconds=0.3).review("install", DOC)
-    assert time.monotonic() - started < 1.4
+    assert time.monotonic() - started < 5  # gave up at the timeout, not at the answer
 
 
 def test_content_that_is_not_json_gets_one_repair_request_then_fails_as_retryable(llm):

@@ -15,12 +15,12 @@ import fakeredis
 import pytest
 
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
-from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.domain.errors import ProviderUnavailable, TransientError
 from docllm.domain.report import validate_report
 from docllm.domain.services.rate_gate import RateGate
 from docllm.domain.usage import LlmCall
+from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, Reply, completion
 
 DOC = "# Install guide\n\nRun the installer.\n"
@@ -115,7 +115,7 @@ def test_the_usage_the_server_reports_is_counted(llm):
 
 def test_the_rate_limit_headers_of_a_malformed_answer_still_reach_the_fleets_limiter(llm):
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    clock = RedisServerClock(client)
+    clock = ManualClock()  # time stands still: the waits the headers set are read back as set
     mine, other = (RedisRateLimiter(client, "{q}", clock, llm.base_url, "test-model", rpm=1000) for _ in range(2))
     llm.script(Reply(body="oops", headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s"}))
     reviewer, _ = make(llm.base_url, gate=RateGate(mine))
@@ -154,7 +154,7 @@ def test_a_server_that_accepts_and_never_answers_times_out_at_the_timeout(silent
     started = time.monotonic()
     with pytest.raises(ProviderUnavailable, match="did not answer within 0.3 s"):
         review(reviewer)
-    assert 0.25 < time.monotonic() - started < 1.5
+    assert 0.25 < time.monotonic() - started < 5  # the timeout, not the socket's or the pool's
     assert [c.outcome for c in calls] == ["error"]
 
 
@@ -185,9 +185,9 @@ def hanging_up_port() -> Iterator[int]:
 
 
 def test_a_server_that_hangs_up_is_unreachable_not_slow(hanging_up_port):
-    reviewer, calls = make(f"http://127.0.0.1:{hanging_up_port}/v1", timeout=5.0)
+    reviewer, calls = make(f"http://127.0.0.1:{hanging_up_port}/v1", timeout=30.0)
     started = time.monotonic()
     with pytest.raises(ProviderUnavailable, match="cannot reach"):
         review(reviewer)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # at the hang-up, not at the timeout
     assert [c.outcome for c in calls] == ["error"]

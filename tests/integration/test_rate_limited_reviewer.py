@@ -10,11 +10,11 @@ import fakeredis
 import pytest
 
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
-from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.domain.errors import TransientError
 from docllm.domain.rate_limits import PACE
 from docllm.domain.services.rate_gate import RateGate
+from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, Reply, error
 
 DOC = "# Install guide\n\nRun the installer.\n"
@@ -29,7 +29,7 @@ def llm():
 def _pair(llm: FakeLLM, **limits: int) -> tuple[OpenAIReviewer, RedisRateLimiter, RedisRateLimiter]:
     """A reviewer whose gate is one worker's limiter, and another worker's limiter on the same key."""
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    clock = RedisServerClock(client)
+    clock = ManualClock()  # time stands still: the waits the headers set are read back as set
 
     def limiter() -> RedisRateLimiter:
         return RedisRateLimiter(client, "{q}", clock, llm.base_url, "test-model", **limits)

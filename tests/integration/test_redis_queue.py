@@ -252,9 +252,11 @@ def server_ms(client: redis.Redis) -> int:
 
 def test_server_clock_is_the_servers_time(client: redis.Redis) -> None:
     clock = RedisServerClock(client)
-    assert abs(clock.now_ms() - server_ms(client)) < 200
-    time.sleep(0.05)
-    assert abs(clock.now_ms() - server_ms(client)) < 200
+    for _ in range(2):  # between two readings of the server's TIME, give or take half the round trip
+        before = server_ms(client)  # the clock synced on (its midpoint): 0.5 s covers a busy machine's
+        mine = clock.now_ms()
+        assert before - 500 <= mine <= server_ms(client) + 500
+        time.sleep(0.05)
 
 
 def test_server_clock_reads_time_once_per_resync(client: redis.Redis) -> None:

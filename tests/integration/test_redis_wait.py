@@ -48,7 +48,7 @@ def test_claims_and_acks_wait_for_a_replica(sentinel_set: SentinelSet, sentinel_
         not_waited = time.monotonic() - started
     finally:
         os.kill(replica.pid, signal.SIGCONT)
-    assert waited >= 0.9 and not_waited < 0.5, (waited, not_waited)
+    assert waited >= 0.9 and not_waited < 0.8, (waited, not_waited)  # a WAIT would take 1 s
 
     sentinel_set.wait_healthy()
     cost = {name: _cycles(queue, 200) * 1000 for name, queue in (("no wait", plain), ("wait 1", waiting))}

@@ -199,14 +199,19 @@ def test_a_lock_wait_timeout_is_retried(engine, raw):
     event.listen(engine, "connect", lambda dbapi, _: dbapi.cursor().execute("SET innodb_lock_wait_timeout = 1"))
     engine.dispose()
     pauses: list[float] = []
-    retry = TransientRetry(tries=4, base_delay=0.05, sleep=lambda s: (pauses.append(s), time.sleep(s)))
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        raw.rollback()  # the other transaction ends once the first try has timed out on its lock
+        time.sleep(seconds)
+
+    retry = TransientRetry(tries=4, base_delay=0.05, sleep=pause)
     repo = SqlAlchemyTaskRepository(engine, retry=retry)
     task = repo.create("locked", "x")
     attempt = repo.start_attempt(task.task_id, "tok").task
     with raw.cursor() as cur:
         cur.execute("BEGIN")
         cur.execute("SELECT * FROM task_doc_llm WHERE task_id = %s FOR UPDATE", (task.task_id,))
-    threading.Timer(1.5, raw.rollback).start()  # the other transaction ends after the first timeout
     assert repo.commit(task.task_id, attempt.attempt, {"ok": True})
     assert len(pauses) >= 1  # the first try timed out on the lock and a later one went through
     assert repo.get(task.task_id).status == SUCCESS

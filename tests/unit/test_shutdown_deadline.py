@@ -56,7 +56,7 @@ def test_a_stop_ends_by_its_deadline_when_every_write_hangs():
     finally:
         released.set()
     bound = settings.shutdown_grace_seconds + service.worker.release_seconds + LEAVE_SECONDS
-    assert took < bound + 1.0, f"the stop took {took:.1f}s, its deadline is {bound:.1f}s"
+    assert took < bound + 3.0, f"the stop took {took:.1f}s, its deadline is {bound:.1f}s"  # HANG_SECONDS if it hangs
     # Nothing was written: the rows stay `processing` under leases that expire; the reaper settles them.
     assert rig.statuses(ids) == [TaskStatus.processing] * 2
     assert rig.reviewer.cancelled == 2

@@ -68,3 +68,51 @@ def test_a_groups_end_wakes_its_members_and_the_oldest_waiter_not_every_thread(m
     # group's end wakes the half not in the group in flight too: 1.8-1.9 an item here.
     per_item = CountingCondition.wakes / grouper.requests
     assert per_item < 1.5, per_item
+
+
+def test_a_group_may_go_beside_one_whose_leader_is_the_oldest_waiter():
+    """The oldest waiting item's own thread may be busy leading another group (it took a full group
+    ahead of its item): a caller behind it still leads the next group once the linger is over."""
+    sizes = {"a": 1, "p": 3, "q": 2, "r": 1}
+    held = {"a": threading.Event(), "p": threading.Event()}
+    sent: list[list[str]] = []
+
+    def send(items: list[str]) -> list[str]:
+        sent.append(items)
+        for item in items:
+            if item in held:
+                assert held[item].wait(30)
+        return items
+
+    now = [0.0]  # the grouper's clock: no linger is over until the test says so
+    grouper: Grouper[str, str] = Grouper(send, size=sizes.__getitem__, linger_s=0.05, max_group=4, clock=lambda: now[0])
+
+    def submit(item: str) -> threading.Thread:
+        thread = threading.Thread(target=grouper.submit, args=(item,))
+        thread.start()
+        return thread
+
+    def until(what) -> None:
+        deadline = time.monotonic() + 5  # well before a held group gives up (30 s)
+        while not what():
+            assert time.monotonic() < deadline, sent
+            time.sleep(0.005)
+
+    threads = [submit("a")]  # goes at once, held
+    until(lambda: sent == [["a"]])
+    threads.append(submit("p"))
+    until(lambda: grouper.waiting() == 1)
+    threads.append(submit("q"))  # p and q make more than a group: q's thread leads p's, held
+    until(lambda: sent == [["a"], ["p"]])
+    threads.append(submit("r"))  # two groups in flight: r waits behind q
+    until(lambda: grouper.waiting() == 2)
+    time.sleep(0.2)  # four lingers of real time: every waiter's thread that naps sleeps again
+    held["a"].set()  # a group may go now; q's thread is still busy with p's
+    until(lambda: grouper.in_flight == 1)
+    now[0] += 1.0  # q's linger is over: r's thread leads q's group
+    until(lambda: ["q", "r"] in sent)
+    assert not held["p"].is_set()
+    held["p"].set()
+    for thread in threads:
+        thread.join(30)
+    assert grouper.in_flight == 0 and grouper.waiting() == 0

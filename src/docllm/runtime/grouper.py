@@ -10,9 +10,10 @@ thread) when one may go, and every waiter's answer is set when its group ends. A
   lingered ``linger_s``, or a full group (``max_group`` by ``size``) is waiting.
 
 So under load the groups form while earlier ones are in flight, and an item waits at most one
-linger plus the groups ahead of it. Each waiter sleeps on a condition of its own: a group's end
-wakes its members and the oldest waiter (who may lead the next group), not every waiting thread
-(with 32 port threads, waking them all at each group's end cost a third of the grouping's CPU).
+linger plus the groups ahead of it. Each waiter sleeps on a condition of its own, until its own
+linger is over at most: a group's end wakes its members and the oldest sleeping waiter (who may
+lead the next group), not every waiting thread (with 32 port threads, waking them all at each
+group's end cost a third of the grouping's CPU).
 A group that fails (the server is down) fails every item it carried with the same error: each
 caller retries as it would a single call.
 """
@@ -39,6 +40,8 @@ class _Waiting(Generic[Item, Answer]):
     size: int
     at: float
     wake: threading.Condition  # on the grouper's lock: woken when done, or when it is the oldest waiting
+    taken: bool = False  # in a group: it only waits for that group's end
+    asleep: bool = False  # its thread waits on ``wake`` (not leading a group)
     done: bool = False
     answer: Answer | None = None
     error: BaseException | None = None
@@ -77,8 +80,10 @@ class Grouper(Generic[Item, Answer]):
             self._waiting.append(mine)
             while not mine.done:
                 group = self._take()
-                if group is None:  # only the oldest keeps the linger's time; the others wait their turn
-                    mine.wake.wait(self._wait_s() if self._waiting and self._waiting[0] is mine else None)
+                if group is None:
+                    mine.asleep = True
+                    mine.wake.wait(self._nap(mine))
+                    mine.asleep = False
                     continue
                 self._lock.release()
                 try:
@@ -86,15 +91,18 @@ class Grouper(Generic[Item, Answer]):
                 finally:
                     self._lock.acquire()
                     self.in_flight -= 1
-                    self._wake_head()
+                    self._wake_oldest()
         if mine.error is not None:
             raise mine.error
         return mine.answer  # type: ignore[return-value]  # set with done, unless error is
 
-    def _wake_head(self) -> None:
-        """The oldest waiting item's thread looks again: a group may go (or its linger starts)."""
-        if self._waiting:
-            self._waiting[0].wake.notify()
+    def _wake_oldest(self) -> None:
+        """A group may go: the oldest waiting item whose thread sleeps looks again (one that leads
+        a group now looks when that group ends)."""
+        for waiting in self._waiting:
+            if waiting.asleep:
+                waiting.wake.notify()
+                return
 
     def _take(self) -> list[_Waiting[Item, Answer]] | None:
         """The group to send now (taken off the waiting line), or None."""
@@ -108,17 +116,21 @@ class Grouper(Generic[Item, Answer]):
         size = 0
         while self._waiting and (not group or size + self._waiting[0].size <= self.max_group):
             waiting = self._waiting.popleft()
+            waiting.taken = True
             group.append(waiting)
             size += waiting.size
         self.in_flight += 1
-        self._wake_head()
         return group
 
-    def _wait_s(self) -> float | None:
-        """How long a waiter sleeps before it looks again (a group's end also wakes it)."""
-        if not self._waiting or self.in_flight >= self.max_in_flight:
+    def _nap(self, mine: _Waiting[Item, Answer]) -> float | None:
+        """How long ``mine``'s thread sleeps before it looks again: until its own linger is over
+        (the oldest's is over by then too, so a group may go), or until woken (its group's end, or
+        a group's end when it is the oldest waiting). Each waiter keeps its own time: they do not
+        all wake at once, and one still waiting leads when the oldest's thread is busy leading."""
+        if mine.taken or self.in_flight >= self.max_in_flight:
             return None
-        return max(0.0, self._waiting[0].at + self.linger_s - self._clock())
+        at = max(mine.at, self._waiting[0].at)  # the oldest's linger decides (and may be the later)
+        return max(0.0, at + self.linger_s - self._clock())
 
     def _send(self, group: list[_Waiting[Item, Answer]]) -> None:
         try:

@@ -39,7 +39,7 @@ class _Waiting(Generic[Item, Answer]):
     item: Item
     size: int
     at: float
-    wake: threading.Condition  # on the grouper's lock: woken when done, or when it is the oldest waiting
+    wake: threading.Condition  # on the grouper's lock: woken when done, or as the oldest asleep when a group may go
     taken: bool = False  # in a group: it only waits for that group's end
     asleep: bool = False  # its thread waits on ``wake`` (not leading a group)
     done: bool = False
@@ -125,7 +125,7 @@ class Grouper(Generic[Item, Answer]):
     def _nap(self, mine: _Waiting[Item, Answer]) -> float | None:
         """How long ``mine``'s thread sleeps before it looks again: until its own linger is over
         (the oldest's is over by then too, so a group may go), or until woken (its group's end, or
-        a group's end when it is the oldest waiting). Each waiter keeps its own time: they do not
+        a group's end when it is the oldest asleep). Each waiter keeps its own time: they do not
         all wake at once, and one still waiting leads when the oldest's thread is busy leading."""
         if mine.taken or self.in_flight >= self.max_in_flight:
             return None

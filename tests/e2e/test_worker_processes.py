@@ -88,7 +88,7 @@ def test_sigkill_mid_attempt_is_reclaimed_and_committed_once(harness: Harness, p
     assert [e["attempt"] for e in harness.events("reclaimed") if e["task_id"] == task_id] == [1]
     # Committed once, by the survivor, with the row's current fencing token.
     assert commits(probe) == {task_id: [2]}
-    succeeded = [e for e in harness.events("succeeded") if e["task_id"] == task_id]
+    succeeded = harness.logged("succeeded", [task_id], 10)
     assert [(e["attempt"], e["worker"]) for e in succeeded] == [(2, survivor.worker_id)]
     assert survivor.alive
     stats = harness.stats()

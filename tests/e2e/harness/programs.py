@@ -14,6 +14,7 @@ from tests.e2e.harness.clock_skew import skewed
 from tests.e2e.harness.env import ROOT, docllm_argv
 from tests.e2e.harness.logs import events, read_log_lines
 from tests.e2e.harness.process import Proc
+from tests.e2e.harness.waiting import wait_until
 
 
 class CommandFailed(AssertionError):
@@ -114,6 +115,17 @@ class Harness:
 
     def events(self, *names: str) -> list[dict[str, Any]]:
         return events(self.log_lines(), *names)
+
+    def logged(self, name: str, task_ids: Iterable[int], timeout: float) -> list[dict[str, Any]]:
+        """The ``name`` events of ``task_ids``, once each has one: a row the test reads as done may
+        be a moment (or, after a lost reply, a read timeout) ahead of the line its worker logs."""
+        wanted = set(task_ids)
+
+        def found() -> list[dict[str, Any]] | None:
+            lines = [e for e in self.events(name) if e.get("task_id") in wanted]
+            return lines if {e["task_id"] for e in lines} == wanted else None
+
+        return wait_until(found, timeout, f"a {name} event for each of tasks {sorted(wanted)}", 0.2, self.dump)
 
     def dump(self) -> str:
         """The end of every process's log, for a failure message."""

@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import Attempt, Leftovers, TaskStatus
+from docllm.domain.model import Attempt, Leftovers, TaskStatus, WriteKind
 from docllm.domain.payload import make_payload, parse_payload
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.services.attempts import TaskProcessor
@@ -74,6 +74,14 @@ class CountingRepository:
         if ok:
             self.commits[task_id] += 1
         return ok
+
+    def write_group(self, writes, starts=()):
+        """A group's commits count as the single-row ones do (the worker commits reports in groups)."""
+        outcome = self.inner.write_group(writes, starts)
+        for write, ok in zip(writes, outcome.written, strict=True):
+            if ok and write.kind is WriteKind.commit:
+                self.commits[write.task_id] += 1
+        return outcome
 
 
 @dataclass

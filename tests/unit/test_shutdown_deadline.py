@@ -45,6 +45,7 @@ def test_a_stop_ends_by_its_deadline_when_every_write_hangs():
 
     # From now on every write of the stop hangs: the releases, the reaper's cycle, leaving the registry.
     rig.proc.finish = hang
+    service.worker.commits.send = hang  # the reports' commits
     rig.proc.hand_back = hang
     rig.queue.requeue = hang
     reaper.reap_once = hang

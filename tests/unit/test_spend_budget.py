@@ -296,7 +296,7 @@ def test_an_attempts_spend_is_counted_when_its_review_ends_before_its_end_is_wri
     budget = budget_on(rig.time, 1.0)
     gate = BudgetGate(budget, rig.calls, logging.getLogger("test"), poll_seconds=POLL)
     rig.worker = Worker(rig.proc, rig.calls, rig.gate, 1, idle_wait_seconds=0.05, budget=gate)
-    rig.calls.slow[rig.proc.finish] = 2.0
+    rig.calls.slow[rig.proc.commit_many] = 2.0
     [tid] = rig.submit(1)
     seen: list[int] = []
 

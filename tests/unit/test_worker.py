@@ -32,7 +32,7 @@ def test_a_slot_is_free_once_the_review_ends_while_its_end_is_written():
     """Issue 24's bursts: the next claim does not wait for the end's write (a commit queued behind a
     burst's), and at most ``concurrency`` ends are written at once: at most 2 x concurrency claimed."""
     rig = Rig(FakeReviewer(0.1), concurrency=2)
-    rig.calls.slow[rig.proc.finish] = 1.0  # each end's write answers a second after it ran
+    rig.calls.slow[rig.proc.commit_many] = 1.0  # each group of ends answers a second after it ran
     ids = rig.submit(8)
     seen: dict[str, int] = {"claimed": 0, "reviews_before_first_written": 0}
     tokens: set[str] = set()
@@ -67,13 +67,13 @@ def test_an_end_waits_while_the_freed_slots_are_refilled(tasks, start_reply, fir
     rig = Rig(FakeReviewer(0.1), lease=30.0, concurrency=2)
     rig.calls.slow[rig.proc.begin_batch] = start_reply
     ends: list[float] = []
-    finish = rig.proc.finish
+    commit_many = rig.proc.commit_many
 
-    def timed_finish(*args):
+    def timed_commits(*args):
         ends.append(rig.now())
-        return finish(*args)
+        return commit_many(*args)
 
-    rig.proc.finish = timed_finish
+    rig.worker.commits.send = timed_commits
     ids = rig.submit(tasks)
 
     async def scenario(rig):
@@ -140,7 +140,7 @@ def test_a_heartbeat_that_crosses_the_attempts_own_commit_is_not_a_lost_lease():
     # The commit acks the lease; a heartbeat sent before the ack and answered after it finds the
     # lease gone. That is the attempt's own doing, not a loss (seen once in the failover e2e).
     rig = Rig(FakeReviewer(0.2), lease=0.3)
-    rig.calls.slow[rig.proc.finish] = 0.3  # its reply comes late: heartbeats (every 0.1 s) find the lease acked
+    rig.calls.slow[rig.proc.commit_many] = 0.3  # its reply comes late: heartbeats (every 0.1 s) find the lease acked
     [tid] = rig.submit()
 
     async def scenario(rig):

@@ -49,15 +49,18 @@ def build_worker(
     events: EventSink | None = None,
     wiring: Wiring | None = None,
     budget: SpendBudget | None = None,
+    linger_s: float = 0.005,
 ) -> Worker:
     """The worker and its LLM gate (and its spend gate, with a ``budget``). A process whose own LLM
-    check fails backs off no longer than the fleet's breaker stays open (``breaker_open_seconds``)."""
+    check fails backs off no longer than the fleet's breaker stays open (``breaker_open_seconds``);
+    its reports' commits wait ``linger_s`` at most to form a group (``DOCLLM_STORE_LINGER_MS``)."""
     w = wiring or Wiring()
     gate: Any = LlmGate(reviewer, breaker, calls, worker_id, w.log("llm"), events, cap=breaker_open_seconds)
     if w.adapt is not None:
         processor, gate = w.adapt(processor, gate)
     spend = BudgetGate(budget, calls, w.log("budget"), events) if budget is not None else None
-    return Worker(processor, calls, gate, concurrency, w.idle_wait_seconds, logger=w.log("worker"), budget=spend)
+    log = w.log("worker")
+    return Worker(processor, calls, gate, concurrency, w.idle_wait_seconds, log, budget=spend, linger_s=linger_s)
 
 
 def reap_step(reaper: Reaper, on_reaped: Callable[[int], None] | None = None) -> Callable[[], bool]:

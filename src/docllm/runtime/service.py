@@ -103,6 +103,7 @@ class Service:
                 p.processor.events,
                 w,
                 p.budget,
+                s.store_linger_ms / 1000,
             )
             if p.registry is not None:
                 period = beat_seconds(s.lease_seconds)

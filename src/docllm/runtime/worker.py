@@ -5,7 +5,9 @@ A slot is freed when the attempt's review ends, not when its end is written: whe
 answers arrives, the next requests go while the burst's ends are written (issue 24). At most
 ``concurrency`` ends are written at once, so at most twice ``concurrency`` attempts are claimed.
 An end even waits (briefly, its lease renewed) while the freed slots are refilled: the next
-requests' claims and starts take the process's CPU before the burst's commits do.
+requests' claims and starts take the process's CPU before the burst's commits do. The reports of
+attempts that end together are committed as groups formed on the loop (``loop_grouper``): one
+port call a group, not a thread hop and a waiting port thread each.
 
 An attempt is abandoned (its review task cancelled, so the LLM request in flight stops and no
 further chunk is sent, I11) when its lease is lost (it commits nothing and hands the row back),
@@ -21,17 +23,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import Attempt, Delivery
 from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.outcome import Outcome, Reason
+from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
 from docllm.domain.verdict import JUDGED, Happened, decide
 from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.llm_gate import LlmGate
+from docllm.runtime.loop_grouper import LoopGrouper
 from docllm.runtime.outage import Outage
 from docllm.runtime.port_calls import PortCalls
 from docllm.runtime.running import Running
@@ -66,6 +69,7 @@ class Worker:
         idle_wait_seconds: float = 1.0,
         logger: logging.Logger = log,
         budget: BudgetGate | None = None,
+        linger_s: float = 0.005,
     ):
         self.proc, self.calls, self.gate, self.log = proc, calls, gate, logger
         self.budget = budget  # the fleet's spend cap (I14); None: no cap to keep
@@ -78,6 +82,7 @@ class Worker:
         self.queue_dry = False  # the last claim found fewer tasks than free slots
         self.paused = False  # the dispatcher waits (the breaker, the spend cap, the database)
         self._refilled = asyncio.Event()  # set when ends may be written (``refilling`` is over)
+        self.commits = LoopGrouper(calls, proc.commit_many, linger_s)  # the ends with a report, grouped on the loop
         self.outage = Outage("redis/database", logger)
         self.stop_requested = asyncio.Event()
         self.releasing = False  # the shutdown grace is over: whatever runs goes back to ready
@@ -239,7 +244,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         batch = await asyncio.shield(begun)  # shared by the batch: one attempt's cancel must not end it
         if batch is None:  # claimed while the stop came: hand it back untouched
-            await self._persist("release", self.proc.queue.requeue, delivery.token, True)
+            await self._persist("release", self.calls.call, self.proc.queue.requeue, delivery.token, True)
             return
         attempt = batch[i]
         if isinstance(attempt, Unavailable):
@@ -265,9 +270,9 @@ class Worker:
             self._slot_freed.set()
             await self._after_refill()
             if outcome is None:
-                await self._persist("hand-back", self.proc.hand_back, attempt)
+                await self._persist("hand-back", self.calls.call, self.proc.hand_back, attempt)
             else:
-                await self._persist("outcome", self.proc.finish, attempt, outcome)
+                await self._persist("outcome", self._finish, attempt, outcome)
         finally:
             self.running.pop(delivery.token, None)
 
@@ -325,7 +330,14 @@ class Worker:
                     self._refilled.clear()
                     await self._refilled.wait()
 
-    async def _persist(self, what: str, write: Callable[..., object], *args: object) -> None:
+    async def _finish(self, attempt: Attempt, outcome: Outcome) -> object:
+        """Write the attempt's end: a report with the others that end with one (one port call, one
+        store group); any other end on its own."""
+        if outcome.kind is OutcomeKind.success:
+            return await self.commits.submit((attempt, outcome))
+        return await self.calls.call(self.proc.finish, attempt, outcome)
+
+    async def _persist(self, what: str, write: Callable[..., Awaitable[object]], *args: object) -> None:
         """Write while Redis or the database is down, for about one lease. Retrying is safe: the
         writes are fenced and token-checked. Past that the lease expires and the reaper settles it."""
         loop = asyncio.get_running_loop()
@@ -337,7 +349,7 @@ class Worker:
                 give_up = min(give_up, self.exit_deadline)  # when a call hangs (its thread goes on)
                 limit = max(0.0, give_up - loop.time())
             try:
-                await asyncio.wait_for(self.calls.call(write, *args), limit)
+                await asyncio.wait_for(write(*args), limit)
                 return
             except TimeoutError:
                 self.log.warning("could not record the %s in time; the reaper will settle it", what)

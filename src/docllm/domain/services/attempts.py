@@ -14,7 +14,18 @@ from typing import Protocol
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload, RubricError, Unavailable
 from docllm.domain.events import NullEvents
-from docllm.domain.model import Attempt, Delivery, StartOutcome, StartRequest, StartResult, Task, TaskRef, TaskStatus
+from docllm.domain.model import (
+    Attempt,
+    Delivery,
+    FencedWrite,
+    StartOutcome,
+    StartRequest,
+    StartResult,
+    Task,
+    TaskRef,
+    TaskStatus,
+    WriteKind,
+)
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import (
@@ -304,21 +315,43 @@ class TaskProcessor:
 
         Safe to call again after an ``Unavailable``: a write that already landed is recognised from
         the row, and the queue step after it is token-checked (the attempt's span ends once it lands)."""
+        if outcome.kind is OutcomeKind.success:
+            return self.commit_many([(attempt, outcome)])[0]
         with traced("docllm.finish", parent=attempt.span):
             landed = self._finish(attempt, outcome)
         self._ended(attempt, outcome, landed)
         return landed
 
+    def commit_many(self, ends: Sequence[tuple[Attempt, Outcome]]) -> list[bool]:
+        """``finish`` for attempts that each end with a report: their commits in one store group,
+        then the leases of those that landed in one queue call (each as if alone). Per attempt,
+        False if it was stale. Safe to call again after an ``Unavailable``, as ``finish`` is."""
+        spans = [a.span.child("docllm.finish") if a.span.recording else a.span for a, _ in ends]
+        writes = [
+            FencedWrite(WriteKind.commit, a.task_id, a.number, result=o.report or {}, usage=a.usage) for a, o in ends
+        ]
+        try:
+            written = self.repo.write_group(writes).written
+            landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
+            self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
+        except BaseException as exc:
+            for (a, _), span in zip(ends, spans, strict=True):
+                if span is not a.span:
+                    span.end(exc)
+            raise
+        for (a, o), ok, span in zip(ends, landed, spans, strict=True):
+            if ok:
+                self.events.emit(ev.SUCCEEDED, task_id=a.task_id, attempt=a.number, worker=self.worker_id)
+            else:
+                self._stale(a)
+            if span is not a.span:
+                span.end()
+            self._ended(a, o, ok)
+        return landed
+
     def _finish(self, attempt: Attempt, outcome: Outcome) -> bool:
         task, n, usage = attempt.task, attempt.number, attempt.usage
         fields = dict(task_id=task.task_id, attempt=n, worker=self.worker_id)
-        if outcome.kind is OutcomeKind.success:
-            committed = self.repo.commit(task.task_id, n, outcome.report or {}, usage=usage)
-            if not self._wrote(attempt, TaskStatus.success, committed):
-                return self._stale(attempt)
-            self.queue.ack(attempt.token)
-            self.events.emit(ev.SUCCEEDED, **fields)
-            return True
         if outcome.kind is OutcomeKind.cancelled:
             return self._cancelled(attempt)
         if outcome.kind is OutcomeKind.release:

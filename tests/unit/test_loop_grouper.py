@@ -154,3 +154,16 @@ def test_the_reports_of_a_burst_are_committed_in_a_few_port_calls():
     run(rig, scenario)
     ends = [name for name in counted if name in ("commit_many", "finish")]
     assert 1 <= len(ends) <= 4, counted
+
+
+def test_a_send_that_answers_too_few_fails_its_callers_instead_of_leaving_them_waiting():
+    async def main() -> None:
+        calls = HeldCalls()
+        grouper: LoopGrouper[int, int] = LoopGrouper(calls, lambda items: items[:-1], linger_s=0.0)
+        first = asyncio.ensure_future(grouper.submit(1))
+        await settle()
+        calls.release(0)
+        with pytest.raises(RuntimeError, match="0 answers for a group of 1"):
+            await first
+
+    VirtualTime().run(main())

@@ -83,6 +83,8 @@ class LoopGrouper(Generic[Item, Answer]):
     async def _run(self, group: list[tuple[Item, asyncio.Future[Answer], float]]) -> None:
         try:
             answers = await self.calls.call(self.send, [item for item, _, _ in group])
+            if len(answers) != len(group):  # else a caller would wait for ever
+                raise RuntimeError(f"{len(answers)} answers for a group of {len(group)}")
         except asyncio.CancelledError:  # the loop is being torn down
             for _, answer, _ in group:
                 answer.cancel()
@@ -92,7 +94,7 @@ class LoopGrouper(Generic[Item, Answer]):
                 if not answer.done():
                     answer.set_exception(exc)
         else:
-            for (_, answer, _), result in zip(group, answers, strict=True):
+            for (_, answer, _), result in zip(group, answers, strict=False):
                 if not answer.done():
                     answer.set_result(result)
         finally:

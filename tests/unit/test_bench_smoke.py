@@ -253,3 +253,22 @@ def test_the_timeline_command_reads_every_request_of_every_round(tmp_path: Path)
     assert len(run["rounds"]) == 4 and run["rounds"][0]["first"] == 0.0, run
     assert all(r["first"] <= r["median"] <= r["last"] for r in run["rounds"]), run
     assert all(later["first"] >= 0.2 * k for k, later in enumerate(run["rounds"])), run  # an answer comes after L
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_the_hotpath_ab_command_runs_two_trees_in_turn() -> None:
+    """``python -m bench.hotpath_ab`` (issue 24's same-run A/B of a patch): one pair, both trees."""
+    if not find_redis_server():
+        pytest.skip("redis-server not installed: run scripts/test to install it")
+    argv = ["src", "--base", "src", "--pairs", "1", "--c", "4", "--latency", "0.2", "--rounds", "2"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.hotpath_ab", *argv], cwd=ROOT, capture_output=True, text=True, timeout=110
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert [
+        line.split(" | ")[0]
+        for line in proc.stdout.splitlines()
+        if line.startswith("| base") or line.startswith("| other")
+    ] == ["| base", "| other"]
+    assert "other / base: tasks/s" in proc.stdout

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from docllm.domain.verdict import STORE_DOWN, WAITED
+from docllm.domain.verdict import HOST_CUT, STORE_DOWN, WAITED
 from docllm.runtime.presence import beat_seconds
 from sim.ledger import FAILED, PROCESSING, TERMINAL
 
@@ -55,6 +55,8 @@ STALL_MS = 60_000  # HEALTH: how far back a stall may be explained by an outage 
 TIMEOUT_CHARGE = "attempt exceeded PROCESSING_TIMEOUT_SECONDS"  # domain.verdict: a timeout's error
 WAIT_SLACK_MS = 1_000  # I12 (b): rounding of the runtime's timers against the harness's measure
 NOT_LLM = (STORE_DOWN, WAITED)  # hand-backs "handed back uncharged" for reasons other than the LLM
+# A host's check is answered (or not) within this much of its hand-back (SimLLM.check: 0.05-0.5 s).
+CHECK_MS = 1_000
 
 
 class Checker:
@@ -346,6 +348,10 @@ class Checker:
             served = token is not None and not any(
                 token in each.outage_failed or token in each.partition_failed for each in llms
             )
+            if served and error.startswith(HOST_CUT) and self._cut_lately(token, t, llms):
+                # Its call failed on its own (the provider served) but the gate's check after it
+                # ran while the host was cut off: the provider did not answer that host's check.
+                served = False
             if llm_reason and served and all(each.down_since is None for each in llms):
                 book.llm_handbacks += 1
                 if book.llm_handbacks > bound:
@@ -359,6 +365,13 @@ class Checker:
                         t=t,
                     )
         self.handed_seen = len(led.handed)
+
+    def _cut_lately(self, token: str, t: int, llms: list[Any]) -> bool:
+        """Whether the host of ``token``'s worker was cut off from the LLM within ``CHECK_MS``
+        before ``t`` (a cut is recorded when it begins, with its end)."""
+        holder = self.sys.ledger.token_holder.get(token)
+        actor = next((a for a in self.sys.actors_of("worker") if a.label == holder), None)
+        return actor is not None and any(each.cut.get(actor.name, -1) > t - CHECK_MS for each in llms)
 
     # -- I3, I7 ------------------------------------------------------------------------------
     def known_loss(self, book: Any) -> str | None:

@@ -58,3 +58,23 @@ def test_a_backward_step_of_the_redis_clock_does_not_hold_the_fleets_rate_limit(
     finally:
         system.world.close()
     assert not result.violations, [(v.invariant, v.message) for v in result.violations]
+
+
+def test_a_hand_back_whose_check_ran_in_its_hosts_cut_is_not_a_served_hand_back():
+    """Blame seed 19 at 16 tasks and 4 workers: an attempt's call failed on its own while the
+    provider served its host, then its host was cut off before the gate's check, which failed:
+    the product handed it back uncharged (``host_unreachable``). The checker took it for a 4th
+    hand-back "while the provider served its host" (I12); the provider did not answer that
+    host's check, so it is not one."""
+    from sim.product import ProductSystem
+    from sim.runner import Options, _run
+    from sim.scenarios import scenario_for
+
+    scenario = scenario_for("blame", 19)
+    system = ProductSystem(scenario, 19, 16, 4, Options(tasks=16, workers=4))
+    try:
+        result = _run(system, "blame", "product", 19, Options(tasks=16, workers=4))
+    finally:
+        system.world.close()
+    assert not result.violations, [(v.invariant, v.message) for v in result.violations]
+    assert any("this host cannot reach the LLM" in e for _, _, _, _, e, _ in system.ledger.handed)

@@ -40,6 +40,7 @@ SHUT_DOWN = "worker shut down before the attempt finished"
 LEASE_LOST = "lease lost while running: handed back without charging an attempt"
 STORE_DOWN = "Redis or the database failed the review, handed back uncharged"
 WAITED = "waited on the LLM's rate limits or a provider's hold past PROCESSING_TIMEOUT_SECONDS, handed back uncharged"
+HOST_CUT = "this host cannot reach the LLM while it serves others, handed back uncharged"
 
 
 class Happened(enum.Enum):
@@ -157,8 +158,7 @@ def _llm_failure(f: Facts) -> Outcome:
         if refused:
             return _release(f, f"LLM configuration error: {f.error}", Reason.llm_configuration)
         if f.served_since:
-            why = "this host cannot reach the LLM while it serves others, handed back uncharged"
-            return _release(f, f"{why}: {f.error}", Reason.host_unreachable)
+            return _release(f, f"{HOST_CUT}: {f.error}", Reason.host_unreachable)
         return _release(f, f"the LLM provider is failing, handed back uncharged: {f.error}", Reason.llm_outage)
     if refused:
         return Outcome.refused(f.error)

@@ -132,7 +132,9 @@ def test_two_processes_survive_a_child_sigkill_commit_once_and_stop_on_sigterm(
         assert victim in {e["worker"] for e in started} and len({e["worker"] for e in started}) >= 2, started
         status, text = _get(port, "/metrics")
         assert status == 200
-        assert _metric(text, "docllm_attempts_started_total") == len(started)
+        # Exactly the logged count, or one more: the SIGKILL may land between an event's count and
+        # its log line (counted first). Without the dead child's counters it would be below it.
+        assert len(started) <= _metric(text, "docllm_attempts_started_total") <= len(started) + 1
         assert _metric(text, "docllm_tasks_succeeded_total") == TASKS
         assert _metric(text, "docllm_llm_calls_total", 'model="test-model",outcome="ok"') >= TASKS
 

@@ -369,8 +369,7 @@ class Checker:
     def _cut_lately(self, token: str, t: int, llms: list[Any]) -> bool:
         """Whether the host of ``token``'s worker was cut off from the LLM within ``CHECK_MS``
         before ``t`` (a cut is recorded when it begins, with its end)."""
-        holder = self.sys.ledger.token_holder.get(token)
-        actor = next((a for a in self.sys.actors_of("worker") if a.label == holder), None)
+        actor = self.sys.holder(token)
         return actor is not None and any(each.cut.get(actor.name, -1) > t - CHECK_MS for each in llms)
 
     # -- I3, I7 ------------------------------------------------------------------------------

@@ -342,8 +342,7 @@ class ProductSystem(System):
         the whole last lease (not paused, heartbeats not held back, Redis and the database up)."""
         book = self.ledger.books.get(task_id)
         token = book.token if book is not None else None
-        worker_id = self.ledger.token_holder.get(token) if token else None
-        actor = next((a for a in self.actors_of("worker") if a.label == worker_id), None)
+        actor = self.holder(token)
         now, since = self.world.now, self.world.now - self.lease_ms - self.interval_ms
         if actor is None or not actor.alive or actor.last_pause_end > since or actor.last_no_beat_end > since:
             return
@@ -352,7 +351,7 @@ class ProductSystem(System):
         self.ledger.violate(
             "I8",
             task_id,
-            f"attempt {attempt} was reclaimed while its worker {worker_id} was alive and free to renew its lease",
+            f"attempt {attempt} was reclaimed while its worker {actor.label} was alive and free to renew its lease",
             key=("reclaimed", attempt),
         )
 

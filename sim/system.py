@@ -157,6 +157,11 @@ class System:
     def actors_of(self, kind: str) -> list[Any]:
         return [a for a in self.actors if a.kind == kind]
 
+    def holder(self, token: str | None) -> Any:
+        """The worker actor that took the lease ``token`` (None when unknown)."""
+        label = self.ledger.token_holder.get(token) if token else None
+        return next((a for a in self.actors_of("worker") if a.label == label), None)
+
     # -- faults ------------------------------------------------------------------------------
     def heal(self) -> None:
         """Faults stop: services come back, dead actors restart at once, nothing is armed."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -32,6 +32,22 @@ Answer = TypeVar("Answer")
 
 MAX_GROUP = 64
 MAX_IN_FLIGHT = 2
+
+
+def may_go(in_flight: int, max_in_flight: int, size: int, max_group: int, lingered_at: float, now: float) -> bool:
+    """Whether a group may go now (the module's rule): none is in flight, or one is and another is
+    allowed once the oldest waiting item has lingered (``now`` has reached ``lingered_at``, its
+    arrival plus the linger: the time a caller sleeps until, so that a wake at it always goes) or a
+    full group is waiting. ``size``: what is waiting."""
+    if in_flight >= max_in_flight:
+        return False
+    return not in_flight or size >= max_group or now >= lingered_at
+
+
+def check_answers(group: Sized, answers: Sized) -> None:
+    """A ``send`` answers one per item: otherwise an item's caller would wait for ever."""
+    if len(answers) != len(group):
+        raise RuntimeError(f"a group of {len(group)} got {len(answers)} answers")
 
 
 @dataclass
@@ -106,11 +122,10 @@ class Grouper(Generic[Item, Answer]):
 
     def _take(self) -> list[_Waiting[Item, Answer]] | None:
         """The group to send now (taken off the waiting line), or None."""
-        if not self._waiting or self.in_flight >= self.max_in_flight:
+        if not self._waiting:
             return None
-        full = sum(w.size for w in self._waiting) >= self.max_group
-        lingered = self._clock() - self._waiting[0].at >= self.linger_s
-        if self.in_flight and not (full or lingered):
+        size, lingered_at = sum(w.size for w in self._waiting), self._waiting[0].at + self.linger_s
+        if not may_go(self.in_flight, self.max_in_flight, size, self.max_group, lingered_at, self._clock()):
             return None
         group: list[_Waiting[Item, Answer]] = []
         size = 0
@@ -135,8 +150,7 @@ class Grouper(Generic[Item, Answer]):
     def _send(self, group: list[_Waiting[Item, Answer]]) -> None:
         try:
             answers = list(self.send([w.item for w in group]))
-            if len(answers) != len(group):
-                raise RuntimeError(f"a group of {len(group)} got {len(answers)} answers")
+            check_answers(group, answers)
         except BaseException as exc:  # noqa: BLE001 - every item of the group hears of it
             with self._lock:
                 for waiting in group:

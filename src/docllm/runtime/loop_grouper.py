@@ -6,7 +6,7 @@ A group goes as ``grouper.Grouper`` lets one go, on the loop instead of the port
 
 - no group is in flight: at once, with whatever is waiting (a lone item is not delayed);
 - one group is in flight and ``max_in_flight`` allows another: once the oldest waiting item has
-  lingered ``linger_s``, or a full group (``max_group``) is waiting.
+  lingered ``linger_s``, or a full group (``max_group``) is waiting (``grouper.may_go``).
 
 A group that fails fails every item it carried with the same error: each caller retries as it
 would a single call. A caller that stops waiting (its ``wait_for`` ran out) leaves its item in
@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from docllm.runtime.grouper import MAX_GROUP, MAX_IN_FLIGHT
+from docllm.runtime.grouper import MAX_GROUP, MAX_IN_FLIGHT, check_answers, may_go
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -64,12 +64,11 @@ class LoopGrouper(Generic[Item, Answer]):
             self.waiting = [w for w in self.waiting if not w[1].done()]  # callers that gave up
             if not self.waiting:
                 return
-            if self.in_flight and len(self.waiting) < self.max_group:
-                due = self.waiting[0][2] + self.linger_s
-                if loop.time() < due:
-                    if self._timer is None:
-                        self._timer = loop.call_at(due, self._lingered, loop)
-                    return
+            size, lingered_at = len(self.waiting), self.waiting[0][2] + self.linger_s
+            if not may_go(self.in_flight, self.max_in_flight, size, self.max_group, lingered_at, loop.time()):
+                if self._timer is None:  # look again once the oldest has lingered
+                    self._timer = loop.call_at(lingered_at, self._lingered, loop)
+                return
             group, self.waiting = self.waiting[: self.max_group], self.waiting[self.max_group :]
             self.in_flight += 1
             task = loop.create_task(self._run(group))
@@ -83,8 +82,7 @@ class LoopGrouper(Generic[Item, Answer]):
     async def _run(self, group: list[tuple[Item, asyncio.Future[Answer], float]]) -> None:
         try:
             answers = await self.calls.call(self.send, [item for item, _, _ in group])
-            if len(answers) != len(group):  # else a caller would wait for ever
-                raise RuntimeError(f"{len(answers)} answers for a group of {len(group)}")
+            check_answers(group, answers)
         except asyncio.CancelledError:  # the loop is being torn down
             for _, answer, _ in group:
                 answer.cancel()

@@ -139,7 +139,12 @@ def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: P
     shot(browser, "dead-letters")
     probe.execute("UPDATE task_doc_llm SET document = :doc WHERE task_id = :id", doc=document(0), id=broken)
     row.find_element(By.CSS_SELECTOR, "button.retry").click()
-    assert f"requeued task {broken}" in browser.find_element(By.CSS_SELECTOR, ".flash").text
+    # The click posts a form and the answer is a new page: read its message once it has loaded.
+    wait_until(
+        lambda: f"requeued task {broken}" in browser.find_element(By.CSS_SELECTOR, ".flash").text,
+        10,
+        "the retry's message",
+    )
     browser.get(f"{base}/tasks/{broken}")
     wait_until(
         lambda: browser.find_element(By.ID, "task-status").text == "success",

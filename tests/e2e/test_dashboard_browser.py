@@ -12,9 +12,12 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,7 @@ def browser() -> Iterator:
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP reports land in the console
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     yield driver
     driver.quit()
@@ -58,6 +62,31 @@ def shot(driver, name: str) -> None:
     png = driver.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True, "clip": clip})["data"]
     Path(SHOTS).mkdir(parents=True, exist_ok=True)
     (Path(SHOTS) / f"{name}.png").write_bytes(base64.b64decode(png))
+
+
+@contextmanager
+def framing_page(target: str) -> Iterator[str]:
+    """An attacker's page on another port that puts ``target`` in an iframe."""
+    html = f'<!doctype html><title>look</title><iframe src="{target}" width="800" height="600"></iframe>'.encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(html)))
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: Probe, browser, tmp_path: Path):
@@ -176,4 +205,15 @@ def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: P
     member = f'#members tr[data-task-id="{first}"] a'
     browser.get(wait_until(lambda: browser.find_element(By.CSS_SELECTOR, member).get_attribute("href"), 10, "a task"))
     wait_until(lambda: ref in browser.find_element(By.CSS_SELECTOR, "tr.batch").text, 10, "the task's batch")
+
+    # Issue 50: nothing the pages need is blocked by their Content-Security-Policy, and a page of
+    # another origin (here another port) that frames the dashboard gets nothing.
+    assert not [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    with framing_page(f"{base}/dead") as attacker:
+        browser.get(attacker)
+        wait_until(
+            lambda: any("frame-ancestors" in e["message"] for e in browser.get_log("browser")),
+            10,
+            "the browser to refuse the frame",
+        )
     print(f"dashboard browser test: {time.monotonic() - started:.1f} s", file=sys.stderr)

@@ -115,7 +115,7 @@ def test_a_login_starts_a_new_session_and_ends_after_its_lifetime(site: World):
             return site.sources.queue.now_ms() + shift[0]
 
     access = Access(token=TOKEN, session_seconds=600)
-    app = create_app(replace(site.sources, queue=Later()), access=access)  # type: ignore[arg-type]
+    app = create_app(replace(site.sources, queue=Later()), access=access)
     client = app.test_client()
     before = csrf_of(client.get("/login").get_data(as_text=True))
     planted = client.get_cookie("session")

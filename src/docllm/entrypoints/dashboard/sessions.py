@@ -45,7 +45,7 @@ def current(store: DashboardSessions) -> tuple[bytes, str]:
     """The key and generation, read once per request."""
     if "dashboard_sessions" not in g:
         g.dashboard_sessions = store.current()
-    return g.dashboard_sessions  # type: ignore[no-any-return]
+    return g.dashboard_sessions
 
 
 def begin(store: DashboardSessions, token: str, now_ms: int) -> None:

@@ -91,6 +91,8 @@ class HttpServer:
         max_connections: int = MAX_CONNECTIONS,
         threads: int = THREADS,
     ):
+        if max_connections <= threads:
+            raise ValueError("max_connections must exceed threads: a new connection must find one to evict")
         self.host, self.requested_port = host, port
         self.handle, self.quick = handle, quick
         self.read_timeout, self.write_timeout = read_timeout, write_timeout

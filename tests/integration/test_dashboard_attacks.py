@@ -325,3 +325,21 @@ def test_a_new_token_ends_the_sessions_opened_with_the_old_one(site: World):
     rotated = create_app(site.sources, token=TOKEN[::-1]).test_client()  # the next deployment's
     rotated.set_cookie("session", cookie.value)
     assert rotated.get("/").status_code == 302
+
+
+@pytest.mark.parametrize(
+    "addresses, other",
+    [
+        ([f"127.0.{i}.{i + 1}" for i in range(MAX_FAILURES)] + ["::1", "::ffff:127.9.9.9"], "10.0.0.9"),
+        ([f"2001:db8:1:2::{i:x}" for i in range(1, MAX_FAILURES + 2)], "2001:db8:1:3::1"),
+    ],
+)
+def test_rotating_addresses_of_one_host_does_not_escape_the_throttle(site: World, addresses, other):
+    """An attacker on the machine can send from any of 127.0.0.0/8 (and ::1); one IPv6 host from
+    any address of its /64: each set counts as one client."""
+    app = create_app(site.sources, token=TOKEN)
+    for i, address in enumerate(addresses[:MAX_FAILURES]):
+        assert from_address(app, address).get("/", headers={"Authorization": f"Bearer g-{i:034d}"}).status_code == 302
+    for address in addresses[MAX_FAILURES:]:
+        assert from_address(app, address).get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 429
+    assert from_address(app, other).get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200

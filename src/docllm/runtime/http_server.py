@@ -58,7 +58,8 @@ class Response:
 
     @classmethod
     def text(cls, status: int, text: str) -> Response:
-        return cls(status, [("Content-Type", "text/plain; charset=utf-8")], text.encode())
+        kind = [("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff")]
+        return cls(status, kind, text.encode())
 
 
 Handler = Callable[[Request], Response]

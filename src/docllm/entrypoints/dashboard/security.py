@@ -3,10 +3,10 @@
 - Auth: with ``DOCLLM_DASHBOARD_TOKEN`` every request needs it, once through the login form (a
   session the server can end: ``sessions.py``) or as ``Authorization: Bearer TOKEN``; compared
   in constant time. A client with too many wrong tokens in a minute is refused (429) before any
-  comparison, the right token included. Without a token the app is served on loopback only
-  (``serve`` refuses other binds), and a request must name a loopback host exactly: a page
-  another site rebinds to 127.0.0.1 keeps its own name in ``Host`` (``127.attacker.example``
-  too) and gets nothing.
+  comparison, the right token included (``throttle_key``: who counts as one client). Without a
+  token the app is served on loopback only (``serve`` refuses other binds), and a request must
+  name a loopback host exactly: a page another site rebinds to 127.0.0.1 keeps its own name in
+  ``Host`` (``127.attacker.example`` too) and gets nothing.
 - CSRF: every form carries a random token kept in the session (signed by the server, cookie
   SameSite=Strict); a POST whose token does not match is refused with 403.
 - Headers, HTTPS and proxies: ``headers.py``.
@@ -57,7 +57,7 @@ class Guard:
     def check_token(self, given: str | None) -> bool:
         """Compare a token a client gave, throttled per client; a wrong one is counted."""
         assert self.store is not None
-        client = request.remote_addr or "?"
+        client = throttle_key(request.remote_addr or "")
         if self.store.failures(client) >= MAX_FAILURES:
             abort(429, "too many wrong tokens from this address: wait a minute")
         if token_matches(given, self.access.token):
@@ -73,6 +73,23 @@ class Guard:
         if self.store is not None:
             self.store.end_all()
         session.clear()
+
+
+def throttle_key(address: str) -> str:
+    """Whose wrong tokens these are: one address, but every loopback address is one client (an
+    attacker on the machine may use any of 127.0.0.0/8) and an IPv6 address counts by its /64 (what
+    one host is usually given)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address or "?"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback"
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 def token_matches(given: str | None, token: str) -> bool:

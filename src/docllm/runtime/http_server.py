@@ -9,9 +9,10 @@ One thread runs an asyncio loop that does every socket read and write:
   holds a socket, never a thread; a ``quick`` request (``/healthz``) is answered on the loop
   itself, never queued behind a slow page;
 - at most ``max_connections`` are open: one more evicts the oldest connection that is still
-  sending its request or being slow to read its answer, so a client holding many idle
-  connections loses them to the next arrivals instead of starving them (and the process keeps
-  its file descriptors for Redis, the database and the LLM);
+  sending its request (else the oldest slow to read its answer, else the oldest complete request
+  waiting for a thread), so a client holding many idle connections loses them to the next
+  arrivals instead of starving them (and the process keeps its file descriptors for Redis, the
+  database and the LLM);
 - an answer must be taken within ``write_timeout``; one request per connection (``Connection: close``).
 """
 
@@ -71,11 +72,15 @@ class BadRequest(Exception):
         self.status = status
 
 
+READING, QUEUED, HANDLED, WRITING = "reading", "queued", "handled", "writing"
+EVICTED_FIRST = (READING, WRITING, QUEUED)  # never HANDLED: a thread works on it (at most ``threads``)
+
+
 @dataclass(eq=False)
 class _Connection:
     transport: asyncio.WriteTransport
     started: float
-    handled: bool = False  # a thread is working on its request: not evicted (at most ``threads``)
+    phase: str = READING
     evicted: bool = False  # a request still queued for a thread is dropped
 
 
@@ -169,27 +174,32 @@ class HttpServer:
             except BadRequest as exc:
                 response: Response | None = Response.text(exc.status, f"{exc}\n")
             else:
+                conn.phase = QUEUED
                 response = await self._answer(request, conn)
             if response is None or conn.evicted:
                 return
+            conn.phase = WRITING
             writer.transport.set_write_buffer_limits(high=0)  # drain() returns once all is sent
             writer.write(_encode(response, with_body=request is None or request.method != "HEAD"))
             async with asyncio.timeout(self.write_timeout):
                 await writer.drain()
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass  # too slow, gone or evicted: nothing to answer
+        except Exception as exc:  # noqa: BLE001 - one client's odd bytes: no traceback per request
+            log.debug("http connection dropped: %s: %s", type(exc).__name__, exc)
         finally:
             self.open.discard(conn)
             writer.transport.abort()  # no lingering close on a client that does not read
 
     def _admit(self, conn: _Connection) -> bool:
-        """Make room for ``conn``: evict the oldest connection no thread is working on. Such a
-        one always exists while ``max_connections`` exceeds ``threads``; if not, ``conn`` is refused."""
+        """Make room for ``conn``: evict the oldest connection still sending its request; if none,
+        the oldest being slow to take its answer; if none, the oldest complete request waiting
+        for a thread. One such always exists while ``max_connections`` exceeds ``threads``."""
         if len(self.open) >= self.max_connections:
-            idle = [c for c in self.open if not c.handled]
-            if not idle:
+            victims = [c for phase in EVICTED_FIRST for c in sorted(self.open, key=_age) if c.phase == phase]
+            if not victims:
                 return False
-            oldest = min(idle, key=lambda c: c.started)
+            oldest = victims[0]
             oldest.evicted = True
             self.open.discard(oldest)
             oldest.transport.abort()
@@ -207,7 +217,7 @@ class HttpServer:
         if any(k.lower() == "transfer-encoding" for k, _ in headers):
             raise BadRequest(501, "chunked requests are not accepted: send Content-Length")
         lengths = {v.strip() for k, v in headers if k.lower() == "content-length"}
-        if len(lengths) > 1 or not all(x.isdigit() for x in lengths):
+        if len(lengths) > 1 or not all(x.isascii() and x.isdigit() for x in lengths):  # not "²"
             raise BadRequest(400, "bad Content-Length")
         if lengths:
             size = int(lengths.pop())
@@ -224,11 +234,11 @@ class HttpServer:
         def run() -> Response | None:
             if conn.evicted:  # evicted while it waited for a thread: no one to answer
                 return None
-            conn.handled = True
+            conn.phase = HANDLED
             try:
                 return self._handled(request)
             finally:
-                conn.handled = False
+                conn.phase = QUEUED
 
         return await asyncio.get_running_loop().run_in_executor(self._pool, run)
 
@@ -238,6 +248,10 @@ class HttpServer:
         except Exception:  # noqa: BLE001 - a broken page must not take the server down
             log.exception("%s %s failed", request.method, request.target)
             return Response.text(500, "internal error\n")
+
+
+def _age(conn: _Connection) -> float:
+    return conn.started
 
 
 def _parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:

@@ -406,17 +406,27 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve to anything
 
 
-PLACEHOLDER = re.compile(r"change.?me|placeholder|replace.?me|example|your.?token|secret.?here", re.I)
+# Words a person or an example writes into a token; none is likely in 32 random characters.
+PLACEHOLDER = re.compile(
+    r"change.?me|placeholder|replace.?me|example|your.?token|secret|passw|token|dashboard|docllm|admin|default",
+    re.I,
+)
 
 
 def dashboard_token_problem(token: str) -> str:
     """Why DOCLLM_DASHBOARD_TOKEN cannot guard the dashboard ("" when it can; no token at all is
-    the loopback-only mode). The token is never shown."""
+    the loopback-only mode). Not a measure of randomness: it refuses what a person or an example
+    writes (too short, a placeholder or a name, few distinct characters, a repeated or counted
+    pattern); a random token is refused about once in 10^5 draws (draw again). Never shown."""
     how = "make one with `openssl rand -hex 32`"
-    if token and len(token) < 32:
+    if not token:
+        return ""
+    if len(token) < 32:
         return f"is too short ({len(token)} characters, at least 32): {how}"
-    if token and (PLACEHOLDER.search(token) or len(set(token)) < 8):
-        return f"is a placeholder, not a random secret: {how}"
+    steps = [ord(b) - ord(a) for a, b in zip(token, token[1:], strict=False)]
+    patterned = any(token[k:] == token[:-k] for k in range(1, len(token) // 2 + 1))
+    if PLACEHOLDER.search(token) or len(set(token)) < 8 or patterned or steps.count(1) > len(steps) // 2:
+        return f"looks chosen or a placeholder, not a random secret: {how}"
     return ""
 
 

@@ -29,7 +29,7 @@ from docllm.settings import Settings
 from tests.support.fake_worker_registry import InMemoryWorkerRegistry
 
 QUOTE = "Run `make instal` to set it up."
-TOKEN = "s3cret-token-0f1e2d3c4b5a69788796a5b4"  # at least 32 characters, not a placeholder
+TOKEN = "9c1e7a4f0b2d86e35f4a1c0b7e9d2a3f6b8c"  # at least 32 random characters, not a placeholder
 
 
 @dataclass

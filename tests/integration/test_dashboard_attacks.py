@@ -164,10 +164,18 @@ def test_forwarded_headers_are_believed_only_from_trusted_proxies(site: World):
 
 def test_https_only_refuses_plain_http_and_always_marks_the_cookie_secure(site: World):
     access = Access(token=TOKEN, https=True, trusted_proxies=1)
-    client = create_app(site.sources, access=access).test_client()
-    assert client.get("/login").status_code == 403  # plain HTTP: the cookie would travel in clear
+    app = create_app(site.sources, access=access)
+    client = from_address(app, "10.0.0.5")
+    assert client.get("/login").status_code == 403  # plain HTTP: the token would travel in clear
+    relayed = from_address(app, "127.0.0.1")  # a TLS sidecar relaying plain HTTP says so
+    assert relayed.get("/login", headers={"X-Forwarded-Proto": "http"}).status_code == 403
     answer = client.get("/login", headers=HTTPS)
     assert answer.status_code == 200 and "; Secure" in _cookie_header(answer)
+    # kubectl port-forward arrives from 127.0.0.1 in the pod, with no proxy's header: served
+    # (browsers keep a Secure cookie for http://127.0.0.1), and the kubelet's probe is answered.
+    tunnel = from_address(app, "127.0.0.1").get("/login")
+    assert tunnel.status_code == 200 and "; Secure" in _cookie_header(tunnel)
+    assert client.get("/healthz").status_code == 200
     with pytest.raises(SettingsError, match="DOCLLM_DASHBOARD_TRUSTED_PROXIES"):
         Settings.from_env({"DOCLLM_DASHBOARD_HTTPS": "1"})  # it could never see HTTPS
     s = Settings.from_env({"DOCLLM_DASHBOARD_HTTPS": "1", "DOCLLM_DASHBOARD_TRUSTED_PROXIES": "1"})
@@ -343,3 +351,14 @@ def test_rotating_addresses_of_one_host_does_not_escape_the_throttle(site: World
     for address in addresses[MAX_FAILURES:]:
         assert from_address(app, address).get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 429
     assert from_address(app, other).get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_the_probe_needs_no_token_no_https_no_session_and_tells_nothing(site: World):
+    app = create_app(site.sources, access=Access(token=TOKEN, https=True, trusted_proxies=1))
+    kubelet = from_address(app, "10.244.0.1")
+    answer = kubelet.get("/healthz", headers={"Host": "10.244.1.7:8765"})
+    assert answer.status_code == 200 and answer.get_data() == b"ok\n"
+    assert not answer.headers.getlist("Set-Cookie")  # no session: no Redis read either
+    _assert_guarded(answer.headers, "probe")
+    no_token = create_app(site.sources).test_client()
+    assert no_token.get("/healthz", headers={"Host": "evil.example"}).get_data() == b"ok\n"

@@ -378,7 +378,7 @@ def test_probes_ask_the_health_port(docs, secret_example):
             if argv[0] not in ("worker", "reaper", "dashboard"):
                 continue
             if argv[0] == "dashboard":
-                port, paths = int(argv[argv.index("--port") + 1]), ("/login", "/login")  # its page without the token
+                port, paths = int(argv[argv.index("--port") + 1]), ("/healthz", "/healthz")  # no token, HTTPS, Redis
             else:
                 port, paths = _settings(container, docs, secret_example).metrics_port, ("/healthz", "/readyz")
             probes = (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"])

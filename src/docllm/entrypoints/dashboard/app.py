@@ -62,6 +62,7 @@ def create_app(src: Sources, token: str = "", access: security.Access | None = N
     app.url_map.converters["task_id"] = TaskIdConverter
     guard = security.install(app, access, src.sessions, src.queue.now_ms)
     _add_template_helpers(app, src)
+    _add_probe(app)
     _add_status_pages(app, src)
     _add_task_pages(app, src)
     _add_dead_letter_pages(app, src)
@@ -69,6 +70,15 @@ def create_app(src: Sources, token: str = "", access: security.Access | None = N
     _add_login(app, guard)
     _add_error_pages(app)
     return app
+
+
+def _add_probe(app: Flask) -> None:
+    """``/healthz``: the kubelet's probe of ``docllm dashboard``, answered without the token, the
+    HTTPS rule, the host rule or a session (so without Redis: an outage is no reason to restart)."""
+
+    @app.get(security.PROBE_PATH)
+    def healthz() -> Any:
+        return "ok\n", 200, {"Content-Type": "text/plain; charset=utf-8"}
 
 
 def _add_template_helpers(app: Flask, src: Sources) -> None:

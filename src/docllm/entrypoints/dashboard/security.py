@@ -31,6 +31,7 @@ from docllm.settings import dashboard_token_problem
 LOOPBACK_NAMES = ("localhost", "[::1]")
 HOST = re.compile(r"(?P<name>\[[^\]]*\]|[^:\[\]]*)(?::\d{1,5})?")  # name or [v6], then an optional :port
 OPEN_ENDPOINTS = ("login", "static")
+PROBE_PATH = "/healthz"
 MAX_FAILURES = 10  # wrong tokens from one client per window (DashboardSessions' window: a minute)
 
 
@@ -125,9 +126,9 @@ def install(app: Flask, access: Access, store: DashboardSessions | None, now_ms:
     if problem:
         raise ValueError(f"DOCLLM_DASHBOARD_TOKEN {problem}")
     guard = Guard(access, store, now_ms)
-    headers.install(app, access.https, access.trusted_proxies)
+    headers.install(app, access.https, access.trusted_proxies, PROBE_PATH)
     if store is not None:
-        app.session_interface = sessions.ServerKeyedSessions(store)
+        app.session_interface = sessions.ServerKeyedSessions(store, sessionless=(PROBE_PATH,))
     else:  # loopback only, no token: the cookie holds a CSRF token and flashes, nothing to log into
         app.secret_key = secrets.token_bytes(32)
     app.config.update(
@@ -140,6 +141,8 @@ def install(app: Flask, access: Access, store: DashboardSessions | None, now_ms:
 
     @app.before_request
     def guard_request() -> Any:
+        if request.path == PROBE_PATH:
+            return None
         token = access.token
         if not token and not loopback_host(request.host):
             abort(403, "this dashboard answers requests to localhost only (set DOCLLM_DASHBOARD_TOKEN)")

@@ -18,15 +18,21 @@ import hmac
 from collections.abc import Callable
 
 from flask import Flask, g, request, session
-from flask.sessions import SecureCookieSessionInterface
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from flask.wrappers import Request
 from itsdangerous import URLSafeTimedSerializer
 
 from docllm.domain.ports import DashboardSessions
 
 
 class ServerKeyedSessions(SecureCookieSessionInterface):
-    def __init__(self, store: DashboardSessions):
-        self.store = store
+    def __init__(self, store: DashboardSessions, sessionless: tuple[str, ...] = ()):
+        self.store, self.sessionless = store, sessionless
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        if request.path in self.sessionless:  # the probe: no Redis read, no cookie
+            return self.make_null_session(app)
+        return super().open_session(app, request)
 
     def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
         key, _ = current(self.store)

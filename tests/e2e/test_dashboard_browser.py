@@ -217,3 +217,41 @@ def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: P
             "the browser to refuse the frame",
         )
     print(f"dashboard browser test: {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+
+def test_a_token_login_in_a_browser_ends_at_logout(harness: Harness, browser, tmp_path: Path):
+    """Issue 50 in a real browser, against `docllm dashboard` with a token, HTTPS only behind a
+    proxy, reached as through `kubectl port-forward` (plain HTTP from 127.0.0.1): the login form
+    goes to the page asked for, a crafted `next` stays on the site, and a cookie kept from before
+    the logout opens nothing."""
+    import secrets
+
+    from selenium.webdriver.common.by import By
+
+    token = secrets.token_hex(32)
+    port = free_port()
+    env = {"DOCLLM_DASHBOARD_TOKEN": token, "DOCLLM_DASHBOARD_HTTPS": "1", "DOCLLM_DASHBOARD_TRUSTED_PROXIES": "1"}
+    argv = [*docllm_argv(), "dashboard", "--host", "0.0.0.0", "--port", str(port)]
+    harness.spawn("dashboard", argv, "dashboard", env=env)
+    wait_until(lambda: port_is_open("127.0.0.1", port), 30, "the dashboard to listen", on_timeout=harness.dump)
+    base = f"http://127.0.0.1:{port}"
+
+    def log_in(url: str) -> None:
+        browser.get(url)
+        browser.find_element(By.NAME, "token").send_keys(token)
+        browser.find_element(By.CSS_SELECTOR, "form button").click()
+
+    log_in(f"{base}/dead")  # sent to the login, then back to the page asked for
+    wait_until(lambda: browser.current_url == f"{base}/dead", 10, "the page asked for")
+    kept = browser.get_cookie("session")
+    assert kept is not None and kept["secure"] and kept["httpOnly"]
+
+    browser.find_element(By.CSS_SELECTOR, "form.logout button").click()
+    wait_until(lambda: "/login" in browser.current_url, 10, "the login page after logging out")
+    browser.delete_all_cookies()
+    browser.add_cookie({k: kept[k] for k in ("name", "value", "path", "secure", "httpOnly")})
+    browser.get(f"{base}/dead")
+    assert "/login" in browser.current_url  # the copy from before the logout opens nothing
+
+    log_in(f"{base}/login?next=/%09/evil.example/login")  # the browser would drop the TAB
+    wait_until(lambda: browser.current_url == f"{base}/", 10, "the overview, on this site")

@@ -126,3 +126,12 @@ def test_a_large_answer_arrives_whole():
             assert reply.read() == body
     finally:
         served.stop()
+
+
+def test_the_port_own_answers_forbid_sniffing_and_framing(endpoints: HttpEndpoints):
+    for path in ("/healthz", "/metrics", "/nothing"):
+        conn = connect(endpoints.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head = conn.recv(4096).decode("latin-1")
+        conn.close()
+        assert "X-Content-Type-Options: nosniff" in head and "X-Frame-Options: DENY" in head, path
+        assert "frame-ancestors 'none'" in head, path

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from docllm.logs import log_fields
-from docllm.runtime.http_server import HttpServer, Request, Response
+from docllm.runtime.http_server import PLAIN_GUARDS, HttpServer, Request, Response
 from docllm.runtime.wsgi_bridge import call_wsgi
 
 log = logging.getLogger("docllm.metrics")
@@ -85,7 +85,7 @@ class HttpEndpoints:
         if page is None:
             return Response.text(404, "not found: try /metrics, /healthz, /readyz\n")
         status, kind, body = page()
-        return Response(status, [("Content-Type", kind), ("X-Content-Type-Options", "nosniff")], body)
+        return Response(status, [("Content-Type", kind), *PLAIN_GUARDS], body)
 
     # -- the three pages -----------------------------------------------------------------------
     def metrics(self) -> tuple[int, str, bytes]:

@@ -59,11 +59,16 @@ class Response:
 
     @classmethod
     def text(cls, status: int, text: str) -> Response:
-        kind = [("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff")]
-        return cls(status, kind, text.encode())
+        return cls(status, [("Content-Type", "text/plain; charset=utf-8"), *PLAIN_GUARDS], text.encode())
 
 
 Handler = Callable[[Request], Response]
+# On the port's own answers (pages, errors): nothing to sniff, frame or run.
+PLAIN_GUARDS = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+]
 
 
 class BadRequest(Exception):
@@ -274,7 +279,9 @@ def _parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
 def _encode(response: Response, with_body: bool = True) -> bytes:
     known = response.status in HTTPStatus._value2member_map_
     lines = [f"HTTP/1.1 {response.status} {HTTPStatus(response.status).phrase if known else ''}".rstrip()]
+    given = [v for k, v in response.headers if k.lower() == "content-length"]
+    length = given[0] if given and not with_body and not response.body else str(len(response.body))  # HEAD
     headers = [(k, v) for k, v in response.headers if k.lower() not in ("connection", "content-length")]
-    headers += [("Content-Length", str(len(response.body))), ("Connection", "close")]
+    headers += [("Content-Length", length), ("Connection", "close")]
     lines += [f"{k}: {v}" for k, v in headers]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (response.body if with_body else b"")

@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from docllm.logs import log_fields
-from docllm.runtime.http_server import PLAIN_GUARDS, HttpServer, Request, Response
+from docllm.runtime.http_messages import PLAIN_GUARDS, Request, Response
+from docllm.runtime.http_server import HttpServer
 from docllm.runtime.wsgi_bridge import call_wsgi
 
 log = logging.getLogger("docllm.metrics")

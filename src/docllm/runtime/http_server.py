@@ -23,8 +23,18 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from dataclasses import dataclass
+
+from docllm.runtime.http_messages import (
+    MAX_HEAD,
+    BadRequest,
+    Handler,
+    Request,
+    Response,
+    body_length,
+    encode,
+    parse_head,
+)
 
 log = logging.getLogger("docllm.metrics")
 
@@ -32,49 +42,6 @@ READ_TIMEOUT = 10.0  # seconds for a request's head and body, from the connectio
 WRITE_TIMEOUT = 10.0  # seconds for the client to take the answer
 MAX_CONNECTIONS = 64  # open at once; the oldest idle one goes when another arrives
 THREADS = 4  # requests handled at once (pages that read Redis or the database)
-MAX_HEAD = 16 * 1024  # request line and headers
-MAX_BODY = 1024 * 1024  # a dashboard form is a few hundred bytes
-
-
-@dataclass
-class Request:
-    method: str
-    target: str  # as sent: path and query
-    version: str
-    headers: list[tuple[str, str]]
-    body: bytes
-    client: tuple[str, int]
-    server: tuple[str, int]
-
-    def header(self, name: str, default: str = "") -> str:
-        found = [v for k, v in self.headers if k.lower() == name.lower()]
-        return ",".join(found) if found else default
-
-
-@dataclass
-class Response:
-    status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-
-    @classmethod
-    def text(cls, status: int, text: str) -> Response:
-        return cls(status, [("Content-Type", "text/plain; charset=utf-8"), *PLAIN_GUARDS], text.encode())
-
-
-Handler = Callable[[Request], Response]
-# On the port's own answers (pages, errors): nothing to sniff, frame or run.
-PLAIN_GUARDS = [
-    ("X-Content-Type-Options", "nosniff"),
-    ("X-Frame-Options", "DENY"),
-    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
-]
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 READING, QUEUED, HANDLED, WRITING = "reading", "queued", "handled", "writing"
@@ -185,7 +152,7 @@ class HttpServer:
                 return
             conn.phase = WRITING
             writer.transport.set_write_buffer_limits(high=0)  # drain() returns once all is sent
-            writer.write(_encode(response, with_body=request is None or request.method != "HEAD"))
+            writer.write(encode(response, with_body=request is None or request.method != "HEAD"))
             async with asyncio.timeout(self.write_timeout):
                 await writer.drain()
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
@@ -217,18 +184,9 @@ class HttpServer:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             raise BadRequest(431, "request head too large") from None
-        method, target, version, headers = _parse_head(head[:-4])
-        body = b""
-        if any(k.lower() == "transfer-encoding" for k, _ in headers):
-            raise BadRequest(501, "chunked requests are not accepted: send Content-Length")
-        lengths = {v.strip() for k, v in headers if k.lower() == "content-length"}
-        if len(lengths) > 1 or not all(x.isascii() and x.isdigit() for x in lengths):  # not "²"
-            raise BadRequest(400, "bad Content-Length")
-        if lengths:
-            size = int(lengths.pop())
-            if size > MAX_BODY:
-                raise BadRequest(413, "request body too large")
-            body = await reader.readexactly(size)
+        method, target, version, headers = parse_head(head[:-4])
+        size = body_length(headers)
+        body = await reader.readexactly(size) if size else b""
         peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
         return Request(method, target, version, headers, body, tuple(peer[:2]), tuple(local[:2]))
 
@@ -257,31 +215,3 @@ class HttpServer:
 
 def _age(conn: _Connection) -> float:
     return conn.started
-
-
-def _parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[0].isalpha() or not parts[1]:
-        raise BadRequest(400, "bad request line")
-    method, target, version = parts
-    if version not in ("HTTP/1.0", "HTTP/1.1"):
-        raise BadRequest(505, "HTTP/1.0 or HTTP/1.1 only")
-    headers = []
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip() or any(ord(c) < 33 for c in name):
-            raise BadRequest(400, "bad header line")  # also an obsolete folded line (leading space)
-        headers.append((name, value.strip(" \t")))
-    return method, target, version, headers
-
-
-def _encode(response: Response, with_body: bool = True) -> bytes:
-    known = response.status in HTTPStatus._value2member_map_
-    lines = [f"HTTP/1.1 {response.status} {HTTPStatus(response.status).phrase if known else ''}".rstrip()]
-    given = [v for k, v in response.headers if k.lower() == "content-length"]
-    length = given[0] if given and not with_body and not response.body else str(len(response.body))  # HEAD
-    headers = [(k, v) for k, v in response.headers if k.lower() not in ("connection", "content-length")]
-    headers += [("Content-Length", length), ("Connection", "close")]
-    lines += [f"{k}: {v}" for k, v in headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (response.body if with_body else b"")

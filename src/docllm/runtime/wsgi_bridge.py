@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from docllm.runtime.http_server import Request, Response
+from docllm.runtime.http_messages import Request, Response
 
 
 def call_wsgi(app: Callable[..., Any], request: Request) -> Response:

@@ -91,6 +91,13 @@ def _worker_registry(client, settings: Settings, clock):
     return RedisWorkerRegistry(client, settings.queue_prefix, clock=clock)
 
 
+def _dashboard_sessions(client, settings: Settings, clock):
+    """The dashboard's signing key, session generation and login throttle, in Redis (docs/DEPLOY.md, Security)."""
+    from docllm.adapters.redis.dashboard_sessions import RedisDashboardSessions
+
+    return RedisDashboardSessions(client, settings.queue_prefix, clock)
+
+
 def _repository(engine, settings: Settings, metrics):
     from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 
@@ -377,6 +384,7 @@ class Container(containers.DeclarativeContainer):
     queue = providers.Singleton(_queue, redis_client, settings, clock, metrics)
     repository = providers.Singleton(_repository, engine, settings, metrics)
     worker_registry = providers.Singleton(_worker_registry, redis_client, settings, clock)
+    dashboard_sessions = providers.Singleton(_dashboard_sessions, redis_client, settings, clock)
     rate_limiter = providers.Singleton(_rate_limiter, redis_client.provider, settings, clock.provider)
     rate_gate = providers.Singleton(_rate_gate, rate_limiter, metrics)
     deployment_health = providers.Singleton(_deployment_health, redis_client.provider, settings, clock.provider)

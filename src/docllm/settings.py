@@ -81,6 +81,12 @@ class Settings:
     worker_id: str = ""
     dashboard_token: str = field(default="", repr=False)
     dashboard_on_worker: bool = False
+    # The dashboard's guards (docs/DEPLOY.md, Security): a login lasts this long at most; served
+    # over HTTPS only (a TLS proxy in front: Secure cookies, HSTS); the proxies in front whose
+    # X-Forwarded-For and -Proto are believed (0: none).
+    dashboard_session_seconds: float = 8 * 3600.0
+    dashboard_https: bool = False
+    dashboard_trusted_proxies: int = 0
     breaker_window_seconds: float = BreakerPolicy.window_seconds
     breaker_failure_ratio: float = BreakerPolicy.failure_ratio
     breaker_min_calls: int = BreakerPolicy.min_calls
@@ -271,6 +277,15 @@ class Settings:
             "dashboard_on_worker",
             f"DOCLLM_METRICS_HOST={self.metrics_host!r} is not a loopback address: set DOCLLM_DASHBOARD_TOKEN",
         )
+        token_problem = dashboard_token_problem(self.dashboard_token)
+        need(not token_problem, "dashboard_token", token_problem)
+        need(self.dashboard_session_seconds >= 60, "dashboard_session_seconds", "must be at least 60")
+        need(self.dashboard_trusted_proxies >= 0, "dashboard_trusted_proxies", "must not be negative")
+        need(
+            not self.dashboard_https or self.dashboard_trusted_proxies >= 1,
+            "dashboard_https",
+            "needs DOCLLM_DASHBOARD_TRUSTED_PROXIES (docllm serves plain HTTP: the TLS proxy in front says https)",
+        )
         if self.llm_provider == "openai" and not self.llm_deployments:  # each deployment has its own key
             need(
                 bool(self.llm_api_key),
@@ -391,6 +406,30 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve to anything
 
 
+# Words a person or an example writes into a token; none is likely in 32 random characters.
+PLACEHOLDER = re.compile(
+    r"change.?me|placeholder|replace.?me|example|your.?token|secret|passw|token|dashboard|docllm|admin|default",
+    re.I,
+)
+
+
+def dashboard_token_problem(token: str) -> str:
+    """Why DOCLLM_DASHBOARD_TOKEN cannot guard the dashboard ("" when it can; no token at all is
+    the loopback-only mode). Not a measure of randomness: it refuses what a person or an example
+    writes (too short, a placeholder or a name, few distinct characters, a repeated or counted
+    pattern); a random token is refused about once in 10^5 draws (draw again). Never shown."""
+    how = "make one with `openssl rand -hex 32`"
+    if not token:
+        return ""
+    if len(token) < 32:
+        return f"is too short ({len(token)} characters, at least 32): {how}"
+    steps = [ord(b) - ord(a) for a, b in zip(token, token[1:], strict=False)]
+    patterned = any(token[k:] == token[:-k] for k in range(1, len(token) // 2 + 1))
+    if PLACEHOLDER.search(token) or len(set(token)) < 8 or patterned or steps.count(1) > len(steps) // 2:
+        return f"looks chosen or a placeholder, not a random secret: {how}"
+    return ""
+
+
 def load_deployments(raw: str, env: Mapping[str, str]) -> tuple[Deployment, ...]:
     """DOCLLM_LLM_DEPLOYMENTS: inline JSON (it starts with ``[``), or the path of a YAML or JSON file."""
     if raw.startswith(("[", "{")):
@@ -466,6 +505,9 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "worker_id": ("DOCLLM_WORKER_ID", str),
     "dashboard_token": ("DOCLLM_DASHBOARD_TOKEN", str),
     "dashboard_on_worker": ("DOCLLM_DASHBOARD_ON_WORKER", _flag),
+    "dashboard_session_seconds": ("DOCLLM_DASHBOARD_SESSION_SECONDS", _number(float)),
+    "dashboard_https": ("DOCLLM_DASHBOARD_HTTPS", _flag),
+    "dashboard_trusted_proxies": ("DOCLLM_DASHBOARD_TRUSTED_PROXIES", _number(int)),
     "breaker_window_seconds": ("DOCLLM_BREAKER_WINDOW_SECONDS", _number(float)),
     "breaker_failure_ratio": ("DOCLLM_BREAKER_FAILURE_RATIO", _number(float)),
     "breaker_min_calls": ("DOCLLM_BREAKER_MIN_CALLS", _number(int)),

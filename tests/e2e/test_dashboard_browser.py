@@ -12,9 +12,12 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,7 @@ def browser() -> Iterator:
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP reports land in the console
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     yield driver
     driver.quit()
@@ -58,6 +62,31 @@ def shot(driver, name: str) -> None:
     png = driver.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True, "clip": clip})["data"]
     Path(SHOTS).mkdir(parents=True, exist_ok=True)
     (Path(SHOTS) / f"{name}.png").write_bytes(base64.b64decode(png))
+
+
+@contextmanager
+def framing_page(target: str) -> Iterator[str]:
+    """An attacker's page on another port that puts ``target`` in an iframe."""
+    html = f'<!doctype html><title>look</title><iframe src="{target}" width="800" height="600"></iframe>'.encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(html)))
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: Probe, browser, tmp_path: Path):
@@ -176,4 +205,53 @@ def test_dashboard_in_a_browser_while_workers_process(harness: Harness, probe: P
     member = f'#members tr[data-task-id="{first}"] a'
     browser.get(wait_until(lambda: browser.find_element(By.CSS_SELECTOR, member).get_attribute("href"), 10, "a task"))
     wait_until(lambda: ref in browser.find_element(By.CSS_SELECTOR, "tr.batch").text, 10, "the task's batch")
+
+    # Issue 50: nothing the pages need is blocked by their Content-Security-Policy, and a page of
+    # another origin (here another port) that frames the dashboard gets nothing.
+    assert not [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    with framing_page(f"{base}/dead") as attacker:
+        browser.get(attacker)
+        wait_until(
+            lambda: any("frame-ancestors" in e["message"] for e in browser.get_log("browser")),
+            10,
+            "the browser to refuse the frame",
+        )
     print(f"dashboard browser test: {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+
+def test_a_token_login_in_a_browser_ends_at_logout(harness: Harness, browser, tmp_path: Path):
+    """Issue 50 in a real browser, against `docllm dashboard` with a token, HTTPS only behind a
+    proxy, reached as through `kubectl port-forward` (plain HTTP from 127.0.0.1): the login form
+    goes to the page asked for, a crafted `next` stays on the site, and a cookie kept from before
+    the logout opens nothing."""
+    import secrets
+
+    from selenium.webdriver.common.by import By
+
+    token = secrets.token_hex(32)
+    port = free_port()
+    env = {"DOCLLM_DASHBOARD_TOKEN": token, "DOCLLM_DASHBOARD_HTTPS": "1", "DOCLLM_DASHBOARD_TRUSTED_PROXIES": "1"}
+    argv = [*docllm_argv(), "dashboard", "--host", "0.0.0.0", "--port", str(port)]
+    harness.spawn("dashboard", argv, "dashboard", env=env)
+    wait_until(lambda: port_is_open("127.0.0.1", port), 30, "the dashboard to listen", on_timeout=harness.dump)
+    base = f"http://127.0.0.1:{port}"
+
+    def log_in(url: str) -> None:
+        browser.get(url)
+        browser.find_element(By.NAME, "token").send_keys(token)
+        browser.find_element(By.CSS_SELECTOR, "form button").click()
+
+    log_in(f"{base}/dead")  # sent to the login, then back to the page asked for
+    wait_until(lambda: browser.current_url == f"{base}/dead", 10, "the page asked for")
+    kept = browser.get_cookie("session")
+    assert kept is not None and kept["secure"] and kept["httpOnly"]
+
+    browser.find_element(By.CSS_SELECTOR, "form.logout button").click()
+    wait_until(lambda: "/login" in browser.current_url, 10, "the login page after logging out")
+    browser.delete_all_cookies()
+    browser.add_cookie({k: kept[k] for k in ("name", "value", "path", "secure", "httpOnly")})
+    browser.get(f"{base}/dead")
+    assert "/login" in browser.current_url  # the copy from before the logout opens nothing
+
+    log_in(f"{base}/login?next=/%09/evil.example/login")  # the browser would drop the TAB
+    wait_until(lambda: browser.current_url == f"{base}/", 10, "the overview, on this site")

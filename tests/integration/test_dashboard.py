@@ -29,6 +29,7 @@ from docllm.settings import Settings
 from tests.support.fake_worker_registry import InMemoryWorkerRegistry
 
 QUOTE = "Run `make instal` to set it up."
+TOKEN = "9c1e7a4f0b2d86e35f4a1c0b7e9d2a3f6b8c"  # at least 32 random characters, not a placeholder
 
 
 @dataclass
@@ -88,7 +89,9 @@ def world(redis_url: str, mysql_url: str) -> Iterator[World]:
         WorkerRecord("host-a:41", "host-a", 41, "0.1.0", 4, (InFlight(waiting.task_id, 1, 2.5),), now_s - 60, now_s),
         ttl_ms=10_000,
     )
-    sources = Sources(repo, queue, lambda: stats_of(c), registry, c.events(), batches=c.batch_store())
+    sources = Sources(
+        repo, queue, lambda: stats_of(c), registry, c.events(), batches=c.batch_store(), sessions=c.dashboard_sessions()
+    )
     yield World(c, sources, done.task_id, dead.task_id, waiting.task_id)
     c.shutdown_resources()
 
@@ -183,23 +186,25 @@ def test_retry_and_discard_are_posts_refused_without_the_csrf_token(world: World
 
 
 def test_a_token_guards_every_page_and_the_login_compares_it(world: World):
-    client = create_app(world.sources, token="s3cret-token").test_client()
+    client = create_app(world.sources, token=TOKEN).test_client()
     answer = client.get("/tasks?status=failed")
     assert answer.status_code == 302 and "/login" in answer.headers["Location"]
     assert client.post(f"/dead/{world.dead}/retry", data={}).status_code == 401
     assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 302
-    assert client.get("/", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    assert client.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
     # a script with the bearer token needs no form token; nothing else is let through
-    assert client.post("/dead/retry-all", headers={"Authorization": "Bearer s3cret-token"}).status_code == 302
+    assert client.post("/dead/retry-all", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 302
 
     form = csrf_of(client.get("/login").get_data(as_text=True))
-    assert client.post("/login", data={"csrf": form, "token": "s3cret-tokeX"}).status_code == 401
-    assert client.post("/login", data={"token": "s3cret-token"}).status_code == 403  # the login form has CSRF too
-    answer = client.post("/login?next=/tasks", data={"csrf": form, "token": "s3cret-token"})
+    assert client.post("/login", data={"csrf": form, "token": TOKEN[:-1] + "X"}).status_code == 401
+    assert client.post("/login", data={"token": TOKEN}).status_code == 403  # the login form has CSRF too
+    answer = client.post("/login?next=/tasks", data={"csrf": form, "token": TOKEN})
     assert answer.status_code == 302 and answer.headers["Location"].endswith("/tasks")
-    assert client.get("/").status_code == 200
+    page = client.get("/")
+    assert page.status_code == 200
     assert client.post(f"/dead/{world.dead}/retry", data={}).status_code == 403  # logged in, still CSRF
-    assert client.post("/logout", data={"csrf": form}).status_code == 302
+    assert client.post("/logout", data={"csrf": form}).status_code == 403  # the session was new at login
+    assert client.post("/logout", data={"csrf": csrf_of(page.get_data(as_text=True))}).status_code == 302
     assert client.get("/").status_code == 302
 
 

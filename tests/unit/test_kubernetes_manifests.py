@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
+import secrets
 import shutil
 import subprocess
 import tomllib
@@ -27,7 +28,7 @@ from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.urls import parse_redis_url
 from docllm.entrypoints.cli import _parser
 from docllm.runtime.supervisor import child_stop_seconds
-from docllm.settings import SETTINGS_TABLE, Settings
+from docllm.settings import SETTINGS_TABLE, Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES = ROOT / "deploy" / "kubernetes"
@@ -180,6 +181,11 @@ def container_env(container: Doc, docs: list[Doc], secret: Doc) -> dict[str, str
 def _settings(container: Doc, docs: list[Doc], secret: Doc) -> Settings:
     env = {k: v for k, v in container_env(container, docs, secret).items() if NAMED.fullmatch(k)}
     assert set(env) <= VARIABLES, f"not settings: {sorted(set(env) - VARIABLES)}"
+    if env.get("DOCLLM_DASHBOARD_TOKEN", "").startswith(PLACEHOLDER):
+        # The example's placeholder is refused at start (issue 50): the operator must set a real one.
+        with pytest.raises(SettingsError, match="DOCLLM_DASHBOARD_TOKEN"):
+            Settings.from_env(env)
+        env["DOCLLM_DASHBOARD_TOKEN"] = secrets.token_hex(32)
     return Settings.from_env(env)  # raises SettingsError on a bad value
 
 
@@ -372,7 +378,7 @@ def test_probes_ask_the_health_port(docs, secret_example):
             if argv[0] not in ("worker", "reaper", "dashboard"):
                 continue
             if argv[0] == "dashboard":
-                port, paths = int(argv[argv.index("--port") + 1]), ("/login", "/login")  # its page without the token
+                port, paths = int(argv[argv.index("--port") + 1]), ("/healthz", "/healthz")  # no token, HTTPS, Redis
             else:
                 port, paths = _settings(container, docs, secret_example).metrics_port, ("/healthz", "/readyz")
             probes = (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"])

@@ -509,3 +509,21 @@ class SpendBudget(Protocol):
 
     def set_cap(self, usd: float | None) -> BudgetView:
         """The fleet's cap, over every process's setting (0: no cap); None: back to the settings."""
+
+
+class DashboardSessions(Protocol):
+    """What the dashboard keeps on the server, shared by every process that serves it (docs/DEPLOY.md,
+    Security): the key that signs its cookies and the generation a logged-in cookie must name, both
+    random and made on first use (never derived from the token), and failed logins per client."""
+
+    def current(self) -> tuple[bytes, str]:
+        """The signing key and the generation in force."""
+
+    def end_all(self) -> str:
+        """A new generation: every session issued before it is refused from now on (a logout)."""
+
+    def failures(self, client: str) -> int:
+        """Failed logins from ``client`` in the current window (authority clock)."""
+
+    def fail(self, client: str) -> int:
+        """One more failed login from ``client``; the window's count with it."""

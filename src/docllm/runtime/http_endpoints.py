@@ -6,6 +6,9 @@ and every other path to a WSGI app when one is given (the dashboard, ``DOCLLM_DA
   database does not fail it: restarting the process would not help.
 - ``/readyz`` (readiness): 200 when Redis answers PING and the database ``SELECT 1``; 503 naming
   what failed.
+
+Served by ``http_server.HttpServer``: read and write timeouts, a cap on open connections, and no
+thread held by a client that is slow to send or to read (docs/DEPLOY.md, Security).
 """
 
 from __future__ import annotations
@@ -13,16 +16,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sys
-import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from docllm.logs import log_fields
+from docllm.runtime.http_messages import PLAIN_GUARDS, Request, Response
+from docllm.runtime.http_server import HttpServer
+from docllm.runtime.wsgi_bridge import call_wsgi
 
 log = logging.getLogger("docllm.metrics")
 
@@ -48,28 +51,42 @@ class HttpEndpoints:
         health: Health,
         checks: Mapping[str, Callable[[], object]],
         app: Callable[..., Any] | None = None,
+        **limits: Any,
     ):
+        """``limits``: ``http_server.HttpServer``'s keywords (timeouts, the connection cap), for tests."""
         self.host, self.requested_port = host, port
         self.registry, self.health, self.checks = registry, health, checks
         self.app = app  # a WSGI app served on every other path
-        self.server: ThreadingHTTPServer | None = None
+        self.limits = limits
+        self.server: HttpServer | None = None
+        self.pages = {"/metrics": self.metrics, "/healthz": self.healthz, "/readyz": self.readyz}
 
     @property
     def port(self) -> int:
         assert self.server is not None, "not started"
-        return self.server.server_address[1]
+        return self.server.port
 
     def start(self) -> HttpEndpoints:
-        self.server = ThreadingHTTPServer((self.host, self.requested_port), _handler(self))
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, name="http-endpoints", daemon=True).start()
+        # /healthz is answered on the server's loop, never queued behind a slow page: a liveness
+        # probe must not fail because /readyz waits on a database that does not answer.
+        self.server = HttpServer(self.host, self.requested_port, self.handle, _is_health, **self.limits).start()
         log_fields(log, logging.INFO, f"metrics listening on {self.host}:{self.port}", host=self.host, port=self.port)
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            self.server.stop()
+
+    def handle(self, request: Request) -> Response:
+        page = self.pages.get(_path(request))
+        if page is None and self.app is not None:
+            return call_wsgi(self.app, request)
+        if request.method not in ("GET", "HEAD"):
+            return Response.text(405, "method not allowed\n")
+        if page is None:
+            return Response.text(404, "not found: try /metrics, /healthz, /readyz\n")
+        status, kind, body = page()
+        return Response(status, [("Content-Type", kind), *PLAIN_GUARDS], body)
 
     # -- the three pages -----------------------------------------------------------------------
     def metrics(self) -> tuple[int, str, bytes]:
@@ -86,6 +103,14 @@ class HttpEndpoints:
         return _json(503 if failed else 200, body)
 
 
+def _is_health(request: Request) -> bool:
+    return request.method in ("GET", "HEAD") and _path(request) == "/healthz"
+
+
+def _path(request: Request) -> str:
+    return urlsplit(request.target).path
+
+
 def _probe(check: Callable[[], object]) -> str:
     try:
         check()
@@ -97,75 +122,3 @@ def _probe(check: Callable[[], object]) -> str:
 
 def _json(status: int, body: dict[str, Any]) -> tuple[int, str, bytes]:
     return status, "application/json", (json.dumps(body) + "\n").encode()
-
-
-def _handler(endpoints: HttpEndpoints) -> type[BaseHTTPRequestHandler]:
-    pages = {"/metrics": endpoints.metrics, "/healthz": endpoints.healthz, "/readyz": endpoints.readyz}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            page = pages.get(urlsplit(self.path).path)
-            if page is None and endpoints.app is not None:
-                return self._wsgi()
-            if page is None:
-                status, kind, body = 404, "text/plain", b"not found: try /metrics, /healthz, /readyz\n"
-            else:
-                try:
-                    status, kind, body = page()
-                except Exception:  # noqa: BLE001 - a broken page must not take the server down
-                    log.exception("%s failed", self.path)
-                    status, kind, body = 500, "text/plain", b"internal error\n"
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            if endpoints.app is None:
-                self.send_error(405)
-            else:
-                self._wsgi()
-
-        def _wsgi(self) -> None:
-            """This request to the WSGI app, through the standard library's CGI-style handler."""
-            from wsgiref.handlers import SimpleHandler
-
-            environ = _environ(self)
-            out: Any = self.wfile
-            handler = SimpleHandler(self.rfile, out, sys.stderr, environ, multithread=True)
-            handler.http_version = "1.0"
-            handler.origin_server = True  # it writes the status line itself
-            assert endpoints.app is not None
-            handler.run(endpoints.app)
-            self.close_connection = True
-
-        def log_message(self, format: str, *args: Any) -> None:  # scrapes every few seconds: no INFO lines
-            log.debug("http %s", format % args)
-
-    return Handler
-
-
-def _environ(req: BaseHTTPRequestHandler) -> dict[str, Any]:
-    """The WSGI environ of a request (what ``wsgiref.simple_server`` builds, for this handler)."""
-    path, _, query = req.path.partition("?")
-    address: Any = req.server.server_address  # (host, port, ...): an AF_INET(6) server
-    host, port = address[0], address[1]
-    env: dict[str, Any] = {
-        "REQUEST_METHOD": req.command,
-        "SCRIPT_NAME": "",
-        "PATH_INFO": unquote(path, "iso-8859-1"),
-        "QUERY_STRING": query,
-        "SERVER_NAME": str(host),
-        "SERVER_PORT": str(port),
-        "SERVER_PROTOCOL": req.request_version,
-        "REMOTE_ADDR": req.client_address[0],
-        "CONTENT_TYPE": req.headers.get("Content-Type", ""),
-        "CONTENT_LENGTH": req.headers.get("Content-Length", ""),
-        "wsgi.url_scheme": "http",
-    }
-    for key, value in req.headers.items():
-        name = "HTTP_" + key.upper().replace("-", "_")
-        if name not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):
-            env[name] = f"{env[name]},{value}" if name in env else value
-    return env

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, abort, flash, redirect, render_template, request, session, url_for
+from flask import Flask, abort, flash, redirect, render_template, request, url_for
 from werkzeug.routing import BaseConverter, ValidationError
 
 from docllm.domain.model import Task, TaskStatus
-from docllm.domain.ports import BatchStore, EventSink, TaskQueue, TaskRepository, WorkerRegistry
+from docllm.domain.ports import BatchStore, DashboardSessions, EventSink, TaskQueue, TaskRepository, WorkerRegistry
 from docllm.domain.report import SEVERITIES
 from docllm.domain.services.cancel import Canceller
 from docllm.domain.services.producer import discard_dead, retry_dead
@@ -24,6 +24,7 @@ from docllm.entrypoints import batch_view, lane_view
 from docllm.entrypoints.dashboard import security
 from docllm.entrypoints.dashboard.batch_pages import add_batch_pages
 from docllm.entrypoints.dashboard.chart import throughput_svg
+from docllm.entrypoints.dashboard.redirects import safe_next
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 from docllm.entrypoints.views import printable, task_json
 
@@ -51,20 +52,33 @@ class Sources:
     events: EventSink | None = None
     refresh_seconds: float = 2.0
     batches: BatchStore | None = None  # the provider batches (issue 28); None: this build keeps none
+    sessions: DashboardSessions | None = None  # the server's side of sessions; needed with a token
 
 
-def create_app(src: Sources, token: str = "") -> Flask:
+def create_app(src: Sources, token: str = "", access: security.Access | None = None) -> Flask:
+    """``access``: the guards the settings give; ``token`` alone for the rest at their defaults."""
+    access = access or security.Access(token=token)
     app = Flask("docllm.dashboard", root_path=str(HERE))
     app.url_map.converters["task_id"] = TaskIdConverter
-    security.install(app, token)
+    guard = security.install(app, access, src.sessions, src.queue.now_ms)
     _add_template_helpers(app, src)
+    _add_probe(app)
     _add_status_pages(app, src)
     _add_task_pages(app, src)
     _add_dead_letter_pages(app, src)
     add_batch_pages(app, src)
-    _add_login(app, token)
+    _add_login(app, guard)
     _add_error_pages(app)
     return app
+
+
+def _add_probe(app: Flask) -> None:
+    """``/healthz``: the kubelet's probe of ``docllm dashboard``, answered without the token, the
+    HTTPS rule, the host rule or a session (so without Redis: an outage is no reason to restart)."""
+
+    @app.get(security.PROBE_PATH)
+    def healthz() -> Any:
+        return "ok\n", 200, {"Content-Type": "text/plain; charset=utf-8"}
 
 
 def _add_template_helpers(app: Flask, src: Sources) -> None:
@@ -161,24 +175,23 @@ def _add_dead_letter_pages(app: Flask, src: Sources) -> None:
         return redirect(url_for("dead"))
 
 
-def _add_login(app: Flask, token: str) -> None:
+def _add_login(app: Flask, guard: security.Guard) -> None:
     """The login form and logout; without a token there is nothing to log into."""
 
     @app.route("/login", methods=["GET", "POST"])
     def login() -> Any:
-        if not token:
+        if not guard.access.token:
             return redirect(url_for("overview"))
         if request.method == "POST":
-            if security.token_matches(request.form.get("token"), token):
-                session["auth"] = True
-                target = request.args.get("next", "")
-                return redirect(target if target.startswith("/") and not target.startswith("//") else "/")
+            if guard.check_token(request.form.get("token")):
+                guard.begin()
+                return redirect(safe_next(request.args.get("next")))
             return render_template("login.html", error="wrong token"), 401
         return render_template("login.html", error=None)
 
     @app.post("/logout")
     def logout() -> Any:
-        session.clear()
+        guard.end_all()  # every session of the fleet: a copy of this cookie is refused from now on
         return redirect(url_for("login"))
 
 
@@ -187,6 +200,8 @@ def _add_error_pages(app: Flask) -> None:
     @app.errorhandler(401)
     @app.errorhandler(403)
     @app.errorhandler(404)
+    @app.errorhandler(405)
+    @app.errorhandler(429)
     def error(exc: Any) -> Any:
         return render_template("error.html", code=exc.code, message=exc.description), exc.code
 

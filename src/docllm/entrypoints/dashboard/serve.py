@@ -1,8 +1,11 @@
-"""``docllm dashboard``: serve the app with waitress, on loopback unless a token is set."""
+"""``docllm dashboard``: serve the app on loopback unless a token is set, with the server of the
+worker's HTTP port (``runtime/http_server.py``): idle or slow clients hold no thread, time out,
+and cannot fill its connections (docs/DEPLOY.md, Security)."""
 
 from __future__ import annotations
 
 import sys
+import threading
 
 from docllm.container import Container
 from docllm.entrypoints.output import CommandError
@@ -20,17 +23,22 @@ def check_bind(host: str, token: str) -> None:
 
 
 def serve(c: Container, host: str, port: int) -> int:
-    import waitress  # type: ignore[import-untyped]
-
+    """Serve until the process is stopped (SIGTERM, or Ctrl-C: KeyboardInterrupt to the caller)."""
     from docllm.entrypoints.dashboard.wiring import build_app
+    from docllm.runtime.http_server import HttpServer
+    from docllm.runtime.wsgi_bridge import call_wsgi
 
     token = c.settings().dashboard_token
     check_bind(host, token)
     app = build_app(c)
+    server = HttpServer(host, port, lambda request: call_wsgi(app, request)).start()
     shown = f"[{host}]" if ":" in host else host
     print(
-        f"docllm dashboard on http://{shown}:{port}/ ({'token required' if token else 'loopback only'})",
+        f"docllm dashboard on http://{shown}:{server.port}/ ({'token required' if token else 'loopback only'})",
         file=sys.stderr,
     )
-    waitress.serve(app, host=host, port=port, threads=4, ident="docllm")
+    try:
+        threading.Event().wait()
+    finally:
+        server.stop()
     return 0

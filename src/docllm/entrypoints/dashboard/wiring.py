@@ -6,6 +6,7 @@ from flask import Flask
 
 from docllm.container import Container
 from docllm.entrypoints.dashboard.app import Sources, create_app
+from docllm.entrypoints.dashboard.security import Access
 from docllm.entrypoints.snapshot import stats_of
 
 
@@ -13,5 +14,10 @@ def build_app(c: Container) -> Flask:
     # A container built without a worker registry provider (an overridden or reduced one, as in
     # tests) shows "no worker registry" rather than failing.
     registry = c.worker_registry() if hasattr(c, "worker_registry") else None
-    sources = Sources(c.repository(), c.queue(), lambda: stats_of(c), registry, c.events(), batches=c.batch_store())
-    return create_app(sources, token=c.settings().dashboard_token)
+    sessions = c.dashboard_sessions() if hasattr(c, "dashboard_sessions") else None
+    sources = Sources(
+        c.repository(), c.queue(), lambda: stats_of(c), registry, c.events(), batches=c.batch_store(), sessions=sessions
+    )
+    s = c.settings()
+    access = Access(s.dashboard_token, s.dashboard_session_seconds, s.dashboard_https, s.dashboard_trusted_proxies)
+    return create_app(sources, access=access)

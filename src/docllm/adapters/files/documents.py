@@ -17,7 +17,7 @@ from docllm.adapters.files.extraction import DocumentError, FileLimits, TextBudg
 __all__ = ["DEFAULT_MAX_BYTES", "DocumentError", "html_to_text", "read_document"]
 
 DEFAULT_MAX_BYTES = 1_000_000
-_HTML_START = re.compile(r"\s*(<!doctype\s+html|<html[\s>])", re.I)
+HTML_START = re.compile(r"\s*(<!doctype\s+html|<html[\s>])", re.I)
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # the container of .doc, .xls, .ppt before 2007
 _BLOCKS = {
     "p",
@@ -108,7 +108,7 @@ def _text(path: Path, data: bytes) -> str:
         raise DocumentError(
             f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert it to UTF-8 first"
         ) from None
-    if path.suffix.lower() in (".html", ".htm") or _HTML_START.match(text):
+    if path.suffix.lower() in (".html", ".htm") or HTML_START.match(text):
         text = html_to_text(text)
     if not text.strip():
         raise DocumentError(f"{path}: the document is empty")

@@ -1,0 +1,109 @@
+"""``docllm check``: documents reviewed in the command's own process, as a worker reviews a task,
+then gated on a severity (the exit code of a CI job) and filtered to the lines a change touched."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from docllm.domain.errors import DocllmError
+from docllm.domain.ports import DocumentReviewer, review_with
+from docllm.domain.report import SEVERITIES
+from docllm.domain.rubric import Rubric
+
+Finding = dict[str, Any]
+
+
+class CheckError(DocllmError):
+    """A review that could not be done (the reviewer failed): the run stops, naming the document."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A document to check: ``path`` as the user named it (relative to the working directory when
+    it is inside it), ``name`` the task name its review gets (the file's name, as at submit)."""
+
+    path: str
+    name: str
+    text: str
+    # False when the text was extracted (PDF, DOCX, HTML): its line numbers are not the file's, so
+    # findings keep their section and lose their lines (an annotation on line 12 of a .docx is wrong).
+    file_lines: bool = True
+
+
+@dataclass(frozen=True)
+class Checked:
+    source: Source
+    findings: list[Finding]
+    summary: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # reviewer, model: what made the report
+
+    @property
+    def path(self) -> str:
+        return self.source.path
+
+
+def rank(severity: str) -> int:
+    return SEVERITIES.index(severity)
+
+
+def at_or_above(finding: Finding, threshold: str) -> bool:
+    return rank(finding["severity"]) >= rank(threshold)
+
+
+def failing(results: Sequence[Checked], threshold: str) -> int:
+    """How many findings are at or above ``threshold``: the run fails (exit 1) when any is."""
+    return sum(1 for r in results for f in r.findings if at_or_above(f, threshold))
+
+
+def only_changed(results: Sequence[Checked], changed: Mapping[str, set[int]]) -> list[Checked]:
+    """Findings whose lines touch a changed line of their file (reviewdog's ``diff_context`` filter);
+    a finding without a line (a missing section) is kept only when its file changed at all."""
+    kept = []
+    for r in results:
+        lines = changed.get(r.path)
+        if lines is None:
+            kept.append(Checked(r.source, [], r.summary, r.extra))
+            continue
+        kept.append(Checked(r.source, [f for f in r.findings if _touches(f, lines)], r.summary, r.extra))
+    return kept
+
+
+def _lineless(f: Finding) -> Finding:
+    return {**f, "location": {**f["location"], "line_start": None, "line_end": None}}
+
+
+def _touches(finding: Finding, lines: set[int]) -> bool:
+    start, end = finding["location"]["line_start"], finding["location"]["line_end"]
+    if start is None:
+        return bool(lines)
+    return any(n in lines for n in range(start, (end or start) + 1))
+
+
+async def check_documents(
+    reviewer: DocumentReviewer,
+    sources: Sequence[Source],
+    rubric: Rubric | None = None,
+    parallel: int = 4,
+    progress: Callable[[Checked], None] | None = None,
+) -> list[Checked]:
+    """One review per source, ``parallel`` at once (an LLM reviewer waits on the network; the offline
+    one runs on the loop and gains nothing), results in the sources' order."""
+    gate = asyncio.Semaphore(max(1, parallel))
+
+    async def one(source: Source) -> Checked:
+        async with gate:
+            try:
+                report = await review_with(reviewer, source.name, source.text, rubric)
+            except DocllmError as exc:
+                raise CheckError(f"{source.path}: the review failed: {exc}") from None
+        extra = {"reviewer": report.get("reviewer"), "model": report.get("model")}
+        findings = [f if source.file_lines else _lineless(f) for f in report["findings"]]
+        done = Checked(source, findings, report.get("summary", ""), extra)
+        if progress is not None:
+            progress(done)
+        return done
+
+    return list(await asyncio.gather(*(one(s) for s in sources)))

@@ -1,0 +1,104 @@
+"""``docllm check PATH...``: documents reviewed in this process (the settings' reviewer, as ``eval``
+builds it: the offline checks by default), written in a CI format, gated by the exit code.
+
+Exit codes: 0 no finding at or above ``--fail-on``, 1 some, 2 a usage, configuration or
+infrastructure error (one line on stderr, never a traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from dataclasses import replace
+
+from dependency_injector import providers
+
+from docllm.container import Container
+from docllm.domain.report import SEVERITIES
+from docllm.domain.rubric import Rubric
+from docllm.domain.services.checking import Checked, Source, check_documents, failing, only_changed
+from docllm.entrypoints.check_formats import FORMATS, writer
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("check", help="review files here and now, for CI: exit 1 on findings at --fail-on")
+    c.add_argument("paths", nargs="+", metavar="PATH", help="files, or directories of Markdown, text, HTML, PDF, DOCX")
+    c.add_argument("--rubric", metavar="NAME", help="review with the rubric NAME.yaml of DOCLLM_RUBRICS_DIR")
+    c.add_argument("--fail-on", choices=SEVERITIES, default="high", help="lowest severity that fails (default: high)")
+    c.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    c.add_argument("--output", metavar="FILE", help="write the output there instead of stdout")
+    c.add_argument("--changed-from", metavar="REF", help="only findings on lines changed since this git ref")
+    c.add_argument("--parallel", type=int, default=4, metavar="N", help="reviews at once (an LLM reviewer)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        results = _checked(args)
+        text = writer(args.format)(results, args.fail_on)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except SystemExit as exc:  # a bad setting: load_settings printed its line
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a gate's error is one line and exit 2, whatever raised it
+        print(f"docllm: {_reason(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_FINDINGS if failing(results, args.fail_on) else EXIT_CLEAN
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    known = ("DocumentError", "RubricError", "GitError", "CheckError", "CommandError", "ConfigurationError")
+    if type(exc).__name__ in known and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _checked(args: argparse.Namespace) -> list[Checked]:
+    from docllm.adapters.files.documents import read_document
+    from docllm.adapters.files.tree import expand, extracted_lines, shown
+    from docllm.entrypoints.bootstrap import build_container, load_settings
+
+    settings = replace(load_settings(), log_level="WARNING", metrics_port=None)
+    changed = None
+    if args.changed_from is not None:
+        from docllm.adapters.vcs.git_diff import changed_lines
+
+        changed = changed_lines(args.changed_from)
+    container = build_container(settings)
+    try:
+        rubric = container.rubrics().get(args.rubric) if args.rubric is not None else None
+        paths = [(p, shown(p)) for p in expand(args.paths)]
+        if changed is not None:  # an unchanged file can have no finding on a changed line
+            paths = [(p, s) for p, s in paths if s in changed]
+        limit = settings.max_document_bytes
+        sources = [Source(s, _name(p), read_document(p, limit), extracted_lines(p) is None) for p, s in paths]
+        results = asyncio.run(_review(container, sources, rubric, args.parallel))
+    finally:
+        container.shutdown_resources()
+    return results if changed is None else only_changed(results, changed)
+
+
+def _name(path: str) -> str:
+    return os.path.basename(path)
+
+
+async def _review(container: Container, sources: list[Source], rubric: Rubric | None, parallel: int) -> list[Checked]:
+    # As eval: no Redis here, so no fleet rate limits, and the first deployment when there are several.
+    container.rate_limiter.override(providers.Object(None))
+    container.routes.override(providers.Object(None))
+    reviewer = container.reviewer()  # built on the loop: an LLM client's pools belong to it
+    try:
+        return await check_documents(reviewer, sources, rubric, parallel)
+    finally:
+        close = getattr(reviewer, "close", None)
+        if close is not None:
+            await close()

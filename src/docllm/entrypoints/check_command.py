@@ -11,14 +11,15 @@ import asyncio
 import os
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from dependency_injector import providers
-
-from docllm.container import Container
 from docllm.domain.report import SEVERITIES
-from docllm.domain.rubric import Rubric
 from docllm.domain.services.checking import Checked, Source, check_documents, failing, only_changed
 from docllm.entrypoints.check_formats import FORMATS, writer
+
+if TYPE_CHECKING:  # `docllm --help` imports this module: the container is imported when it runs
+    from docllm.container import Container
+    from docllm.domain.rubric import Rubric
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -92,6 +93,8 @@ def _name(path: str) -> str:
 
 
 async def _review(container: Container, sources: list[Source], rubric: Rubric | None, parallel: int) -> list[Checked]:
+    from dependency_injector import providers
+
     # As eval: no Redis here, so no fleet rate limits, and the first deployment when there are several.
     container.rate_limiter.override(providers.Object(None))
     container.routes.override(providers.Object(None))

@@ -1,0 +1,245 @@
+"""A document read as CommonMark (markdown-it-py, GFM tables) into what the offline checks look at:
+headings, code fences, links, anchors and the prose between, each with the source's line numbers
+(the parser's token maps).
+
+Anchors are GitHub's (and markdownlint's MD051): the heading's text (code spans and link texts in,
+images and HTML out) lowercased, every character that is not a letter, mark, number, ``_``, ``-`` or
+space dropped, spaces to ``-``; a repeat gets ``-1``, ``-2``. ``{#id}`` in a heading and HTML ``id``
+(any tag) or ``name`` (``<a>``) attributes add anchors. Front matter is blanked, not parsed.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from docllm.domain.chunking import Fence, Heading
+
+# markdown-it stops nesting blocks and inlines at this depth (its CommonMark preset's own bound),
+# so a hostile document of 100,000 '>' or '[' is read flat instead of recursing.
+MAX_NESTING = 20
+_FRONT_MATTER = re.compile(r"\A(?:---|\+\+\+)[ \t]*\n.*?\n(?:---|\.\.\.|\+\+\+)[ \t]*(?:\n|\Z)", re.S)
+_TITLE = re.compile(r'^\s*"?title"?\s*[:=]', re.M | re.I)
+_HTML_ANCHOR = re.compile(
+    r"""<([a-zA-Z][a-zA-Z0-9-]*)\b([^<>]*?)\s(id|name)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""", re.S
+)
+_CUSTOM_ID = re.compile(r"\{(#[a-z\d]+(?:[-_][a-z\d]+)*)\}")
+_KEEP = {"-", " ", "_"}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+
+
+@dataclass(frozen=True)
+class Link:
+    line: int
+    href: str  # as written, entities and escapes resolved by the parser
+    text: str  # the source of the link, for the finding's quote
+
+
+@dataclass(frozen=True)
+class Prose:
+    """Text of a paragraph, heading or table cell, code spans blanked: ``starts[i]`` is the offset in
+    ``text`` where source line ``first + i`` begins."""
+
+    first: int
+    text: str
+    starts: tuple[int, ...]
+    kind: str  # "paragraph", "heading" or "cell"
+
+    def line_of(self, offset: int) -> int:
+        i = 0
+        while i + 1 < len(self.starts) and self.starts[i + 1] <= offset:
+            i += 1
+        return self.first + i
+
+
+@dataclass
+class Parsed:
+    lines: list[str]
+    headings: list[Heading] = field(default_factory=list)
+    heading_ends: dict[int, int] = field(default_factory=dict)  # heading line -> its last source line
+    raw_titles: dict[int, str] = field(default_factory=dict)  # heading line -> its source text (MD024's)
+    slug_texts: dict[int, str] = field(default_factory=dict)  # heading line -> the text its anchor is made of
+    fences: list[Fence] = field(default_factory=list)
+    code: set[int] = field(default_factory=set)  # lines of fenced and indented code
+    links: list[Link] = field(default_factory=list)
+    references: set[str] = field(default_factory=set)  # defined labels, normalised
+    anchors: set[str] = field(default_factory=set)
+    prose: list[Prose] = field(default_factory=list)
+    html_lines: set[int] = field(default_factory=set)
+    front_matter_title: bool = False
+
+
+def slug(text: str) -> str:
+    """GitHub's anchor of a heading's text (github-slugger; markdownlint's MD051 the same)."""
+    kept = [c for c in text.lower() if c in _KEEP or unicodedata.category(c)[0] in "LMN"]
+    return "".join(kept).replace(" ", "-")
+
+
+def label(text: str) -> str:
+    """A reference label as CommonMark matches it: case-folded, inner whitespace collapsed."""
+    return " ".join(text.split()).casefold()
+
+
+def parse(text: str) -> Parsed:
+    lines = text.split("\n")
+    source = text
+    front = _FRONT_MATTER.match(text)
+    title = False
+    if front:  # blanked: the parser sees empty lines, the line numbers stay
+        title = bool(_TITLE.search(front.group(0)))
+        source = "\n" * front.group(0).count("\n") + text[front.end() :]
+    env: dict = {}
+    tokens = _parser().parse(source, env)
+    out = Parsed(lines, front_matter_title=title)
+    out.references = {label(k) for k in env.get("references", {})}
+    _walk(tokens, out)
+    _add_anchors(out)
+    return out
+
+
+def _walk(tokens: list[Token], out: Parsed) -> None:
+    stack: list[Heading] = []
+    pending: Token | None = None  # the heading_open before its inline
+    cell = False
+    for tok in tokens:
+        if tok.type == "heading_open":
+            pending = tok
+        elif tok.type in ("th_open", "td_open"):
+            cell = True
+        elif tok.type in ("th_close", "td_close"):
+            cell = False
+        elif tok.type == "inline" and tok.map:
+            first = tok.map[0] + 1
+            if pending is not None and pending.map:
+                level = int(pending.tag[1])
+                shown = " ".join(tok.content.split())
+                while stack and stack[-1].level >= level:
+                    stack.pop()
+                stack.append(Heading(level, shown, first, tuple(s.text for s in stack) + (shown,)))
+                out.headings.append(stack[-1])
+                out.heading_ends[first] = pending.map[1]
+                out.raw_titles[first] = _raw_title(tok)
+                out.slug_texts[first] = _heading_text(tok)
+                _inline(tok, first, out, "heading")
+                pending = None
+            else:
+                _inline(tok, first, out, "cell" if cell else "paragraph")
+        elif tok.type == "fence" and tok.map:
+            _fence(tok, out)
+        elif tok.type == "code_block" and tok.map:
+            out.code.update(range(tok.map[0] + 1, tok.map[1] + 1))
+        elif tok.type == "html_block" and tok.map:
+            out.html_lines.update(range(tok.map[0] + 1, tok.map[1] + 1))
+            _html_anchors(tok.content, out)
+
+
+def _fence(tok: Token, out: Parsed) -> None:
+    start, stop = tok.map[0] + 1, tok.map[1]  # type: ignore[index]
+    last = out.lines[stop - 1] if stop - 1 < len(out.lines) else ""
+    marker = re.escape(tok.markup[0])
+    closed = stop > start and re.fullmatch(rf"[ \t>]*{marker}{{{len(tok.markup)},}}[ \t]*", last) is not None
+    reaches_end = stop >= _last_line(out.lines)
+    end = stop if closed or not reaches_end else None  # closed by its container: not "never closed"
+    out.fences.append(Fence(tok.info.strip(), start, end, tok.content.rstrip("\n")))
+    out.code.update(range(start, stop + 1))
+
+
+def _last_line(lines: list[str]) -> int:
+    return len(lines) - (1 if len(lines) > 1 and lines[-1] == "" else 0)
+
+
+def _raw_title(tok: Token) -> str:
+    """markdownlint's MD024 text: the heading's source, inline HTML left out, lines joined by spaces."""
+    parts = []
+    for c in tok.children or []:
+        if c.type != "html_inline":
+            parts.append(c.markup + c.content + c.markup if c.type == "code_inline" else _source(c))
+    return " ".join("".join(parts).split("\n")).strip()
+
+
+def _source(c: Token) -> str:
+    if c.type == "text":
+        return c.content
+    if c.type in ("softbreak", "hardbreak"):
+        return "\n"
+    if c.type == "image":
+        return f"![{c.content}]({c.attrGet('src') or ''})"
+    if c.type == "link_open":
+        return "["
+    if c.type == "link_close":
+        return "]"
+    return c.markup
+
+
+def _inline(tok: Token, first: int, out: Parsed, kind: str) -> None:
+    line = first
+    text: list[str] = []
+    starts = [0]
+    size = 0
+    link: tuple[int, str, list[str]] | None = None
+    for c in tok.children or []:
+        piece = ""
+        if c.type == "text":
+            piece = c.content
+        elif c.type == "code_inline":
+            piece = " " * (len(c.content) + 2 * len(c.markup))  # blanked: words in code are not prose
+        elif c.type in ("softbreak", "hardbreak"):
+            line += 1
+            piece = "\n"
+        elif c.type == "link_open":
+            link = (line, str(c.attrGet("href") or ""), [])
+        elif c.type == "link_close" and link is not None:
+            out.links.append(Link(link[0], link[1], f"[{''.join(link[2])}]({link[1]})"))
+            link = None
+        elif c.type == "html_inline":
+            _html_anchors(c.content, out)
+        elif c.type == "image":
+            piece = c.content  # its alt text reads as prose
+        if link is not None and c.type in ("text", "code_inline"):
+            link[2].append(c.content)
+        if piece == "\n":
+            text.append(" ")
+            size += 1
+            starts.append(size)
+        else:
+            text.append(piece)
+            size += len(piece)
+    out.prose.append(Prose(first, "".join(text), tuple(starts), kind))
+
+
+def _heading_text(tok: Token) -> str:
+    """The text GitHub and MD051 make an anchor of: text, code spans and link texts; no image, no HTML."""
+    return "".join(c.content for c in tok.children or [] if c.type in ("text", "code_inline"))
+
+
+def _html_anchors(html: str, out: Parsed) -> None:
+    for m in _HTML_ANCHOR.finditer(html):
+        tag, attr = m.group(1).lower(), m.group(3).lower()
+        if attr == "id" or tag == "a":
+            value = next(v for v in (m.group(4), m.group(5), m.group(6)) if v is not None)
+            out.anchors.add(value)
+
+
+def _add_anchors(out: Parsed) -> None:
+    """Each heading's GitHub anchor (repeats suffixed as github-slugger does), and its ``{#id}``."""
+    seen: dict[str, int] = {}
+    for h in out.headings:
+        base = slug(out.slug_texts.get(h.line, h.text))
+        if base:  # an image-only heading has no anchor
+            result = base
+            while result in seen:
+                seen[base] += 1
+                result = f"{base}-{seen[base]}"
+            seen[result] = 0
+            out.anchors.add(result)
+        for m in _CUSTOM_ID.finditer(h.text):
+            out.anchors.add(m.group(1)[1:])

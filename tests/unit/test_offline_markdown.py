@@ -41,7 +41,8 @@ def test_a_link_github_resolves_is_not_reported(heading, fragment):
 
 
 def test_repeated_headings_get_github_suffixes():
-    doc = "# T\n\n[a](#notes) [b](#notes-1) [c](#notes-2) [d](#notes-3)\n\n## Notes\n\nx\n\n## Notes\n\ny\n\n## Notes\n\nz\n"
+    links = "[a](#notes) [b](#notes-1) [c](#notes-2) [d](#notes-3)"
+    doc = f"# T\n\n{links}\n\n## Notes\n\nx\n\n## Notes\n\ny\n\n## Notes\n\nz\n"
     assert broken(doc) == ["[d](#notes-3)"]
 
 
@@ -51,7 +52,7 @@ def test_repeated_headings_get_github_suffixes():
         ("# T\n\n[x](#Setup)\n\n## Setup\n\nx\n", "differs in case from '#setup'"),
         ("# T\n\n[x](#logo)\n\n## ![logo](logo.png)\n\nx\n", "matches no heading"),  # image-only: no anchor
         ("# T\n\n[x](#not-heading)\n\n<div>\n###### Not heading\n</div>\n", "matches no heading"),
-        ("# T\n\n[x](#Custom-Place)\n\n<a id=\"custom-place\"></a>\n", "differs in case"),
+        ('# T\n\n[x](#Custom-Place)\n\n<a id="custom-place"></a>\n', "differs in case"),
     ],
 )
 def test_a_link_that_resolves_nowhere_is_reported(doc, says):
@@ -70,7 +71,8 @@ def test_a_heading_inside_an_html_block_is_not_a_heading():
 
 
 def test_line_numbers_are_the_sources_after_setext_headings_front_matter_and_html():
-    doc = "---\ntitle: Guide\n---\n\nSetext\n======\n\n<div>\n<p>html</p>\n</div>\n\nStep one. TODO finish.\n\n#### Deep\n\nx\n"
+    doc = "---\ntitle: Guide\n---\n\nSetext\n======\n\n<div>\n<p>html</p>\n</div>\n\n"
+    doc += "Step one. TODO finish.\n\n#### Deep\n\nx\n"
     found = {f["message"].split(":")[0]: f["location"]["line_start"] for f in findings(doc)}
     assert found == {"TODO marker": 12, "Heading level jumps from H1 to H4.": 14}
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from docllm.adapters.offline.checks.bounds import REVIEW_SECONDS, Deadline
 from docllm.adapters.offline.checks.markdown import Parsed, parse
 from docllm.domain.chunking import Outline
 from docllm.domain.report import finding
@@ -19,6 +20,7 @@ class Doc:
     outline: Outline
     code: set[int]  # lines inside fenced or indented code, fences included
     md: Parsed  # the CommonMark reading: links, anchors, prose (checks/markdown.py)
+    deadline: Deadline = field(default_factory=lambda: Deadline(REVIEW_SECONDS))  # for the code blocks
 
     @classmethod
     def parse(cls, text: str) -> Doc:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from docllm.adapters.offline.checks.bounds import MARKDOWN_SECONDS, Deadline, TooComplex
 from docllm.domain.chunking import Fence, Heading
 
 # markdown-it stops nesting blocks and inlines at this depth (its CommonMark preset's own bound),
@@ -32,9 +35,31 @@ _CUSTOM_ID = re.compile(r"\{(#[a-z\d]+(?:[-_][a-z\d]+)*)\}")
 _KEEP = {"-", " ", "_"}
 
 
+_DEADLINE: ContextVar[Deadline | None] = ContextVar("markdown_deadline", default=None)
+
+
+def _check_clock(*_: object) -> bool:
+    """A rule that matches nothing and is tried first at every inline position and block line: the
+    parse's time bound (a line of 100,000 '[' costs markdown-it minutes, quadratically)."""
+    deadline = _DEADLINE.get()
+    if deadline is not None and deadline.passed():
+        raise TooComplex(f"its Markdown took over {deadline.seconds:.0f} s to read: too complex to check")
+    return False
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    md.inline.ruler.before("text", "docllm_clock", _check_clock)
+    md.block.ruler.before("table", "docllm_clock", _check_clock)
+    skip = md.inline.skipToken  # a link label's scan calls it at every position, rules or not
+
+    def skip_token(state: Any) -> None:
+        _check_clock()
+        skip(state)
+
+    md.inline.skipToken = skip_token  # type: ignore[method-assign]  # this parser's instance only
+    return md
 
 
 @dataclass(frozen=True)
@@ -76,6 +101,7 @@ class Parsed:
     prose: list[Prose] = field(default_factory=list)
     html_lines: set[int] = field(default_factory=set)
     front_matter_title: bool = False
+    unreadable: str = ""  # why the Markdown was not read (a bound was reached): its checks are skipped
 
 
 def slug(text: str) -> str:
@@ -89,7 +115,7 @@ def label(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def parse(text: str) -> Parsed:
+def parse(text: str, seconds: float = MARKDOWN_SECONDS) -> Parsed:
     lines = text.split("\n")
     source = text
     front = _FRONT_MATTER.match(text)
@@ -98,7 +124,15 @@ def parse(text: str) -> Parsed:
         title = bool(_TITLE.search(front.group(0)))
         source = "\n" * front.group(0).count("\n") + text[front.end() :]
     env: dict = {}
-    tokens = _parser().parse(source, env)
+    token = _DEADLINE.set(Deadline(seconds))
+    try:
+        tokens = _parser().parse(source, env)
+    except TooComplex as exc:
+        return Parsed(lines, unreadable=str(exc))
+    except RecursionError:
+        return Parsed(lines, unreadable="its Markdown is too deeply nested to check")
+    finally:
+        _DEADLINE.reset(token)
     out = Parsed(lines, front_matter_title=title)
     out.references = {label(k) for k in env.get("references", {})}
     _walk(tokens, out)

@@ -82,3 +82,16 @@ def unclosed_fences(doc: Doc) -> Iterator[dict[str, Any]]:
                 doc.last_line,
                 suggestion="Close the block with a matching fence.",
             )
+
+
+def unreadable(doc: Doc) -> Iterator[dict[str, Any]]:
+    """A document whose Markdown reached a parser's bound: said once, so a gate sees what was skipped."""
+    if doc.md.unreadable:
+        yield doc.finding(
+            "formatting",
+            "medium",
+            f"This document was not checked: {doc.md.unreadable}.",
+            1,
+            quote="",
+            suggestion="Simplify the markup (deep nesting, long runs of brackets or emphasis).",
+        )

@@ -1,0 +1,53 @@
+"""Every parser the offline checks run on a document has a bound on depth, size and time (issue 48):
+a hostile block is a finding and the review goes on."""
+
+from __future__ import annotations
+
+import pytest
+
+from docllm.adapters.offline.checks import bounds
+from docllm.adapters.offline.checks.markdown import parse
+from docllm.adapters.offline.reviewer import OfflineReviewer
+from tests.support.hostile import FENCE, HOSTILE, NEEDLE
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_hostile_block_is_a_finding_and_the_rest_is_reviewed(name):
+    doc = HOSTILE[name] + "\nThe end. TODO finish.\n"
+    findings = OfflineReviewer().review_now("t", doc)["findings"]
+    [deep] = [f for f in findings if NEEDLE in f["message"]]
+    assert deep["category"] == "code" and deep["location"]["line_start"] == 5
+    assert any("TODO marker" in f["message"] for f in findings)  # the review went on
+
+
+def test_a_block_over_the_size_bound_is_not_parsed(monkeypatch):
+    monkeypatch.setattr("docllm.adapters.offline.checks.code_blocks.MAX_BLOCK_BYTES", 100)
+    doc = f"# A\n\n{FENCE}json\n[{'1, ' * 50}1\n{FENCE}\n"
+    [f] = OfflineReviewer().review_now("t", doc)["findings"]
+    assert "too large to check" in f["message"]
+
+
+def test_the_markdown_parse_stops_at_its_time_bound():
+    parsed = parse("[" * 100_000 + "x\n", seconds=0.05)  # quadratic in markdown-it: minutes unbounded
+    assert "too complex to check" in parsed.unreadable and parsed.headings == []
+
+
+def test_an_unreadable_document_is_one_finding(monkeypatch):
+    monkeypatch.setattr("docllm.adapters.offline.checks.document.parse", lambda text: parse(text, seconds=0.05))
+    [f] = OfflineReviewer().review_now("t", "# A\n\n" + "[" * 20_000 + "x\n")["findings"]
+    assert "was not checked" in f["message"] and f["severity"] == "medium"
+
+
+def test_code_blocks_stop_once_the_reviews_time_is_spent(monkeypatch):
+    monkeypatch.setattr("docllm.adapters.offline.checks.document.REVIEW_SECONDS", -1.0)  # spent at once
+    doc = f"# A\n\n{FENCE}json\n{{}}\n{FENCE}\n\n{FENCE}json\n{{}}\n{FENCE}\n"
+    [f] = OfflineReviewer().review_now("t", doc)["findings"]
+    assert "were not parsed" in f["message"] and f["location"]["line_start"] == 3
+
+
+@pytest.mark.parametrize(
+    "text, depth",
+    [("[[1], {\"a\": [2]}]", 3), ('"[[[[" [1]', 1), ("(" * 300, bounds.MAX_DEPTH + 1), ("'[[[' [ ]", 1)],
+)
+def test_nesting_depth_counts_brackets_outside_strings(text, depth):
+    assert bounds.nesting_depth(text, quotes="\"'") == depth

@@ -47,7 +47,7 @@ def test_code_blocks_stop_once_the_reviews_time_is_spent(monkeypatch):
 
 @pytest.mark.parametrize(
     "text, depth",
-    [("[[1], {\"a\": [2]}]", 3), ('"[[[[" [1]', 1), ("(" * 300, bounds.MAX_DEPTH + 1), ("'[[[' [ ]", 1)],
+    [('[[1], {"a": [2]}]', 3), ('"[[[[" [1]', 1), ("(" * 300, bounds.MAX_DEPTH + 1), ("'[[[' [ ]", 1)],
 )
 def test_nesting_depth_counts_brackets_outside_strings(text, depth):
     assert bounds.nesting_depth(text, quotes="\"'") == depth

@@ -83,7 +83,7 @@ def unparsable_code(doc: Doc, languages: Collection[str] | None = None) -> Itera
             yield doc.finding(
                 "code",
                 "low",
-                f"Code blocks from here on were not parsed: the review's {doc.deadline.seconds:.0f} s for them ran out.",
+                f"Code blocks from here on were not parsed: the review's {doc.deadline.seconds:.0f} s ran out.",
                 fence.start,
                 suggestion="Split the document, or check its code blocks with their own tools.",
             )

@@ -96,3 +96,17 @@ def test_a_link_in_a_table_cell_is_checked_on_its_row():
 
 def test_a_reference_definition_makes_the_reference_resolve_whatever_its_case():
     assert broken("# T\n\nRead [the guide][Guide  Book].\n\n[guide book]: https://example.com\n") == []
+
+
+def test_the_link_check_runs_on_html_pages(tmp_path):
+    from docllm.adapters.files.documents import read_document
+
+    page = tmp_path / "notes.html"
+    page.write_text(
+        '<html><body><h1 id="release-2">Release 2</h1><p>See <a href="#fixes">fixes</a>, <a href="#box">the box</a>,'
+        ' <a href="#old">old</a> and <a href="#known-issues">known issues</a>.</p>'
+        '<h2 id="fixes">Fixes</h2><div id="box"><p>Text.</p></div><a name="old"></a></body></html>'
+    )
+    text = read_document(page)
+    assert broken(text) == ["[known issues](#known-issues)"]
+    assert [h.text for h in parse(text).headings] == ["Release 2", "Fixes"]  # the anchor tag is not the title

@@ -9,6 +9,7 @@ binary (NUL bytes), not UTF-8 text, or a PDF or DOCX that cannot be extracted (t
 from __future__ import annotations
 
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -121,6 +122,7 @@ class _TextExtractor(HTMLParser):
         self.out: list[str] = []
         self._skip = 0  # depth inside script/style/...
         self._pre = 0
+        self._links: list[str | None] = []  # the open <a> tags' targets (None: no href)
 
     def _newline(self, blank: bool = False) -> None:
         self.out.append("\n\n" if blank else "\n")
@@ -139,6 +141,18 @@ class _TextExtractor(HTMLParser):
             self.out.append("\n\n```\n")
         elif tag in _BLOCKS:
             self._newline(tag not in ("br", "tr", "dt", "dd"))
+        if self._skip or self._pre:
+            return
+        # Links and anchors stay, so the link check runs on an HTML page as on Markdown.
+        values = dict(attrs)
+        anchor = values.get("id") or (values.get("name") if tag == "a" else None)
+        if anchor:
+            self.out.append(f'<a id="{escape(anchor)}"></a>')
+        if tag == "a":
+            href = (values.get("href") or "").strip()
+            self._links.append(href or None)
+            if href:
+                self.out.append("[")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in _SKIP:
@@ -149,6 +163,11 @@ class _TextExtractor(HTMLParser):
             self._pre = max(0, self._pre - 1)
             self.out[-1] = self.out[-1].rstrip("\n")
             self.out.append("\n```\n\n")
+        elif tag == "a" and self._links and not self._skip and not self._pre:
+            href = self._links.pop()
+            if href is not None:
+                target = f"<{href}>" if re.search(r"[\s()<>]", href) else href
+                self.out.append(f"]({target})")
 
     def handle_data(self, data: str) -> None:
         if not self._skip:
@@ -156,7 +175,8 @@ class _TextExtractor(HTMLParser):
 
 
 def html_to_text(html: str) -> str:
-    """Text of an HTML page; headings become Markdown ``#`` lines, ``<pre>`` a fenced block."""
+    """Text of an HTML page; headings become Markdown ``#`` lines, ``<pre>`` a fenced block, links
+    ``[text](href)`` and ``id``/``name`` anchors ``<a id="..."></a>``."""
     parser = _TextExtractor()
     parser.feed(html)
     parser.close()

@@ -155,7 +155,7 @@ def _walk(tokens: list[Token], out: Parsed) -> None:
             first = tok.map[0] + 1
             if pending is not None and pending.map:
                 level = int(pending.tag[1])
-                shown = " ".join(tok.content.split())
+                shown = _shown(tok)
                 while stack and stack[-1].level >= level:
                     stack.pop()
                 stack.append(Heading(level, shown, first, tuple(s.text for s in stack) + (shown,)))
@@ -174,6 +174,15 @@ def _walk(tokens: list[Token], out: Parsed) -> None:
         elif tok.type == "html_block" and tok.map:
             out.html_lines.update(range(tok.map[0] + 1, tok.map[1] + 1))
             _html_anchors(tok.content, out)
+
+
+def _shown(tok: Token) -> str:
+    """A heading's text as the findings quote it: its source without inline HTML (an anchor tag)."""
+    content = tok.content
+    for c in tok.children or []:
+        if c.type == "html_inline":
+            content = content.replace(c.content, "", 1)
+    return " ".join(content.split())
 
 
 def _fence(tok: Token, out: Parsed) -> None:

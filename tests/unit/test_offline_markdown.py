@@ -105,8 +105,9 @@ def test_the_link_check_runs_on_html_pages(tmp_path):
     page.write_text(
         '<html><body><h1 id="release-2">Release 2</h1><p>See <a href="#fixes">fixes</a>, <a href="#box">the box</a>,'
         ' <a href="#old">old</a> and <a href="#known-issues">known issues</a>.</p>'
-        '<h2 id="fixes">Fixes</h2><div id="box"><p>Text.</p></div><a name="old"></a></body></html>'
+        '<h2 id="fixes">Fixes</h2><div id="box"><p>Text.</p></div><a name="old"></a>'
+        "<h2>Known issues</h2><p>None.</p></body></html>"  # no id: a browser finds no #known-issues
     )
     text = read_document(page)
     assert broken(text) == ["[known issues](#known-issues)"]
-    assert [h.text for h in parse(text).headings] == ["Release 2", "Fixes"]  # the anchor tag is not the title
+    assert [h.text for h in parse(text).headings] == ["Release 2", "Fixes", "Known issues"]  # tags are not titles

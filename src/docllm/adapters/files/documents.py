@@ -44,6 +44,9 @@ _BLOCKS = {
     "title",
 }
 _SKIP = {"script", "style", "head", "template", "noscript", "svg"}
+# The last line of an HTML page's text: its headings' anchors are the page's ids, not GitHub's slugs
+# (a browser finds #upgrade-notes only on an element with that id); the offline link check reads it.
+FROM_HTML = "<!-- docllm: converted from HTML; anchors are the page's ids -->"
 
 
 def read_document(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
@@ -185,4 +188,5 @@ def html_to_text(html: str) -> str:
         if line.strip() == "```":
             in_pre = not in_pre
         lines.append(line.rstrip() if in_pre else line.strip())  # indentation only matters in code
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return f"{text}\n\n{FROM_HTML}\n" if text else ""

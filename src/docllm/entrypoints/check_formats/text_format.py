@@ -13,7 +13,8 @@ def render(results: Sequence[Checked], threshold: str) -> str:
     for r in results:
         for f in r.findings:
             start, _ = lines(f)
-            where = f"{r.path}:{start}" if start else r.path
+            heading = (f.get("location") or {}).get("heading")
+            where = f"{r.path}:{start}" if start else (f"{r.path} ({heading})" if heading else r.path)
             mark = " [fails]" if at_or_above(f, threshold) else ""
             out.append(f"{where}: {f['severity']} {f['category']}{mark}: {f['message']}")
     total = sum(len(r.findings) for r in results)

@@ -20,6 +20,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from docllm.adapters.files.documents import FROM_HTML
 from docllm.adapters.offline.checks.bounds import MARKDOWN_SECONDS, Deadline, TooComplex
 from docllm.domain.chunking import Fence, Heading
 
@@ -101,6 +102,7 @@ class Parsed:
     prose: list[Prose] = field(default_factory=list)
     html_lines: set[int] = field(default_factory=set)
     front_matter_title: bool = False
+    ids_only: bool = False  # an HTML page's text: headings have no GitHub anchors, only their ids
     unreadable: str = ""  # why the Markdown was not read (a bound was reached): its checks are skipped
 
 
@@ -173,6 +175,7 @@ def _walk(tokens: list[Token], out: Parsed) -> None:
             out.code.update(range(tok.map[0] + 1, tok.map[1] + 1))
         elif tok.type == "html_block" and tok.map:
             out.html_lines.update(range(tok.map[0] + 1, tok.map[1] + 1))
+            out.ids_only = out.ids_only or tok.content.strip() == FROM_HTML
             _html_anchors(tok.content, out)
 
 
@@ -277,7 +280,7 @@ def _add_anchors(out: Parsed) -> None:
     seen: dict[str, int] = {}
     for h in out.headings:
         base = slug(out.slug_texts.get(h.line, h.text))
-        if base:  # an image-only heading has no anchor
+        if base and not out.ids_only:  # an image-only heading has no anchor
             result = base
             while result in seen:
                 seen[base] += 1

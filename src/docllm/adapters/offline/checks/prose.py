@@ -20,7 +20,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[`*])")
 _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb"}
 _NAMED_BEFORE = re.compile(
     r"(?:\b(?:the|a|an|word|term|words|terms|label|labelled|labeled|value|status|marker|tag|tagged|keyword|"
-    r"marked|mark|called|named|does|says|reads|like|as|or|and|of)\s+)$",
+    r"marked|mark|called|named|does|says|reads|like|as|or|and|of|(?:start|starts|begin|begins)\s+with)\s+)$",
     re.I,
 )
 _NAMED_AFTER = re.compile(

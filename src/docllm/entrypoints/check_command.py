@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         results = _checked(args)
         text = writer(args.format)(results, args.fail_on)
         if args.output:
+            os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)  # reports/docllm.sarif
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)
         else:

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The command line of the GitHub Action (action.yml): `docllm check` with the annotations format, so each
+# finding shows on its line in the pull request; and, when asked, the same review as SARIF.
+# Its exit code is docllm's: 0 clean, 1 a finding at DOCLLM_FAIL_ON or above, 2 an error.
+set -euo pipefail
+
+read -r -a paths <<<"${DOCLLM_PATHS:-.}"
+args=("${paths[@]}" --fail-on "${DOCLLM_FAIL_ON:-high}")
+if [[ -n "${DOCLLM_RUBRIC_NAME:-}" ]]; then
+  args+=(--rubric "$DOCLLM_RUBRIC_NAME")
+fi
+if [[ -n "${DOCLLM_CHANGED_FROM:-}" ]]; then
+  args+=(--changed-from "$DOCLLM_CHANGED_FROM")
+fi
+
+if [[ -n "${DOCLLM_SARIF:-}" ]]; then
+  status=0
+  docllm check "${args[@]}" --format sarif --output "$DOCLLM_SARIF" || status=$?
+  if [[ $status -eq 2 ]]; then
+    exit 2  # an error was printed on one line; the annotations would repeat it
+  fi
+fi
+exec docllm check "${args[@]}" --format github

@@ -27,7 +27,8 @@ def broken_links(doc: Doc) -> Iterator[dict[str, Any]]:
     known = doc.md.anchors
     lower = {a.lower(): a for a in known}
     found: list[tuple[int, dict[str, Any]]] = []
-    for link in doc.md.links:
+    by_definition = {d.href for d in doc.md.definitions}  # a reference's fragment is checked at its definition
+    for link in [*(x for x in doc.md.links if x.href not in by_definition), *doc.md.definitions]:
         quote = link.text
         if not link.href.strip():
             found.append(

@@ -98,6 +98,7 @@ class Parsed:
     code: set[int] = field(default_factory=set)  # lines of fenced and indented code
     links: list[Link] = field(default_factory=list)
     references: set[str] = field(default_factory=set)  # defined labels, normalised
+    definitions: list[Link] = field(default_factory=list)  # in-page definitions ([a]: #x), at their line
     anchors: set[str] = field(default_factory=set)
     prose: list[Prose] = field(default_factory=list)
     html_lines: set[int] = field(default_factory=set)
@@ -136,8 +137,10 @@ def parse(text: str, seconds: float = MARKDOWN_SECONDS) -> Parsed:
     finally:
         _DEADLINE.reset(token)
     out = Parsed(lines, front_matter_title=title)
-    out.references = {label(k) for k in env.get("references", {})}
+    refs = env.get("references", {})
+    out.references = {label(k) for k in refs}
     _walk(tokens, out)
+    _definitions(refs, out)
     _add_anchors(out)
     return out
 
@@ -188,6 +191,21 @@ def _shown(tok: Token) -> str:
     return " ".join(content.split())
 
 
+_DEFINITION = re.compile(r"^[ >]{0,6}\[((?:[^\[\]\\]|\\.)+)\]:\s*(\S+)?")
+
+
+def _definitions(refs: dict, out: Parsed) -> None:
+    """Reference definitions whose target is a fragment, at their own line (MD051 checks them there,
+    once, however many links use them)."""
+    wanted = {label(k): str(v.get("href", "")) for k, v in refs.items() if str(v.get("href", "")).startswith("#")}
+    for no, line in enumerate(out.lines, 1):
+        if no in out.code or not wanted:
+            continue
+        m = _DEFINITION.match(line)
+        if m and (name := label(m.group(1))) in wanted:
+            out.definitions.append(Link(no, wanted.pop(name), line.strip()))
+
+
 def _fence(tok: Token, out: Parsed) -> None:
     start, stop = tok.map[0] + 1, tok.map[1]  # type: ignore[index]
     last = out.lines[stop - 1] if stop - 1 < len(out.lines) else ""
@@ -204,26 +222,13 @@ def _last_line(lines: list[str]) -> int:
 
 
 def _raw_title(tok: Token) -> str:
-    """markdownlint's MD024 text: the heading's source, inline HTML left out, lines joined by spaces."""
-    parts = []
+    """markdownlint's MD024 text: the heading's source (entities and link targets as written), inline
+    HTML left out, lines joined by spaces; untrimmed ("Notes <a id=x></a>" is "Notes ", as there)."""
+    content = tok.content
     for c in tok.children or []:
-        if c.type != "html_inline":
-            parts.append(c.markup + c.content + c.markup if c.type == "code_inline" else _source(c))
-    return " ".join("".join(parts).split("\n")).strip()
-
-
-def _source(c: Token) -> str:
-    if c.type == "text":
-        return c.content
-    if c.type in ("softbreak", "hardbreak"):
-        return "\n"
-    if c.type == "image":
-        return f"![{c.content}]({c.attrGet('src') or ''})"
-    if c.type == "link_open":
-        return "["
-    if c.type == "link_close":
-        return "]"
-    return c.markup
+        if c.type == "html_inline":
+            content = content.replace(c.content, "", 1)
+    return content.replace("\n", " ")
 
 
 def _inline(tok: Token, first: int, out: Parsed, kind: str) -> None:

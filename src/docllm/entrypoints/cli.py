@@ -130,14 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
+    if args.command == "check":  # its own exit codes (2 for any error); none of the other commands' imports
+        return check_command.run
     from docllm.entrypoints import commands  # here: `docllm --help` need not import the container
 
     if args.command == "dead":
         return {"list": commands.dead_list, "retry": commands.dead_retry, "discard": commands.dead_discard}[
             args.dead_command
         ]
-    if args.command == "check":  # its own exit codes: 2 for any error
-        return check_command.run
     if args.command == "eval":  # not the builtin's name
         return commands.evaluate
     return getattr(commands, args.command.replace("-", "_"))

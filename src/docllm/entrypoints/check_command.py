@@ -20,6 +20,7 @@ from docllm.entrypoints.check_formats import FORMATS, writer
 if TYPE_CHECKING:  # `docllm --help` imports this module: the container is imported when it runs
     from docllm.container import Container
     from docllm.domain.rubric import Rubric
+    from docllm.settings import Settings
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -33,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--output", metavar="FILE", help="write the output there instead of stdout")
     c.add_argument("--changed-from", metavar="REF", help="only findings on lines changed since this git ref")
     c.add_argument("--parallel", type=int, default=4, metavar="N", help="reviews at once (an LLM reviewer)")
+    c.add_argument("--fleet", action="store_true", help="submit to the fleet (Redis, database, workers) and wait")
+    c.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="--fleet: how long to wait")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,8 +68,6 @@ def _reason(exc: BaseException) -> str:
 
 
 def _checked(args: argparse.Namespace) -> list[Checked]:
-    from docllm.adapters.files.documents import read_document
-    from docllm.adapters.files.tree import expand, extracted_lines, shown
     from docllm.entrypoints.bootstrap import build_container, load_settings
 
     settings = replace(load_settings(), log_level="WARNING", metrics_port=None)
@@ -75,17 +76,35 @@ def _checked(args: argparse.Namespace) -> list[Checked]:
         from docllm.adapters.vcs.git_diff import changed_lines
 
         changed = changed_lines(args.changed_from)
+    if args.fleet:
+        return _in_fleet(args, settings, changed)
     container = build_container(settings)
     try:
         rubric = container.rubrics().get(args.rubric) if args.rubric is not None else None
-        paths = [(p, shown(p)) for p in expand(args.paths)]
-        if changed is not None:  # an unchanged file can have no finding on a changed line
-            paths = [(p, s) for p, s in paths if s in changed]
-        limit = settings.max_document_bytes
-        sources = [Source(s, _name(p), read_document(p, limit), extracted_lines(p) is None) for p, s in paths]
+        sources = _sources(args, settings.max_document_bytes, changed)
         results = asyncio.run(_review(container, sources, rubric, args.parallel))
     finally:
         container.shutdown_resources()
+    return results if changed is None else only_changed(results, changed)
+
+
+def _sources(args: argparse.Namespace, limit: int, changed: dict[str, set[int]] | None) -> list[Source]:
+    from docllm.adapters.files.documents import read_document
+    from docllm.adapters.files.tree import expand, extracted_lines, shown
+
+    paths = [(p, shown(p)) for p in expand(args.paths)]
+    if changed is not None:  # an unchanged file can have no finding on a changed line
+        paths = [(p, s) for p, s in paths if s in changed]
+    return [Source(s, _name(p), read_document(p, limit), extracted_lines(p) is None) for p, s in paths]
+
+
+def _in_fleet(args: argparse.Namespace, settings: Settings, changed: dict[str, set[int]] | None) -> list[Checked]:
+    from docllm.entrypoints.check_fleet import check_in_fleet
+
+    if args.timeout <= 0:
+        raise ValueError(f"--timeout must be above 0 seconds, got {args.timeout:g}")
+    sources = _sources(args, settings.max_document_bytes, changed)
+    results = check_in_fleet(settings, sources, args.rubric, args.timeout)
     return results if changed is None else only_changed(results, changed)
 
 

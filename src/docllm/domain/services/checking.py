@@ -107,3 +107,47 @@ async def check_documents(
         return done
 
     return list(await asyncio.gather(*(one(s) for s in sources)))
+
+
+def wait_for_reports(
+    task_ids: Sequence[int],
+    sources: Sequence[Source],
+    fetch: Callable[[list[int]], Sequence[Any]],
+    timeout_s: float,
+    poll_s: float,
+    now: Callable[[], float],
+    sleep: Callable[[float], None],
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Checked]:
+    """``docllm check --fleet``: the tasks the fleet reviews, read back once all are finished.
+    ``fetch`` reads rows (``TaskViews.get_many``). A task that failed, or a wait past ``timeout_s``,
+    is a CheckError naming the tasks (they stay in the fleet: ``docllm show`` reads them later)."""
+    deadline = now() + timeout_s
+    by_id = dict(zip(task_ids, sources, strict=True))
+    while True:
+        rows = {t.task_id: t for t in fetch(list(task_ids))}
+        done = [i for i in task_ids if i in rows and rows[i].status.value in ("success", "failed")]
+        if progress is not None:
+            progress(len(done), len(task_ids))
+        failed = [i for i in done if rows[i].status.value == "failed"]
+        if failed:
+            first = rows[failed[0]]
+            raise CheckError(f"{by_id[first.task_id].path}: task {first.task_id} failed: {first.error or 'no reason'}")
+        if len(done) == len(task_ids):
+            break
+        if now() >= deadline:
+            waiting = [i for i in task_ids if i not in done]
+            shown = ", ".join(map(str, waiting[:5])) + (" ..." if len(waiting) > 5 else "")
+            raise CheckError(
+                f"{len(waiting)} of {len(task_ids)} task(s) not finished after {timeout_s:g} s (task {shown}); "
+                "they go on in the fleet: docllm status"
+            )
+        sleep(poll_s)
+    results = []
+    for task_id in task_ids:
+        report = rows[task_id].result or {}
+        source = by_id[task_id]
+        findings = [f if source.file_lines else _lineless(f) for f in report.get("findings", [])]
+        extra = {"reviewer": report.get("reviewer"), "model": report.get("model"), "task_id": task_id}
+        results.append(Checked(source, findings, report.get("summary", ""), extra))
+    return results

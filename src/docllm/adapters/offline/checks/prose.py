@@ -14,6 +14,7 @@ from docllm.adapters.offline.checks.document import Doc
 
 MAX_SENTENCE_WORDS = 40
 _MARKER = re.compile(r"\b(TODO|FIXME|TBD)\b")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[`*])")
 # A marker word used as a term, not left as a marker: quoted, named ("the TBD label", "marked TBD"),
 # defined ("TBD means"), or asked about ("what does TBD mean").
@@ -37,21 +38,27 @@ def is_term(text: str, start: int, end: int) -> bool:
     return bool(_NAMED_BEFORE.search(before) or _NAMED_AFTER.match(after))
 
 
-def markers(doc: Doc) -> Iterator[dict[str, Any]]:
-    seen: set[int] = set()
+def markers(doc: Doc, in_code: bool = False) -> Iterator[dict[str, Any]]:
+    """``in_code`` (a rubric's choice): markers in code blocks and code spans count too."""
+    found: dict[int, str] = {}
     for prose in doc.md.prose:
         for m in _MARKER.finditer(prose.text):
             line = prose.line_of(m.start())
-            if line in seen or is_term(prose.text, m.start(), m.end()):
-                continue
-            seen.add(line)
-            yield doc.finding(
-                "completeness",
-                "medium",
-                f"{m.group(1)} marker: this part is unfinished.",
-                line,
-                suggestion="Finish the text, or track the work elsewhere and remove the marker.",
-            )
+            if line not in found and not is_term(prose.text, m.start(), m.end()):
+                found[line] = m.group(1)
+    if in_code:
+        for no, line_text in enumerate(doc.lines, 1):
+            code = line_text if no in doc.code else " ".join(c.group(2) for c in _CODE_SPAN.finditer(line_text))
+            if no not in found and (m := _MARKER.search(code)):
+                found[no] = m.group(1)
+    for line in sorted(found):
+        yield doc.finding(
+            "completeness",
+            "medium",
+            f"{found[line]} marker: this part is unfinished.",
+            line,
+            suggestion="Finish the text, or track the work elsewhere and remove the marker.",
+        )
 
 
 def long_sentences(doc: Doc, max_words: int = MAX_SENTENCE_WORDS) -> Iterator[dict[str, Any]]:

@@ -49,8 +49,8 @@ def markers(doc: Doc, in_code: bool = False) -> Iterator[dict[str, Any]]:
     if in_code:
         for no, line_text in enumerate(doc.lines, 1):
             code = line_text if no in doc.code else " ".join(c.group(2) for c in _CODE_SPAN.finditer(line_text))
-            if no not in found and (m := _MARKER.search(code)):
-                found[no] = m.group(1)
+            if no not in found and (hit := _MARKER.search(code)):
+                found[no] = hit.group(1)
     for line in sorted(found):
         yield doc.finding(
             "completeness",

@@ -51,3 +51,16 @@ def test_code_blocks_stop_once_the_reviews_time_is_spent(monkeypatch):
 )
 def test_nesting_depth_counts_brackets_outside_strings(text, depth):
     assert bounds.nesting_depth(text, quotes="\"'") == depth
+
+
+def test_a_yaml_block_stops_at_its_time_bound(monkeypatch):
+    monkeypatch.setattr("docllm.adapters.offline.checks.code_blocks.YAML_SECONDS", 0.0)  # spent at once
+    doc = f"# A\n\n{FENCE}yaml\nitems: [{', '.join(['x'] * 2000)}]\n{FENCE}\n"
+    [f] = OfflineReviewer().review_now("t", doc)["findings"]
+    assert "YAML block is too slow to parse (over 0 s)" in f["message"]
+
+
+def test_an_apostrophe_in_a_yaml_word_does_not_hide_a_deep_flow():
+    doc = f"# A\n\n{FENCE}yaml\na: don't\nb: {'[' * 5000}{']' * 5000}\n{FENCE}\n"
+    [f] = OfflineReviewer().review_now("t", doc)["findings"]
+    assert "nested over 200 levels deep" in f["message"]

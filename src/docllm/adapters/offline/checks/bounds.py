@@ -8,8 +8,10 @@ and the review goes on, instead of a RecursionError or MemoryError that fails th
 - size: a code block over ``MAX_BLOCK_BYTES`` is not parsed (the document itself is bounded by
   DOCLLM_MAX_DOCUMENT_BYTES, which bounds the Markdown parse).
 - time: the Markdown parse stops at ``MARKDOWN_SECONDS`` (a rule markdown-it calls at every position
-  checks the clock: some inputs are quadratic in it), and the code blocks stop being parsed once
-  the review has spent ``REVIEW_SECONDS``; each stop is a finding.
+  checks the clock: some inputs are quadratic in it), a YAML block at ``YAML_SECONDS`` (its loader
+  checks the clock as it reads tokens), and the code blocks stop being parsed once the review has
+  spent ``REVIEW_SECONDS``; each stop is a finding. JSON and Python are parsed in C, in time linear
+  in the block, which the size bound limits.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 MAX_DEPTH = 200  # far beyond any example a person writes; far below the recursion limit (1,000)
 MAX_BLOCK_BYTES = 256 * 1024
 MARKDOWN_SECONDS = 5.0
+YAML_SECONDS = 2.0  # PyYAML is pure Python: some flows cost it seconds per 100 KB
 REVIEW_SECONDS = 10.0
 
 
@@ -32,6 +35,7 @@ def nesting_depth(text: str, limit: int = MAX_DEPTH, quotes: str = '"') -> int:
     depth = deepest = 0
     quote = ""
     escaped = False
+    prev = ""
     for ch in text:
         if quote:
             if escaped:
@@ -40,7 +44,7 @@ def nesting_depth(text: str, limit: int = MAX_DEPTH, quotes: str = '"') -> int:
                 escaped = True
             elif ch == quote:
                 quote = ""
-        elif ch in quotes:
+        elif ch in quotes and not prev.isalnum():  # "don't" is a word, not the start of a string
             quote = ch
         elif ch in "[{(":
             depth += 1
@@ -50,6 +54,7 @@ def nesting_depth(text: str, limit: int = MAX_DEPTH, quotes: str = '"') -> int:
                     return deepest
         elif ch in "]})":
             depth = max(0, depth - 1)
+        prev = ch
     return deepest
 
 

@@ -9,7 +9,14 @@ from typing import Any
 
 import yaml
 
-from docllm.adapters.offline.checks.bounds import MAX_BLOCK_BYTES, MAX_DEPTH, TooComplex, nesting_depth
+from docllm.adapters.offline.checks.bounds import (
+    MAX_BLOCK_BYTES,
+    MAX_DEPTH,
+    YAML_SECONDS,
+    Deadline,
+    TooComplex,
+    nesting_depth,
+)
 from docllm.adapters.offline.checks.document import Doc
 
 
@@ -22,10 +29,30 @@ def _json(body: str) -> tuple[str, int] | None:
     return None
 
 
+class _TimedLoader(yaml.SafeLoader):
+    """SafeLoader that gives up past its deadline: the parser asks for a token at every step."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._deadline = Deadline(YAML_SECONDS)
+        self._steps = 0
+
+    def check_token(self, *choices: Any) -> bool:
+        self._steps += 1
+        if self._steps % 512 == 0 and self._deadline.passed():
+            raise TooComplex(f"too slow to parse (over {YAML_SECONDS:g} s): too complex to check")
+        return bool(super().check_token(*choices))
+
+
 def _yaml(body: str) -> tuple[str, int] | None:
     _shallow(body, "\"'")  # a flow's depth; a block's needs indentation the size bound limits
     try:
-        list(yaml.safe_load_all(body))
+        loader = _TimedLoader(body)
+        try:
+            while loader.check_data():
+                loader.get_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 1

@@ -146,10 +146,14 @@ def test_changed_from_keeps_findings_on_changed_lines_only(cli):
     _git("commit", "-q", "-m", "base")
     Path("guide.md").write_text("# Guide\n\nTODO: old marker.\n\n## Setup\n\nRun it. FIXME: new marker.\n")
     Path("new.md").write_text("# New\n\nTBD: all of it.\n")  # untracked: every line is new
-    code, out, err = cli("check", ".", "--changed-from", "main", "--format", "json", "--fail-on", "medium")
+    Path("café notes.md").write_text("# Café\n\nText.\n")
+    _git("add", "café notes.md")
+    _git("commit", "-q", "-m", "a name git would quote")
+    Path("café notes.md").write_text("# Café\n\nText. TODO: more.\n")
+    code, out, err = cli("check", ".", "--changed-from", "main~1", "--format", "json", "--fail-on", "medium")
     assert err == "" and code == 1
     found = {(d["path"], f["location"]["line_start"]) for d in json.loads(out)["documents"] for f in d["findings"]}
-    assert found == {("guide.md", 7), ("new.md", 3)}
+    assert found == {("guide.md", 7), ("new.md", 3), ("café notes.md", 3)}
     code, out, _ = cli("check", ".", "--format", "json")
     every = {(d["path"], f["location"]["line_start"]) for d in json.loads(out)["documents"] for f in d["findings"]}
     assert {("guide.md", 3), ("other.md", 3)} <= every  # without the filter the old ones are there

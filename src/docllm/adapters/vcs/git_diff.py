@@ -36,12 +36,16 @@ def changed_lines(ref: str, cwd: str | None = None) -> dict[str, set[int]]:
     if ref.startswith("-"):
         raise GitError(f"{ref!r} is not a git ref")
     _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
-    out = _git(["diff", "--unified=0", "--no-color", "--no-ext-diff", "--relative", ref, "--"], cwd)
+    # quotepath off: a non-ASCII name comes as it is, not as C escapes (a name git still quotes, with a
+    # tab or a quote in it, is unquoted below)
+    out = _git(
+        ["-c", "core.quotepath=off", "diff", "--unified=0", "--no-color", "--no-ext-diff", "--relative", ref, "--"], cwd
+    )
     changed: dict[str, set[int]] = {}
     current: set[int] | None = None
     for line in out.splitlines():
         if line.startswith("+++ "):
-            name = line[4:]
+            name = line[4:].removesuffix("\t")  # git ends a name holding a space with a tab
             current = None if name == "/dev/null" else changed.setdefault(_unquote(name)[2:], set())
         elif current is not None and (m := _HUNK.match(line)):
             start, count = int(m.group(1)), int(m.group(2) or 1)

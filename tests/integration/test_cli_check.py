@@ -163,3 +163,26 @@ def test_extracted_documents_are_annotated_by_file_not_by_line(cli):
     code, out, _ = cli("check", "docs/admin-guide.docx", "docs/quickstart.pdf", "--format", "json")
     findings = [f for d in json.loads(out)["documents"] for f in d["findings"]]
     assert findings and all(f["location"]["line_start"] is None and f["location"]["heading"] for f in findings)
+
+
+def test_an_openai_compatible_server_reviews_the_files(cli, monkeypatch):
+    """The configured reviewer, as a worker builds it: here the repository's local OpenAI-compatible
+    test server, one request per document at least, its findings written as the offline ones are."""
+    from tests.support.llm_server import FakeLLM
+
+    Path("a.md").write_text(CLEAN)
+    Path("b.md").write_text(HIGH)
+    with FakeLLM() as llm:
+        monkeypatch.setenv("DOCLLM_LLM_PROVIDER", "openai")
+        monkeypatch.setenv("DOCLLM_LLM_BASE_URL", llm.base_url)
+        monkeypatch.setenv("DOCLLM_LLM_API_KEY", "sk-test")
+        monkeypatch.setenv("DOCLLM_LLM_MODEL", "test-model")
+        code, out, err = cli("check", "a.md", "b.md", "--format", "json", "--fail-on", "low")
+        calls = [r for r in llm.requests if r["path"].endswith("/chat/completions")]
+    assert err == "" and len(calls) >= 2
+    docs = json.loads(out)["documents"]
+    assert [(d["path"], d["reviewer"], d["model"]) for d in docs] == [
+        ("a.md", "openai", "test-model"),
+        ("b.md", "openai", "test-model"),
+    ]
+    assert code == (1 if any(d["findings"] for d in docs) else 0)

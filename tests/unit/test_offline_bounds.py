@@ -64,3 +64,29 @@ def test_an_apostrophe_in_a_yaml_word_does_not_hide_a_deep_flow():
     doc = f"# A\n\n{FENCE}yaml\na: don't\nb: {'[' * 5000}{']' * 5000}\n{FENCE}\n"
     [f] = OfflineReviewer().review_now("t", doc)["findings"]
     assert "nested over 200 levels deep" in f["message"]
+
+
+def test_a_large_document_is_reviewed_off_the_event_loop(monkeypatch):
+    """Up to its parsers' bounds a large document may take seconds, which the worker's heartbeats on
+    the loop cannot wait: it is reviewed in a thread; a small one on the loop (milliseconds)."""
+    import asyncio
+    import threading
+
+    from docllm.adapters.offline import reviewer as module
+
+    threads = []
+    real = module.OfflineReviewer.review_now
+
+    def spy(self, *args):
+        threads.append(threading.get_ident())
+        return real(self, *args)
+
+    monkeypatch.setattr(module.OfflineReviewer, "review_now", spy)
+
+    async def both() -> int:
+        await module.OfflineReviewer().review("small", "# A\n\nText.\n")
+        await module.OfflineReviewer().review("large", "# A\n\n" + "Text. " * (module.THREAD_ABOVE_CHARS // 5))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(both())
+    assert threads[0] == loop_thread and threads[1] != loop_thread

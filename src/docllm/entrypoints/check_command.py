@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from docllm.domain.errors import DocllmError
 from docllm.domain.report import SEVERITIES
 from docllm.domain.services.checking import Checked, Source, check_documents, failing, only_changed
 from docllm.entrypoints.check_formats import FORMATS, writer
@@ -60,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _reason(exc: BaseException) -> str:
+    """Our own errors say what and where (a file, a rubric, a ref); anything else is named by its type."""
     text = " ".join(str(exc).split())
-    known = ("DocumentError", "RubricError", "GitError", "CheckError", "CommandError", "ConfigurationError")
-    if type(exc).__name__ in known and text:
+    if isinstance(exc, DocllmError | ValueError) and text:  # DocumentError is a ValueError
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -90,12 +91,12 @@ def _checked(args: argparse.Namespace) -> list[Checked]:
 
 def _sources(args: argparse.Namespace, limit: int, changed: dict[str, set[int]] | None) -> list[Source]:
     from docllm.adapters.files.documents import read_document
-    from docllm.adapters.files.tree import expand, extracted_lines, shown
+    from docllm.adapters.files.tree import expand, extracted_kind, shown
 
     paths = [(p, shown(p)) for p in expand(args.paths)]
     if changed is not None:  # an unchanged file can have no finding on a changed line
         paths = [(p, s) for p, s in paths if s in changed]
-    return [Source(s, _name(p), read_document(p, limit), extracted_lines(p) is None) for p, s in paths]
+    return [Source(s, _name(p), read_document(p, limit), extracted_kind(p) is None) for p, s in paths]
 
 
 def _in_fleet(args: argparse.Namespace, settings: Settings, changed: dict[str, set[int]] | None) -> list[Checked]:

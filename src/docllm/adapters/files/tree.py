@@ -53,7 +53,7 @@ def shown(path: str, cwd: str | None = None) -> str:
     return path.replace(os.sep, "/")
 
 
-def extracted_lines(path: str) -> str | None:
+def extracted_kind(path: str) -> str | None:
     """The kind of a file whose reviewed text is extracted, so whose line numbers are not the file's
     ("pdf", "docx", "html"); None for Markdown and text, reviewed as they are."""
     suffix = Path(path).suffix.lower()

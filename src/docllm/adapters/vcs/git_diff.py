@@ -8,11 +8,13 @@ import re
 import subprocess
 from collections.abc import Sequence
 
+from docllm.domain.errors import DocllmError
+
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 _TIMEOUT_S = 60
 
 
-class GitError(RuntimeError):
+class GitError(DocllmError):
     """git is missing, the directory is not a repository, or the ref is unknown."""
 
 

@@ -10,6 +10,7 @@ space dropped, spaces to ``-``; a repeat gets ``-1``, ``-2``. ``{#id}`` in a hea
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from contextvars import ContextVar
@@ -81,10 +82,7 @@ class Prose:
     kind: str  # "paragraph", "heading" or "cell"
 
     def line_of(self, offset: int) -> int:
-        i = 0
-        while i + 1 < len(self.starts) and self.starts[i + 1] <= offset:
-            i += 1
-        return self.first + i
+        return self.first + bisect.bisect_right(self.starts, offset) - 1  # a 20,000-line paragraph stays cheap
 
 
 @dataclass

@@ -90,3 +90,10 @@ def test_a_large_document_is_reviewed_off_the_event_loop(monkeypatch):
 
     loop_thread = asyncio.run(both())
     assert threads[0] == loop_thread and threads[1] != loop_thread
+
+
+@pytest.mark.timeout(120)  # a bound, not a speed figure: it takes about 2 s, and took minutes when quadratic
+def test_a_paragraph_of_thousands_of_markers_is_reviewed_in_linear_time():
+    doc = "# A\n\n" + "TODO x [a](#nope) more\n" * 3000
+    findings = OfflineReviewer().review_now("t", doc)["findings"]
+    assert sum("TODO marker" in f["message"] for f in findings) == 3000

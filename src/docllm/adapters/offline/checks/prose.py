@@ -32,7 +32,7 @@ _NAMED_AFTER = re.compile(
 
 
 def is_term(text: str, start: int, end: int) -> bool:
-    before, after = text[:start], text[end:]
+    before, after = text[max(0, start - 40) : start], text[end : end + 40]  # the words around, not the paragraph
     if before[-1:] in _QUOTES and after[:1] == _QUOTES[before[-1]]:
         return True
     return bool(_NAMED_BEFORE.search(before) or _NAMED_AFTER.match(after))

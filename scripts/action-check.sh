@@ -4,7 +4,12 @@
 # Its exit code is docllm's: 0 clean, 1 a finding at DOCLLM_FAIL_ON or above, 2 an error.
 set -euo pipefail
 
-read -r -a paths <<<"${DOCLLM_PATHS:-.}"
+# Spaces or newlines between paths (a YAML block scalar is how a workflow lists them); no globbing.
+read -r -d '' -a paths <<<"${DOCLLM_PATHS:-.}" || true
+if [[ ${#paths[@]} -eq 0 ]]; then
+  echo "docllm check: the paths input names no file or directory" >&2
+  exit 2
+fi
 args=("${paths[@]}" --fail-on "${DOCLLM_FAIL_ON:-high}")
 if [[ -n "${DOCLLM_RUBRIC_NAME:-}" ]]; then
   args+=(--rubric "$DOCLLM_RUBRIC_NAME")

@@ -38,6 +38,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--fleet", action="store_true", help="submit to the fleet (Redis, database, workers) and wait")
     c.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="--fleet: how long to wait")
 
+    def one_line(message: str) -> None:  # a CI log gets one line, not argparse's usage block
+        print(f"docllm check: {message} (docllm check --help)", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+    c.error = one_line
+
 
 def run(args: argparse.Namespace) -> int:
     try:
@@ -90,13 +96,22 @@ def _checked(args: argparse.Namespace) -> list[Checked]:
 
 
 def _sources(args: argparse.Namespace, limit: int, changed: dict[str, set[int]] | None) -> list[Source]:
-    from docllm.adapters.files.documents import read_document
-    from docllm.adapters.files.tree import expand, extracted_kind, shown
+    from docllm.adapters.files.documents import DocumentError, read_document
+    from docllm.adapters.files.tree import expand, extracted_kind, printable, shown
 
     paths = [(p, shown(p)) for p in expand(args.paths)]
     if changed is not None:  # an unchanged file can have no finding on a changed line
         paths = [(p, s) for p, s in paths if s in changed]
-    return [Source(s, _name(p), read_document(p, limit), extracted_kind(p) is None) for p, s in paths]
+    sources = []
+    for path, key in paths:
+        try:
+            text, problem = read_document(path, limit), ""
+        except DocumentError as exc:
+            # empty: a clean document; anything else: a finding of its own (checking.unread)
+            text, problem = "", "" if str(exc).endswith("the document is empty") else str(exc).split(": ", 1)[-1]
+        lines = extracted_kind(path) is None
+        sources.append(Source(printable(key), _name(printable(path)), text, lines, key=key, unreadable=problem))
+    return sources
 
 
 def _in_fleet(args: argparse.Namespace, settings: Settings, changed: dict[str, set[int]] | None) -> list[Checked]:

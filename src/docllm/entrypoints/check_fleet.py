@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from docllm.domain.services.checking import Checked, Source, wait_for_reports
+from docllm.domain.services.checking import Checked, Source, unread, wait_for_reports
 from docllm.domain.services.producer import submit
 from docllm.settings import Settings
 
@@ -27,7 +27,8 @@ def check_in_fleet(
         prepare_schema(container)
         repo, queue, rubrics = container.repository(), container.queue(), container.rubrics()
         limit = settings.max_attempts
-        ids = [submit(repo, queue, s.name, s.text, limit, rubric=rubric, rubrics=rubrics).task_id for s in sources]
+        readable = [s for s in sources if s.text.strip() and not s.unreadable]
+        ids = [submit(repo, queue, s.name, s.text, limit, rubric=rubric, rubrics=rubrics).task_id for s in readable]
         console = Console(stderr=True)
         with Progress(
             "reviewing in the fleet",
@@ -39,9 +40,9 @@ def check_in_fleet(
             disable=not console.is_terminal,
         ) as bar:
             task = bar.add_task("tasks", total=len(ids))
-            return wait_for_reports(
+            reviewed = wait_for_reports(
                 ids,
-                sources,
+                readable,
                 repo.get_many,
                 timeout_s,
                 POLL_SECONDS,
@@ -49,6 +50,8 @@ def check_in_fleet(
                 time.sleep,
                 lambda done, total: bar.update(task, completed=done, total=total),
             )
+        by_key = {r.source.key: r for r in reviewed}
+        return [by_key[s.key] if s.key in by_key else unread(s) for s in sources]
     finally:
         container.shutdown_resources()
         sys.stderr.flush()

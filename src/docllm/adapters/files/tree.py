@@ -53,6 +53,12 @@ def shown(path: str, cwd: str | None = None) -> str:
     return path.replace(os.sep, "/")
 
 
+def printable(path: str) -> str:
+    """A path as output can carry it: a name that is not UTF-8 (a Latin-1 file name) shows U+FFFD for
+    its bad bytes instead of making the whole report unwritable."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
 def extracted_kind(path: str) -> str | None:
     """The kind of a file whose reviewed text is extracted, so whose line numbers are not the file's
     ("pdf", "docx", "html"); None for Markdown and text, reviewed as they are."""

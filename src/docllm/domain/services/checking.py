@@ -10,7 +10,7 @@ from typing import Any
 
 from docllm.domain.errors import DocllmError
 from docllm.domain.ports import DocumentReviewer, review_with
-from docllm.domain.report import SEVERITIES
+from docllm.domain.report import SEVERITIES, finding
 from docllm.domain.rubric import Rubric
 
 Finding = dict[str, Any]
@@ -31,6 +31,12 @@ class Source:
     # False when the text was extracted (PDF, DOCX, HTML): its line numbers are not the file's, so
     # findings keep their section and lose their lines (an annotation on line 12 of a .docx is wrong).
     file_lines: bool = True
+    key: str = ""  # the path as the file system and git spell it (may not be UTF-8); default: path
+    unreadable: str = ""  # why the file could not be read: a finding, not a review
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.path)
 
 
 @dataclass(frozen=True)
@@ -60,15 +66,33 @@ def failing(results: Sequence[Checked], threshold: str) -> int:
 
 def only_changed(results: Sequence[Checked], changed: Mapping[str, set[int]]) -> list[Checked]:
     """Findings whose lines touch a changed line of their file (reviewdog's ``diff_context`` filter);
-    a finding without a line (a missing section) is kept only when its file changed at all."""
+    a finding without a line (a missing section, a PDF's) is kept when its file changed at all."""
     kept = []
     for r in results:
-        lines = changed.get(r.path)
+        lines = changed.get(r.source.key)
         if lines is None:
             kept.append(Checked(r.source, [], r.summary, r.extra))
             continue
         kept.append(Checked(r.source, [f for f in r.findings if _touches(f, lines)], r.summary, r.extra))
     return kept
+
+
+def unread(source: Source) -> Checked:
+    """A file that could not be read is a finding of its own (it gates like any other: a binary or
+    Latin-1 ``.md`` in a pull request must not pass unseen), not an error that hides the others;
+    an empty file is a clean document."""
+    if not source.unreadable:
+        return Checked(source, [], "An empty document.")
+    found = {
+        **finding(
+            "other",
+            "high",
+            f"This file could not be reviewed: {source.unreadable}.",
+            suggestion="Make it a readable document (UTF-8 text, Markdown, HTML, PDF or DOCX) or leave it out.",
+        ),
+        "check": "unreadable",
+    }
+    return Checked(source, [found], "The file could not be read.")
 
 
 def _lineless(f: Finding) -> Finding:
@@ -78,7 +102,7 @@ def _lineless(f: Finding) -> Finding:
 def _touches(finding: Finding, lines: set[int]) -> bool:
     start, end = finding["location"]["line_start"], finding["location"]["line_end"]
     if start is None:
-        return bool(lines)
+        return True
     return any(n in lines for n in range(start, (end or start) + 1))
 
 
@@ -94,6 +118,8 @@ async def check_documents(
     gate = asyncio.Semaphore(max(1, parallel))
 
     async def one(source: Source) -> Checked:
+        if source.unreadable or not source.text.strip():
+            return unread(source)
         async with gate:
             try:
                 report = await review_with(reviewer, source.name, source.text, rubric)

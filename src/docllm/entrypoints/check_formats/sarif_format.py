@@ -18,12 +18,14 @@ SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sar
 
 
 def _artifact(path: str) -> dict[str, Any]:
-    if os.path.isabs(path):
-        return {"uri": Path(path).as_uri()}
-    return {"uri": quote(path), "uriBaseId": "%SRCROOT%"}
+    """``path``: the file system's spelling (its bytes percent-encoded, whatever their encoding); one
+    outside the working directory gets an absolute ``file:`` uri (``../x.md`` from %SRCROOT% is nowhere)."""
+    if os.path.isabs(path) or path.startswith("../") or path == "..":
+        return {"uri": "file://" + quote(os.fsencode(os.path.abspath(path)))}
+    return {"uri": quote(os.fsencode(path)), "uriBaseId": "%SRCROOT%"}
 
 
-def _result(path: str, f: dict[str, Any], index: int) -> dict[str, Any]:
+def _result(path: str, f: dict[str, Any], index: int) -> dict[str, Any]:  # path: the source's key
     start, end = lines(f)
     physical: dict[str, Any] = {"artifactLocation": _artifact(path)}
     if start:
@@ -69,7 +71,7 @@ def render(results: Sequence[Checked], threshold: str) -> str:
             }
         },
         "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(os.getcwd()).as_uri() + "/"}},
-        "artifacts": [{"location": _artifact(r.path)} for r in results],
-        "results": [_result(r.path, f, index[rule_id(f)]) for r in results for f in r.findings],
+        "artifacts": [{"location": _artifact(r.source.key)} for r in results],
+        "results": [_result(r.source.key, f, index[rule_id(f)]) for r in results for f in r.findings],
     }
     return json.dumps({"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, ensure_ascii=False, indent=2) + "\n"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The command line of the GitHub Action (action.yml): `docllm check` with the annotations format, so each
-# finding shows on its line in the pull request; and, when asked, the same review as SARIF.
+# finding shows on its line in the pull request; and, when asked, the same review as SARIF (--sarif).
 # Its exit code is docllm's: 0 clean, 1 a finding at DOCLLM_FAIL_ON or above, 2 an error.
 set -euo pipefail
 
@@ -19,10 +19,6 @@ if [[ -n "${DOCLLM_CHANGED_FROM:-}" ]]; then
 fi
 
 if [[ -n "${DOCLLM_SARIF:-}" ]]; then
-  status=0
-  docllm check "${args[@]}" --format sarif --output "$DOCLLM_SARIF" || status=$?
-  if [[ $status -eq 2 ]]; then
-    exit 2  # an error was printed on one line; the annotations would repeat it
-  fi
+  args+=(--sarif "$DOCLLM_SARIF")  # the same review, written twice: an LLM reviewer is paid once
 fi
 exec docllm check "${args[@]}" --format github

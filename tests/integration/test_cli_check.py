@@ -186,3 +186,16 @@ def test_an_openai_compatible_server_reviews_the_files(cli, monkeypatch):
         ("b.md", "openai", "test-model"),
     ]
     assert code == (1 if any(d["findings"] for d in docs) else 0)
+
+
+def test_an_unreadable_file_is_a_finding_and_the_others_are_still_reported(cli):
+    Path("docs/binary.md").write_bytes(b"# Title\x00\x01\x02\n")
+    Path("docs/empty.md").write_text("")
+    code, out, err = cli("check", "docs", "--format", "json", "--sarif", "r/docllm.sarif")
+    assert code == 1 and err == ""
+    docs = {d["path"]: d["findings"] for d in json.loads(out)["documents"]}
+    [unread] = docs["docs/binary.md"]
+    assert (unread["severity"], unread["check"]) == ("high", "unreadable") and "NUL" in unread["message"]
+    assert docs["docs/empty.md"] == [] and len(docs["docs/install-guide.md"]) >= 3
+    sarif = json.loads(Path("r/docllm.sarif").read_text())  # the same review, also as SARIF
+    assert len(sarif["runs"][0]["results"]) == sum(len(f) for f in docs.values())

@@ -33,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--fail-on", choices=SEVERITIES, default="high", help="lowest severity that fails (default: high)")
     c.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     c.add_argument("--output", metavar="FILE", help="write the output there instead of stdout")
+    c.add_argument("--sarif", metavar="FILE", help="also write SARIF there, from the same review")
     c.add_argument("--changed-from", metavar="REF", help="only findings on lines changed since this git ref")
     c.add_argument("--parallel", type=int, default=4, metavar="N", help="reviews at once (an LLM reviewer)")
     c.add_argument("--fleet", action="store_true", help="submit to the fleet (Redis, database, workers) and wait")
@@ -49,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = _checked(args)
         text = writer(args.format)(results, args.fail_on)
+        if args.sarif:
+            _write(args.sarif, writer("sarif")(results, args.fail_on))
         if args.output:
-            os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)  # reports/docllm.sarif
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            _write(args.output, text)
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -64,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"docllm: {_reason(exc)}", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_FINDINGS if failing(results, args.fail_on) else EXIT_CLEAN
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # reports/docllm.sarif
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _reason(exc: BaseException) -> str:

@@ -48,7 +48,7 @@ EVAL_QUICKSTART = [
     [
         "AcmeDB quickstart",
         "Install the package, then start the server.",
-        "Lines that start with TODO in acmedb.conf are comments.",  # not a marker: a rule-based false alarm
+        "Lines that start with TODO in acmedb.conf are comments.",  # a term, not a marker (a trap)
     ],
     ["Configure", "Set the port in acmedb.conf.", "TBD: the proxy settings.", *textwrap.wrap(LONG, 90)],
 ]
@@ -67,12 +67,38 @@ EVAL_BACKUP_GUIDE = [
     ("p", "Backups older than 30 days are deleted. Keep every backup for 90 days."),  # contradicts itself
 ]
 
+EVAL_HANDBOOK = [
+    ("Title", "Support handbook"),
+    ("h1", "Tickets"),
+    ("p", "Every ticket has a status. Tickets marked TBD have no owner yet; the FIXME label means a known bug."),
+    ("h2", "Priorities"),
+    ("table", "Priority;Answer within/P1;1 hour/P2;1 day"),
+    ("h2", "Escalation"),
+    ("p", "Escalate a P1 to the duty manager. TODO: add the duty manager's phone rota."),
+    ("h1", "Tools"),
+    ("h3", "Tracker"),
+    ("p", "Lines that begin with TODO in a ticket template are instructions for the agent."),
+    ("h2", "Chat"),
+    ("h1", "Holidays"),
+    (
+        "p",
+        "If you plan a holiday of more than a week during the busy season you should tell your team lead at "
+        "least a month before and check on the team calendar that no other agent of your shift is away in the "
+        "same weeks before you book anything.",
+    ),
+    ("h2", "Cover"),
+    ("p", "Agree cover with the team lead."),
+    ("h2", "Cover"),
+    ("p", "Cover for public holidays is on the team calendar."),
+]
+
 
 def main() -> None:
     (DOCS / "quickstart.pdf").write_bytes(pdf_bytes(QUICKSTART))
     (DOCS / "admin-guide.docx").write_bytes(docx_bytes(ADMIN_GUIDE))
     (EVAL / "quickstart.pdf").write_bytes(pdf_bytes(EVAL_QUICKSTART))
     (EVAL / "backup-guide.docx").write_bytes(docx_bytes(EVAL_BACKUP_GUIDE))
+    (EVAL / "support-handbook.docx").write_bytes(docx_bytes(EVAL_HANDBOOK))
 
 
 if __name__ == "__main__":

@@ -18,9 +18,15 @@ GOLDEN = Path(__file__).resolve().parents[2] / "examples" / "eval"
 # What examples/eval implies for the offline reviewer: (expected, produced, matched) per document.
 OFFLINE = {
     "acmedb-install.md": (6, 5, 5),  # every rubric finding and the TODO; the port mismatch is a model's catch
+    "api-guide.md": (4, 4, 4),  # front matter, an H6 in an HTML block, a defined reference: no false alarm
     "api-notes.md": (3, 3, 2),  # the broken JSON is found at medium, expected high: a miss and a false alarm
     "backup-guide.docx": (4, 3, 3),  # the three by heading path; the retention contradiction is a model's catch
-    "quickstart.pdf": (2, 3, 2),  # both of page 2; page 1's "TODO" (a comment syntax) is a false alarm
+    "deploy-runbook.md": (3, 3, 3),  # the JSON 300 arrays deep is a finding; #check-1, #check-2 resolve
+    "operations-faq.md": (5, 5, 5),  # "what does TBD mean" is a term; GitHub's anchors resolve
+    "quickstart.pdf": (2, 2, 2),  # both of page 2; page 1's "start with TODO" names a comment syntax
+    "release-notes-3.html": (3, 3, 3),  # the link check on an HTML page; a TODO in <pre> is the sample's
+    "restore-runbook.md": (5, 5, 5),  # TODO and FIXME in shell comments and code spans pass
+    "support-handbook.docx": (5, 5, 5),  # "marked TBD", "the FIXME label" are terms
 }
 
 
@@ -49,16 +55,17 @@ def test_the_offline_reviewer_scores_what_the_golden_set_implies(cli):
         spec = yaml.safe_load((GOLDEN / f"{name.rsplit('.', 1)[0]}.expected.yaml").read_text())
         assert len(spec["findings"]) == expected
     assert docs["acmedb-install.md"]["rubric"] == "install-guide@1"
-    assert (docs["quickstart.pdf"]["precision"], docs["quickstart.pdf"]["recall"]) == (0.6667, 1.0)
+    assert (docs["api-notes.md"]["precision"], docs["api-notes.md"]["recall"]) == (0.6667, 0.6667)
     assert [m["section"] for m in docs["backup-guide.docx"]["missed"]] == ["Backup"]
     assert all(d["cost_usd"] == 0.0 and d["calls"] == 0 for d in docs.values())
-    # micro-averaged: 12 of 14 produced findings matched, 12 of 15 expected ones found
+    # micro-averaged: 37 of 38 produced findings matched, 37 of 40 expected ones found (issue 48's
+    # floor: precision >= 0.95, recall >= 0.9)
     assert result["total"] == {
-        "expected": 15,
-        "produced": 14,
-        "matched": 12,
-        "precision": 0.8571,
-        "recall": 0.8,
+        "expected": 40,
+        "produced": 38,
+        "matched": 37,
+        "precision": 0.9737,
+        "recall": 0.925,
         "cost_usd": 0.0,
     }
 
@@ -67,7 +74,7 @@ def test_the_table_shows_the_same_figures(cli):
     code, out, _ = cli("eval", str(GOLDEN))
     assert code == 0
     total = next(line for line in out.splitlines() if "total" in line).split()
-    assert total[-6:] == ["15", "14", "12", "86%", "80%", "0"]
+    assert total[-6:] == ["40", "38", "37", "97%", "92%", "0"]
 
 
 def test_a_bad_golden_set_is_one_line_on_stderr(cli, tmp_path):

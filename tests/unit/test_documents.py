@@ -59,7 +59,8 @@ HTML = """<!DOCTYPE html><html><head><title>Guide</title><style>h1 {color: red}<
 def test_html_becomes_text_with_markdown_headings_and_code():
     assert html_to_text(HTML) == (
         "# Install & run\n\nSome text with bold words.\n\n- one\n- two\n\n## Code\n\n"
-        "```\ndef f():\n    return 1\n```\n\nEnd\nhere\n"
+        "```\ndef f():\n    return 1\n```\n\nEnd\nhere\n\n"
+        "<!-- docllm: converted from HTML; anchors are the page's ids -->\n"  # the link check reads it
     )
 
 

@@ -20,10 +20,15 @@ CASES = {
         "# A\n\nInstall it. TODO: explain proxies.\n",
         "# A\n\nSearch the code for `TODO` comments.\n",
     ),
-    "fixme in code": (
+    "marker in code is not prose": (  # issue 48: a snippet's comment is the snippet's business
         "FIXME marker",
-        f"# A\n\n{FENCE}python\nx = 1  # FIXME\n{FENCE}\n",
-        f"# A\n\n{FENCE}python\nx = 1\n{FENCE}\n",
+        f"# A\n\nFIXME: say which shell.\n\n{FENCE}python\nx = 1\n{FENCE}\n",
+        f"# A\n\n{FENCE}python\nx = 1  # FIXME\n{FENCE}\n\n    # TODO indented code\n\nRun `make # TODO`.\n",
+    ),
+    "marker word as a term": (
+        "TBD marker",
+        "# A\n\n## Status\n\nThe release date is TBD.\n",
+        '# A\n\n## What does TBD mean in the status column?\n\nRows marked TBD are unscheduled; "TODO" is a label.\n',
     ),
     "empty section": (
         "is empty",

@@ -148,3 +148,27 @@ def test_a_findings_check_is_kept_optional_and_must_be_text():
     assert validate_report(tagged)["findings"][0]["check"] == "rubric:team/words"
     with pytest.raises(ValueError, match=r"findings\[0\]\.check must be a string"):
         validate_report({**old, "findings": [{**old["findings"][0], "check": 3}]})
+
+
+# -- markers in code (issue 48): off by default, a rubric can ask for them ------------------------
+
+MARKED = "# A\n\nRun `make # TODO` first.\n\n```bash\necho hi  # FIXME\n```\n\nTBD: the rest.\n"
+
+
+@pytest.mark.parametrize(
+    "checks, lines",
+    [
+        ("  - {id: bans, kind: banned-terms, terms: [simply]}\n", [9]),  # the built-in check: prose only
+        ("  - {id: todo, kind: markers, in_code: true}\n", [3, 6, 9]),
+        ("  - {id: todo, kind: markers, enabled: false}\n", []),
+    ],
+)
+def test_a_rubric_can_ask_for_markers_in_code_or_none(checks, lines):
+    team = rubric(f"version: 1\nchecks:\n{checks}")
+    report = OfflineReviewer().review_now("t", MARKED, team)
+    assert [f["location"]["line_start"] for f in report["findings"] if "marker" in f["message"]] == lines
+
+
+def test_in_code_is_a_key_of_markers_only():
+    with pytest.raises(RubricError, match="unknown key 'in_code' in a links check"):
+        rubric("version: 1\nchecks:\n  - {id: l, kind: links, in_code: true}\n")

@@ -107,16 +107,19 @@ class SentenceLength(Check):
 
 @dataclass(frozen=True)
 class BuiltinCheck(Check):
-    """A built-in offline check, configured: ``links`` or ``code-blocks`` (``languages`` to parse)."""
+    """A built-in offline check, configured: ``links``, ``code-blocks`` (``languages`` to parse) or
+    ``markers`` (``in_code``: TODO, FIXME, TBD in code blocks and spans too)."""
 
     kind: str = "links"
     enabled: bool = True
     languages: tuple[str, ...] = ()  # code-blocks only; empty: every language it knows
+    in_code: bool = False  # markers only
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _need(self.kind in BUILTIN_KINDS, f"kind must be one of {', '.join(BUILTIN_KINDS)}; got {self.kind!r}")
         _need(not self.languages or self.kind == "code-blocks", "languages applies to code-blocks only")
+        _need(not self.in_code or self.kind == "markers", "in_code applies to markers only")
         for language in self.languages:
             _need(language in CODE_LANGUAGES, f"languages are {', '.join(CODE_LANGUAGES)}; got {language!r}")
 
@@ -132,7 +135,7 @@ class Instruction(Check):
         _need(bool(self.text.strip()), "text must not be empty")
 
 
-BUILTIN_KINDS = ("links", "code-blocks")
+BUILTIN_KINDS = ("links", "code-blocks", "markers")
 CODE_LANGUAGES = ("json", "yaml", "python")  # those the built-in code check parses
 
 

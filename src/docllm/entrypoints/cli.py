@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from docllm.domain.errors import DocllmError
 from docllm.domain.lanes import LANES, tenant_error
+from docllm.entrypoints import check_command
 from docllm.entrypoints.output import CommandError
 from docllm.entrypoints.processes import parse_processes
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
@@ -96,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="score the reviewer on a golden set: precision, recall and cost per document")
     ev.add_argument("directory", metavar="DIR", help="documents, each beside its NAME.expected.yaml")
     ev.add_argument("--json", action="store_true")
+    check_command.add_parser(sub)
     db = sub.add_parser("dashboard", help="serve the web dashboard (loopback unless DOCLLM_DASHBOARD_TOKEN is set)")
     db.add_argument("--host", default="127.0.0.1")
     db.add_argument("--port", type=int, default=8765)
@@ -128,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
+    if args.command == "check":  # its own exit codes (2 for any error); none of the other commands' imports
+        return check_command.run
     from docllm.entrypoints import commands  # here: `docllm --help` need not import the container
 
     if args.command == "dead":

@@ -9,6 +9,7 @@ binary (NUL bytes), not UTF-8 text, or a PDF or DOCX that cannot be extracted (t
 from __future__ import annotations
 
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from docllm.adapters.files.extraction import DocumentError, FileLimits, TextBudg
 __all__ = ["DEFAULT_MAX_BYTES", "DocumentError", "html_to_text", "read_document"]
 
 DEFAULT_MAX_BYTES = 1_000_000
-_HTML_START = re.compile(r"\s*(<!doctype\s+html|<html[\s>])", re.I)
+HTML_START = re.compile(r"\s*(<!doctype\s+html|<html[\s>])", re.I)
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # the container of .doc, .xls, .ppt before 2007
 _BLOCKS = {
     "p",
@@ -43,6 +44,9 @@ _BLOCKS = {
     "title",
 }
 _SKIP = {"script", "style", "head", "template", "noscript", "svg"}
+# The last line of an HTML page's text: its headings' anchors are the page's ids, not GitHub's slugs
+# (a browser finds #upgrade-notes only on an element with that id); the offline link check reads it.
+FROM_HTML = "<!-- docllm: converted from HTML; anchors are the page's ids -->"
 
 
 def read_document(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
@@ -108,7 +112,7 @@ def _text(path: Path, data: bytes) -> str:
         raise DocumentError(
             f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert it to UTF-8 first"
         ) from None
-    if path.suffix.lower() in (".html", ".htm") or _HTML_START.match(text):
+    if path.suffix.lower() in (".html", ".htm") or HTML_START.match(text):
         text = html_to_text(text)
     if not text.strip():
         raise DocumentError(f"{path}: the document is empty")
@@ -121,6 +125,7 @@ class _TextExtractor(HTMLParser):
         self.out: list[str] = []
         self._skip = 0  # depth inside script/style/...
         self._pre = 0
+        self._links: list[str | None] = []  # the open <a> tags' targets (None: no href)
 
     def _newline(self, blank: bool = False) -> None:
         self.out.append("\n\n" if blank else "\n")
@@ -139,6 +144,18 @@ class _TextExtractor(HTMLParser):
             self.out.append("\n\n```\n")
         elif tag in _BLOCKS:
             self._newline(tag not in ("br", "tr", "dt", "dd"))
+        if self._skip or self._pre:
+            return
+        # Links and anchors stay, so the link check runs on an HTML page as on Markdown.
+        values = dict(attrs)
+        anchor = values.get("id") or (values.get("name") if tag == "a" else None)
+        if anchor:
+            self.out.append(f'<a id="{escape(anchor)}"></a>')
+        if tag == "a":
+            href = (values.get("href") or "").strip()
+            self._links.append(href or None)
+            if href:
+                self.out.append("[")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in _SKIP:
@@ -149,6 +166,11 @@ class _TextExtractor(HTMLParser):
             self._pre = max(0, self._pre - 1)
             self.out[-1] = self.out[-1].rstrip("\n")
             self.out.append("\n```\n\n")
+        elif tag == "a" and self._links and not self._skip and not self._pre:
+            href = self._links.pop()
+            if href is not None:
+                target = f"<{href}>" if re.search(r"[\s()<>]", href) else href
+                self.out.append(f"]({target})")
 
     def handle_data(self, data: str) -> None:
         if not self._skip:
@@ -156,7 +178,8 @@ class _TextExtractor(HTMLParser):
 
 
 def html_to_text(html: str) -> str:
-    """Text of an HTML page; headings become Markdown ``#`` lines, ``<pre>`` a fenced block."""
+    """Text of an HTML page; headings become Markdown ``#`` lines, ``<pre>`` a fenced block, links
+    ``[text](href)`` and ``id``/``name`` anchors ``<a id="..."></a>``."""
     parser = _TextExtractor()
     parser.feed(html)
     parser.close()
@@ -165,4 +188,5 @@ def html_to_text(html: str) -> str:
         if line.strip() == "```":
             in_pre = not in_pre
         lines.append(line.rstrip() if in_pre else line.strip())  # indentation only matters in code
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return f"{text}\n\n{FROM_HTML}\n" if text else ""

@@ -5,6 +5,7 @@ Deterministic: the same document always gives the same report, findings in docum
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -12,6 +13,10 @@ from docllm.adapters.offline.checks import CHECKS, Doc
 from docllm.adapters.offline.checks.rubric import rubric_checks
 from docllm.domain.report import SEVERITIES, make_report, require_reviewable
 from docllm.domain.rubric import Rubric
+
+# A document this large may take the parsers seconds (a hostile one, up to their bounds), which the
+# event loop's heartbeats cannot wait; smaller ones take milliseconds and run on the loop.
+THREAD_ABOVE_CHARS = 64 * 1024
 
 
 class OfflineReviewer:
@@ -22,11 +27,12 @@ class OfflineReviewer:
         """Nothing to configure."""
 
     async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
+        if len(document) > THREAD_ABOVE_CHARS:  # up to the parsers' time bounds (checks/bounds.py):
+            return await asyncio.to_thread(self.review_now, task_name, document, rubric)  # not on the loop
         return self.review_now(task_name, document, rubric)
 
     def review_now(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
-        """The checks run in a few milliseconds, so the event loop runs them itself. A rubric's
-        rules run too (its instructions are for a model, not for these rules)."""
+        """A rubric's rules run too (its instructions are for a model, not for these rules)."""
         doc = Doc.parse(require_reviewable(document))
         checks = list(CHECKS) if rubric is None else rubric_checks(rubric, task_name, CHECKS)
         found = [(f, order) for order, check in enumerate(checks) for f in check(doc)]

@@ -56,6 +56,7 @@ KINDS: dict[str, tuple[dict[str, Callable[[yaml.Node, str], Any]], Callable[...,
     "sentence-length": ({"max_words": whole_number}, SentenceLength),
     "links": ({"enabled": _bool}, lambda **kw: BuiltinCheck(kind="links", **kw)),
     "code-blocks": ({"enabled": _bool, "languages": _texts}, lambda **kw: BuiltinCheck(kind="code-blocks", **kw)),
+    "markers": ({"enabled": _bool, "in_code": _bool}, lambda **kw: BuiltinCheck(kind="markers", **kw)),
     "instruction": ({"text": text}, Instruction),
 }
 REQUIRED = {"required-sections": "sections", "banned-terms": "terms", "preferred-terms": "replacements"}
@@ -77,7 +78,7 @@ def _check(node: yaml.Node) -> Check:
         raise Bad(node, "a check needs an id")
     if kind in REQUIRED and REQUIRED[kind] not in fields:
         raise Bad(node, f"a {kind} check needs {REQUIRED[kind]}")
-    if kind in ("links", "code-blocks") and "severity" in fields:
+    if kind in ("links", "code-blocks", "markers") and "severity" in fields:
         raise Bad(fields["severity"][0], f"a {kind} check keeps the severities of the built-in one")
     values: dict[str, Any] = {"id": text(fields["id"][1], "id")}
     if "severity" in fields:

@@ -4,9 +4,16 @@ from docllm.adapters.offline.checks.code_blocks import unparsable_code
 from docllm.adapters.offline.checks.document import Doc
 from docllm.adapters.offline.checks.links import broken_links
 from docllm.adapters.offline.checks.prose import long_sentences, markers
-from docllm.adapters.offline.checks.structure import duplicate_headings, empty_sections, heading_levels, unclosed_fences
+from docllm.adapters.offline.checks.structure import (
+    duplicate_headings,
+    empty_sections,
+    heading_levels,
+    unclosed_fences,
+    unreadable,
+)
 
 CHECKS = (
+    unreadable,
     markers,
     empty_sections,
     heading_levels,

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.chunking import Outline, parse_outline
+from docllm.adapters.offline.checks.bounds import REVIEW_SECONDS, Deadline
+from docllm.adapters.offline.checks.markdown import Parsed, parse
+from docllm.domain.chunking import Outline
 from docllm.domain.report import finding
 
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
@@ -16,12 +18,14 @@ _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 @dataclass
 class Doc:
     outline: Outline
-    code: set[int] = field(default_factory=set)  # lines inside fenced code, fences included
+    code: set[int]  # lines inside fenced or indented code, fences included
+    md: Parsed  # the CommonMark reading: links, anchors, prose (checks/markdown.py)
+    deadline: Deadline = field(default_factory=lambda: Deadline(REVIEW_SECONDS))  # for the code blocks
 
     @classmethod
     def parse(cls, text: str) -> Doc:
-        outline = parse_outline(text)
-        return cls(outline, outline.code_lines())
+        md = parse(text)
+        return cls(Outline(md.lines, md.headings, md.fences), md.code, md)
 
     @property
     def lines(self) -> list[str]:
@@ -33,7 +37,7 @@ class Doc:
         return len(self.lines) - (1 if len(self.lines) > 1 and self.lines[-1] == "" else 0)
 
     def prose(self) -> Iterator[tuple[int, str]]:
-        """Lines outside fenced code, inline code blanked out (so `TODO` or `[x](#y)` in code is ignored)."""
+        """Lines outside code, inline code blanked out (a rubric's terms are not matched in commands)."""
         for no, line in enumerate(self.lines, 1):
             if no not in self.code:
                 yield no, _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)

@@ -1,8 +1,9 @@
 """Links that cannot work: anchors the document lacks, undefined references, empty or spaced targets.
 
 Other files are out of reach (a task holds one document), so only what the document itself
-decides is checked. Anchors are GitHub's: lowercase, punctuation dropped, spaces to dashes,
-``-1``, ``-2`` for repeats; ``{#id}`` on a heading and HTML ``id``/``name`` attributes count too.
+decides is checked. Anchors are GitHub's (checks/markdown.py); a fragment is compared after
+percent-decoding and with its case, as a browser does; ``#top`` and GitHub's line fragments
+(``#L12``, ``#L3-L9``) always resolve.
 """
 
 from __future__ import annotations
@@ -10,77 +11,82 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 from docllm.adapters.offline.checks.document import Doc
+from docllm.adapters.offline.checks.markdown import label
 
-_INLINE = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)]*)\)")
+# What CommonMark left as text: a link whose target holds a space, a reference to no definition.
+_SPACED = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^()<>]*\s[^()<>]*)\)")
 _REFERENCE = re.compile(r"!?\[([^\]]+)\]\[([^\]]*)\]")
-_DEFINITION = re.compile(r"^ {0,3}\[([^\]]+)\]:\s*\S")
-_HTML_ID = re.compile(r"""\b(?:id|name)\s*=\s*["']([^"']+)["']""")
-_CUSTOM_ID = re.compile(r"\s*\{#([^}]+)\}\s*$")
-
-
-def slug(text: str) -> str:
-    text = re.sub(r"[^\w\- ]", "", _CUSTOM_ID.sub("", text).strip().lower())
-    return text.replace(" ", "-")
-
-
-def anchors(doc: Doc) -> set[str]:
-    found: set[str] = set()
-    counts: dict[str, int] = {}
-    for h in doc.outline.headings:
-        custom = _CUSTOM_ID.search(h.text)
-        base = custom.group(1) if custom else slug(h.text)
-        n = counts.get(base, 0)
-        counts[base] = n + 1
-        found.add(base if n == 0 else f"{base}-{n}")
-    return found | {m.group(1) for _, line in doc.prose() for m in _HTML_ID.finditer(line)}
-
-
-def _label(text: str) -> str:
-    return " ".join(text.lower().split())
+_LINE_FRAGMENT = re.compile(r"L\d+(?:C\d+)?(?:-L\d+(?:C\d+)?)?")
+_FIX = "Point the link at an existing heading or define its target."
 
 
 def broken_links(doc: Doc) -> Iterator[dict[str, Any]]:
-    known = anchors(doc)
-    defined = {_label(m.group(1)) for _, line in doc.prose() if (m := _DEFINITION.match(line))}
-    fix = "Point the link at an existing heading or define its target."
-    for no, line in doc.prose():
-        for m in _INLINE.finditer(line):
+    known = doc.md.anchors
+    lower = {a.lower(): a for a in known}
+    found: list[tuple[int, dict[str, Any]]] = []
+    by_definition = {d.href for d in doc.md.definitions}  # a reference's fragment is checked at its definition
+    for link in [*(x for x in doc.md.links if x.href not in by_definition), *doc.md.definitions]:
+        quote = link.text
+        if not link.href.strip():
+            found.append(
+                (
+                    link.line,
+                    doc.finding(
+                        "links", "medium", f"Link {quote!r} has no target.", link.line, quote=quote, suggestion=_FIX
+                    ),
+                )
+            )
+            continue
+        if not link.href.startswith("#") or len(link.href) < 2:
+            continue
+        fragment = unquote(link.href[1:])
+        if fragment in known or fragment == "top" or _LINE_FRAGMENT.fullmatch(fragment):
+            continue
+        if fragment.lower() in lower:
+            message = (
+                f"Anchor '#{fragment}' differs in case from '#{lower[fragment.lower()]}': fragments are case-sensitive."
+            )
+        else:
+            message = f"Anchor '#{fragment}' matches no heading in this document."
+        found.append((link.line, doc.finding("links", "medium", message, link.line, quote=quote, suggestion=_FIX)))
+    for prose in doc.md.prose:
+        for m in _SPACED.finditer(prose.text):
+            line = prose.line_of(m.start())
             target = m.group(2).strip()
-            if target.startswith("<") and target.endswith(">"):
-                continue  # <...> allows spaces; anything there is the author's choice
-            target = re.sub(r"""\s+(["'(]).*$""", "", target)  # drop a title: [x](url "title")
-            if not target:
-                yield doc.finding(
-                    "links", "medium", f"Link {m.group(0)!r} has no target.", no, quote=m.group(0), suggestion=fix
+            if re.search(r"""\s(["'(]).*$""", target) or not target:
+                continue  # a title: [x](url "title") would have been a link
+            found.append(
+                (
+                    line,
+                    doc.finding(
+                        "links",
+                        "medium",
+                        f"Link target {target!r} contains a space: it will not render.",
+                        line,
+                        quote=m.group(0),
+                        suggestion="Encode spaces as %20 or wrap the target in <>.",
+                    ),
                 )
-            elif " " in target:
-                yield doc.finding(
-                    "links",
-                    "medium",
-                    f"Link target {target!r} contains a space: it will not render.",
-                    no,
-                    quote=m.group(0),
-                    suggestion="Encode spaces as %20 or wrap the target in <>.",
+            )
+        for m in _REFERENCE.finditer(prose.text):
+            name = label(m.group(2) or m.group(1))
+            if name not in doc.md.references:
+                line = prose.line_of(m.start())
+                found.append(
+                    (
+                        line,
+                        doc.finding(
+                            "links",
+                            "medium",
+                            f"Reference link [{name}] is never defined.",
+                            line,
+                            quote=m.group(0),
+                            suggestion=_FIX,
+                        ),
+                    )
                 )
-            elif target.startswith("#") and target[1:].lower() not in known and target[1:] not in known:
-                yield doc.finding(
-                    "links",
-                    "medium",
-                    f"Anchor {target!r} matches no heading in this document.",
-                    no,
-                    quote=m.group(0),
-                    suggestion=fix,
-                )
-        for m in _REFERENCE.finditer(line):
-            label = _label(m.group(2) or m.group(1))
-            if label not in defined:
-                yield doc.finding(
-                    "links",
-                    "medium",
-                    f"Reference link [{label}] is never defined.",
-                    no,
-                    quote=m.group(0),
-                    suggestion=fix,
-                )
+    for _, f in sorted(found, key=lambda x: x[0]):
+        yield f

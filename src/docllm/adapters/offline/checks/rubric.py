@@ -14,7 +14,7 @@ from typing import Any
 from docllm.adapters.offline.checks.code_blocks import unparsable_code
 from docllm.adapters.offline.checks.document import Doc
 from docllm.adapters.offline.checks.links import broken_links
-from docllm.adapters.offline.checks.prose import long_sentences
+from docllm.adapters.offline.checks.prose import long_sentences, markers
 from docllm.domain.report import finding
 from docllm.domain.rubric import (
     BannedTerms,
@@ -108,6 +108,8 @@ def name_spellings(check: NameSpellings, doc: Doc) -> Iterator[Finding]:
 def _builtin(check: BuiltinCheck, doc: Doc) -> Iterable[Finding]:
     if check.kind == "links":
         return broken_links(doc)
+    if check.kind == "markers":
+        return markers(doc, in_code=check.in_code)
     return unparsable_code(doc, check.languages or None)
 
 
@@ -120,7 +122,7 @@ RULES: dict[type, Callable[[Any, Doc], Iterable[Finding]]] = {
     BuiltinCheck: _builtin,
 }
 # The built-in check a rubric's links or code-blocks check replaces.
-REPLACES = {"links": broken_links, "code-blocks": unparsable_code}
+REPLACES = {"links": broken_links, "code-blocks": unparsable_code, "markers": markers}
 
 
 def _tagged(run: Callable[[Doc], Iterable[Finding]], name: str, severity: str | None, doc: Doc) -> Iterator[Finding]:

@@ -1,0 +1,20 @@
+"""For scripts: one JSON object; each document with its findings as the report has them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from docllm.domain.services.checking import Checked, failing
+
+
+def render(results: Sequence[Checked], threshold: str) -> str:
+    value = {
+        "fail_on": threshold,
+        "failing": failing(results, threshold),
+        "documents": [
+            {"path": r.path, "name": r.source.name, "summary": r.summary, **r.extra, "findings": r.findings}
+            for r in results
+        ],
+    }
+    return json.dumps(value, ensure_ascii=False, indent=2) + "\n"

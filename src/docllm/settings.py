@@ -518,5 +518,6 @@ def redact_url(url: str) -> str:
 
 def _shown(name: str, value: Any) -> str:
     if name in SECRETS or name == "llm_deployments":  # inline JSON may hold API keys
-        return "<hidden>" if name in SECRETS or str(value).startswith(("[", "{")) else repr(value)
+        parsed = isinstance(value, tuple)  # the deployments read: named by the message instead
+        return "<hidden>" if name in SECRETS or parsed or str(value).startswith(("[", "{")) else repr(value)
     return repr(redact_url(value)) if name in ("redis_url", "database_url") else repr(value)

@@ -462,6 +462,9 @@ class Checker:
                     )
             if led.nonterminal == 0:
                 led.violate("I2", None, f"every task finished but the queue is not empty: {s.leftovers()}")
+        money = getattr(s, "money", None)
+        if money is not None:
+            money.final()  # SPEND's books (sim/money.py)
         rpm, refused = s.scenario.llm.provider_rpm, s.llm.limit_429s
         if rpm and refused > RATE_SLACK:
             led.violate("RATE", None, f"the LLM refused {refused} calls over its limit of {rpm} a minute", key="rate")

@@ -87,9 +87,7 @@ def test_a_document_over_the_per_task_cap_is_refused_before_any_request_with_dep
 
 def test_the_batch_lane_stops_at_the_daily_cap_and_counts_what_it_spent(rig_for):
     probe, _ = rig_for(batch_max_tasks=1)
-    estimate = probe.container.spend_ledger().check_lines(
-        probe.container.batch_target().priced, _lines(probe, DOC)
-    )
+    estimate = probe.container.spend_ledger().check_lines(probe.container.batch_target().priced, _lines(probe, DOC))
     assert estimate
     cap = 3.5 * estimate * 2  # room for three batches of two, not for a fourth
     rig, llm = rig_for(batch_max_tasks=2, spend_cap_usd_per_day=cap)

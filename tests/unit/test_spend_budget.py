@@ -207,7 +207,7 @@ def test_the_ledger_settles_each_deployments_share_and_keeps_it_while_redis_is_d
             raise Unavailable("redis down")
         return settle(items)
 
-    budget.settle = flaky_settle  # type: ignore[method-assign]
+    budget.settle = flaky_settle
     ledger = SpendLedger(budget, [])
     assert ledger.settle([Settle(None, True, {"east": 1_000, "west": 2_000})]) is None  # Redis down: kept
     down[0] = False

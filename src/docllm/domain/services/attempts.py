@@ -8,8 +8,8 @@ safe to lose: whatever a crash leaves behind is a lease that expires and is sett
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from docllm.domain import events as ev
 from docllm.domain.budget import Settle
@@ -450,7 +450,7 @@ class TaskProcessor:
         self.events.emit(ev.CANCELLED, task_id=task_id, attempt=n, worker=self.worker_id)
         return True
 
-    def _unsure(self, attempt: Attempt, write, *args):  # type: ignore[no-untyped-def]
+    def _unsure(self, attempt: Attempt, write: Callable[..., bool], *args: Any) -> bool:
         """``write(*args)``, noting on the attempt that a write whose answer never came may have
         landed (a retried finish then reads the row: ``_wrote``)."""
         try:

@@ -54,7 +54,8 @@ LOSS_CHECK_MS = 10_000
 STALL_MS = 60_000  # HEALTH: how far back a stall may be explained by an outage or a pause
 TIMEOUT_CHARGE = "attempt exceeded PROCESSING_TIMEOUT_SECONDS"  # domain.verdict: a timeout's error
 WAIT_SLACK_MS = 1_000  # I12 (b): rounding of the runtime's timers against the harness's measure
-NOT_LLM = (STORE_DOWN, WAITED)  # hand-backs "handed back uncharged" for reasons other than the LLM
+# Hand-backs "handed back uncharged" for reasons other than the LLM (a daily spend cap: the operator's, I16).
+NOT_LLM = (STORE_DOWN, WAITED, "SpendCapReached:")
 # A host's check is answered (or not) within this much of its hand-back (SimLLM.check: 0.05-0.5 s).
 CHECK_MS = 1_000
 

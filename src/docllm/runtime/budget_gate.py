@@ -6,9 +6,10 @@ is at most ``poll`` seconds old, and while today's spend and the reservations in
 cap it asks Redis every ``poll``, so claims stop within ``poll`` plus one round trip of the
 crossing (whoever made it) and resume as soon as the cap is raised (``docllm budget set``), holds
 are settled below it, or the authority's day rolls over. Tasks not claimed stay pending,
-uncharged. An attempt whose reservation the ledger refused (``refused``) holds claims for
-``REFUSED_PAUSE_S``: the cap has room, but not for the document it was asked for, and every claim
-meanwhile would be handed back the same way.
+uncharged. An attempt whose reservation the ledger refused (``refused``) holds claims until the
+room under the cap grows (a hold settled below its estimate, or released), the cap or the day
+changes, or ``REFUSED_PAUSE_S`` passed: the cap had room, but not for the document it was asked
+for, and a claim meanwhile would most likely be handed back the same way.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from docllm.domain.budget import BudgetView
 from docllm.domain.errors import Unavailable
 from docllm.domain.events import NullEvents
 from docllm.domain.ports import EventSink, SpendBudget
+from docllm.domain.services.ledger import room_of
 from docllm.runtime.port_calls import PortCalls
 
 POLL_SECONDS = 0.25  # how old a view may be when the dispatcher claims on it
-REFUSED_PAUSE_S = 5.0  # no claims for this long after a refused reservation
+REFUSED_PAUSE_S = 60.0  # after a refused reservation, claims wait for more room at most this long
 
 
 class BudgetGate:
@@ -40,23 +42,40 @@ class BudgetGate:
         self.events, self.poll = events or NullEvents(), poll_seconds
         self.view: BudgetView | None = None
         self.seen_at = float("-inf")  # event-loop time of ``view``
-        self.refused_until = float("-inf")  # event-loop time claims wait for after a refusal
+        self.refused_until = float("-inf")  # event-loop time claims wait for more room at most until
+        self.refused_at: tuple[int, int | None, int] | None = None  # (day, cap, room) when refused
 
     async def pause(self) -> float:
         """0 when the dispatcher may claim now, else how long to wait before asking again."""
         loop = asyncio.get_running_loop()
-        if self.refused_until > loop.time():
-            return self.refused_until - loop.time()
-        if self.view is None or not self.view.claims or loop.time() - self.seen_at >= self.poll:
+        if self.view is None or not self.view.claims or self.waiting or loop.time() - self.seen_at >= self.poll:
             try:
                 self._saw(await self.calls.claim(self.budget.view))  # the claim path (see LlmGate.pause)
             except Unavailable:
                 pass  # Redis is down: the claim finds out and backs off
+        if self.waiting:
+            return self.poll
         return self.poll if self.view is not None and not self.view.claims else 0.0
+
+    @property
+    def waiting(self) -> bool:
+        """After a refusal: no more room yet, the same cap and day, and not past REFUSED_PAUSE_S."""
+        if self.refused_at is None:
+            return False
+        if asyncio.get_running_loop().time() >= self.refused_until or self.view is None:
+            self.refused_at = None
+            return False
+        day, cap, room = self.refused_at
+        if (self.view.day, self.view.cap_micro) != (day, cap) or room_of(self.view) > room:
+            self.refused_at = None
+            return False
+        return True
 
     def refused(self) -> None:
         """The ledger refused an attempt's reservation at a daily cap."""
         self.refused_until = asyncio.get_running_loop().time() + REFUSED_PAUSE_S
+        if self.view is not None:
+            self.refused_at = (self.view.day, self.view.cap_micro, room_of(self.view))
 
     def _saw(self, view: BudgetView) -> None:
         before = self.view

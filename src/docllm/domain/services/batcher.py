@@ -31,12 +31,12 @@ from docllm.domain.model import Attempt, Delivery
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all
-from docllm.domain.services.ledger import REFUSED_RETRY_S, SpendLedger, refusal
+from docllm.domain.services.ledger import REFUSED_RETRY_S, SpendLedger, refusal, room_of
 from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.verdict import Happened, decide, facts_of
 
 Lines = tuple[list[dict[str, Any]], float | None]  # a member's batch lines and their estimate (USD)
-REFUSED_PAUSE_MS = 5_000  # after the ledger refused a batch, none is claimed for this long
+REFUSED_PAUSE_MS = 60_000  # after the ledger refused a batch, claims wait for more room at most this long
 
 
 class Batcher:
@@ -57,7 +57,8 @@ class Batcher:
         # The spend ledger (I16): a batch's estimate is reserved before its upload, held ``hold_ms``
         # at most (the batch's processing bound); at a cap, no batch claims.
         self.ledger, self.hold_ms = ledger, hold_ms
-        self.refused_ms: int | None = None  # authority time the ledger last refused a batch
+        # After the ledger refused a batch: (authority ms, day, cap, room under the cap) then.
+        self.refused: tuple[int, int, int | None, int] | None = None
         self.max_tasks, self.max_wait_ms, self.batch_lease_ms = max_tasks, max_wait_ms, batch_lease_ms
         self.held: list[Delivery] = []  # claimed, not started: a crash leaves leases the reaper requeues uncharged
         self.first_ms: int | None = None  # authority time the oldest held delivery was claimed
@@ -93,14 +94,24 @@ class Batcher:
         return self.send(deliveries) is not None and full
 
     def _may_spend(self) -> bool:
-        """Whether the ledger has room for a batch: the day's spend and holds under the caps, and
-        no batch refused within the last ``REFUSED_PAUSE_MS`` (the room there was did not fit it)."""
+        """Whether the ledger has room for a batch: the day's spend and holds under the caps and,
+        after a refused batch, more room than then (or another cap, another day, or
+        ``REFUSED_PAUSE_MS`` later): the room there was did not fit it."""
         if self.ledger is None:
             return True
-        if self.refused_ms is not None and not waited(self.proc.clock.now_ms(), self.refused_ms, REFUSED_PAUSE_MS):
-            return False
         view = self.ledger.view()
-        return view is None or view.claims
+        if view is None:
+            return True
+        if self.refused is not None:
+            at, day, cap, room = self.refused
+            if (
+                (view.day, view.cap_micro) == (day, cap)
+                and room_of(view) <= room
+                and not waited(self.proc.clock.now_ms(), at, REFUSED_PAUSE_MS)
+            ):
+                return False
+            self.refused = None
+        return view.claims
 
     def keep(self) -> None:
         """Renew the leases this batcher holds (its held claims, the members of the batch it sends,
@@ -227,7 +238,8 @@ class Batcher:
         if grant is None or grant.granted:
             return True
         why = refusal(grant, self.target.priced, usd)
-        self.refused_ms = self.proc.clock.now_ms()
+        v = grant.view
+        self.refused = (self.proc.clock.now_ms(), v.day, v.cap_micro, room_of(v))
         for a in attempts:
             self.proc.finish(a, Outcome.release(f"batch {ref}: {why}", Reason.spend_cap, retry_after=REFUSED_RETRY_S))
         self.store.advance(ref, BatchState.open, BatchState.returned, self.proc.clock.now_ms(), error=why)

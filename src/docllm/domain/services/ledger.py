@@ -145,6 +145,11 @@ def shares(by_deployment: Mapping[str, float], total_usd: float | None) -> dict[
     return found
 
 
+def room_of(view: BudgetView) -> int:
+    """Micro-dollars left under the fleet's cap for new reservations (0 without a cap)."""
+    return (view.cap_micro or 0) - view.spent_micro - view.held_micro
+
+
 def refusal(grant: Grant, where: Priced, usd: float | None) -> str:
     v = grant.view
     if grant.refused_by == "deployment":

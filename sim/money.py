@@ -52,6 +52,7 @@ class WatchedBudget:
         view: BudgetView = self._budget.settle(items)
         w = self._watch
         for item in items:
+            w.settles += len(item.by_deployment)  # a micro-dollar of rounding per share at most
             counted = sum(item.by_deployment.values())
             w.counted_total += counted
             key = item.key or ""
@@ -83,11 +84,9 @@ class MoneyWatch:
         self.counted_total = 0
         self.refused = 0
         self.refused_keys: list[str] = []
-        self.settles = 0
-
+        self.settles = 0  # shares counted
     def check(self, view: BudgetView) -> None:
         """SPEND's cap, on what the script answered."""
-        self.settles += 1
         if view.cap_micro is None:
             return
         allowed = view.cap_micro + self.over_estimate[view.day]
@@ -109,7 +108,7 @@ class MoneyWatch:
     def final(self) -> None:
         """SPEND's books: never more counted than the rows' writes recorded."""
         rows = sum(round((t.usage.cost_usd or 0.0) * MICRO) for t in self.sys.real_repo.recent(1_000_000) if t.usage)
-        slack = self.settles + 10  # a micro-dollar of rounding per settlement at most
+        slack = self.settles + 10  # a micro-dollar of rounding per share counted at most
         if self.counted_total > rows + slack:
             self.sys.ledger.violate(
                 "SPEND",

@@ -304,7 +304,8 @@ class Worker:
 
     async def _observe(self, attempt: Attempt) -> Outcome | Facts:
         """The spend ledger's reservation (a port call), then the review (I16)."""
-        if getattr(self.proc, "ledger", None) is not None:
+        ledger = getattr(self.proc, "ledger", None)
+        if ledger is not None and ledger.reserves:
             refused = await self.calls.call(self.proc.reserve, attempt)
             if refused is not None:
                 return refused

@@ -280,7 +280,7 @@ class TaskProcessor:
         a daily cap reached (handed back uncharged), Redis down (handed back). A document the
         review would refuse anyway (empty, too big) is left to ``observe``."""
         document = attempt.task.document
-        if self.ledger is None or document is None or not document.strip():
+        if self.ledger is None or not self.ledger.reserves or document is None or not document.strip():
             return None
         if len(document.encode("utf-8")) > self.limits.max_document_bytes:
             return None

@@ -65,6 +65,13 @@ class SpendLedger:
         self._unsent: list[Settle] = []
         self._lock = threading.Lock()
 
+    @property
+    def reserves(self) -> bool:
+        """Whether a realtime attempt has anything to reserve or check: its first deployment is
+        priced, and spend is counted or a per-task cap is set (else no work, no port call)."""
+        first = self.first
+        return first is not None and first.price is not None and (self.budget is not None or bool(self.task_cap_usd))
+
     # -- the one place a cap is checked --------------------------------------------------------
     def reserve(
         self, key: str, where: Priced, usd: float | None, task_usd: float | None, what: str, hold_ms: int
@@ -84,7 +91,7 @@ class SpendLedger:
         """Reserve a realtime attempt's document before its first request: the key held, or None
         (nothing held). OverCostCap over the per-task cap, SpendCapReached at a daily cap."""
         where = self.first
-        if where is None:
+        if where is None or not self.reserves:
             return None
         requests = document_requests(task_name, document, rubric, self.max_chunk_chars)
         usd = where.cost(requests)

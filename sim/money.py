@@ -85,6 +85,7 @@ class MoneyWatch:
         self.refused = 0
         self.refused_keys: list[str] = []
         self.settles = 0  # shares counted
+
     def check(self, view: BudgetView) -> None:
         """SPEND's cap, on what the script answered."""
         if view.cap_micro is None:

@@ -16,6 +16,8 @@ import logging
 from types import SimpleNamespace
 from typing import Any
 
+from dependency_injector import providers
+
 from docllm.adapters.redis.breaker import RedisLlmBreaker
 from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.queue import RedisTaskQueue
@@ -151,6 +153,8 @@ class ProductSystem(System):
         if self.money is not None:
             c.spend_budget.override(self.money.port)
             self.llm.prices, self.llm.spent_at = s.price_table, "default"
+        else:  # nothing priced, no cap: no spend gate (runs as before the ledger)
+            c.spend_budget.override(providers.Object(None))
         retry = RetryPolicy(
             max_attempts=s.max_attempts,
             max_handbacks=s.max_handbacks,

@@ -129,14 +129,13 @@ def _spend_budget(client, settings: Settings, clock):
 
 def _spend_ledger(settings: Settings, budget):
     """The spend ledger (I16): every cap checked at one reservation, spend settled per write that
-    landed. Spend is counted in Redis only where calls are priced; the per-task cap holds anyway."""
+    landed, in Redis (nothing is reserved or counted for an unpriced deployment)."""
     from docllm.domain.services.ledger import SpendLedger
 
-    counted = bool(settings.price_table.entries) or any(d.price is not None for d in settings.llm_deployments)
     hold_ms = int(2 * (settings.processing_timeout_seconds + settings.lease_seconds) * 1000)
     return SpendLedger(
-        budget() if counted else None,
-        priced_deployments(settings),
+        budget(),
+        priced_deployments(settings) if settings.llm_provider == "openai" else [],  # offline checks cost nothing
         settings.task_max_cost_usd or None,
         settings.llm_max_chunk_chars,
         hold_ms,

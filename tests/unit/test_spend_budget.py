@@ -270,18 +270,21 @@ def test_the_deployment_spend_gauge_follows_each_view_and_a_new_day_sets_it_back
 
 
 def test_a_worker_counts_spend_when_only_its_deployments_carry_prices():
+    from docllm.container import priced_deployments
     from docllm.domain.deployments import Deployment
     from docllm.domain.prices import Price
-    from docllm.entrypoints.bootstrap import _priced
     from docllm.settings import Settings
 
     def one(price: Price | None) -> Deployment:
         return Deployment(name="e", base_url="http://e/v1", model="m", api_key="k", price=price)
 
-    assert not _priced(Settings())
-    assert _priced(Settings(llm_prices="m=1/2"))
-    assert _priced(Settings(llm_deployments=(one(Price(1.0, 2.0)),)))  # the deployment's own prices
-    assert not _priced(Settings(llm_deployments=(one(None),)))
+    def ledger(settings: Settings) -> SpendLedger:
+        return SpendLedger(None, priced_deployments(settings))
+
+    assert ledger(Settings(llm_prices="m=1/2", llm_model="m")).unpriced == ()
+    assert ledger(Settings(llm_deployments=(one(Price(1.0, 2.0)),))).unpriced == ()  # the deployment's own prices
+    assert ledger(Settings(llm_deployments=(one(None),))).unpriced == ("e",)
+    assert ledger(Settings(llm_deployments=(one(None),), llm_prices="m=3/4")).unpriced == ()  # the table's
 
 
 def test_an_attempts_hold_stands_while_its_end_is_written():

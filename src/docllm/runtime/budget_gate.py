@@ -37,8 +37,12 @@ class BudgetGate:
         logger: logging.Logger,
         events: EventSink | None = None,
         poll_seconds: float = POLL_SECONDS,
+        unpriced: tuple[str, ...] = (),
     ):
         self.budget, self.calls, self.logger = budget, calls, logger
+        # Deployments without a price: their spend cannot be counted, so no claims while any cap
+        # is in force (a cap set with `docllm budget set`: the settings' caps refuse them at start).
+        self.unpriced = unpriced
         self.events, self.poll = events or NullEvents(), poll_seconds
         self.view: BudgetView | None = None
         self.seen_at = float("-inf")  # event-loop time of ``view``
@@ -48,14 +52,17 @@ class BudgetGate:
     async def pause(self) -> float:
         """0 when the dispatcher may claim now, else how long to wait before asking again."""
         loop = asyncio.get_running_loop()
-        if self.view is None or not self.view.claims or self.waiting or loop.time() - self.seen_at >= self.poll:
+        if self.view is None or not self._claims(self.view) or self.waiting or loop.time() - self.seen_at >= self.poll:
             try:
                 self._saw(await self.calls.claim(self.budget.view))  # the claim path (see LlmGate.pause)
             except Unavailable:
                 pass  # Redis is down: the claim finds out and backs off
         if self.waiting:
             return self.poll
-        return self.poll if self.view is not None and not self.view.claims else 0.0
+        return self.poll if self.view is not None and not self._claims(self.view) else 0.0
+
+    def _claims(self, view: BudgetView) -> bool:
+        return view.claims and not (self.unpriced and view.cap_micro is not None)
 
     @property
     def waiting(self) -> bool:
@@ -81,7 +88,15 @@ class BudgetGate:
         before = self.view
         self.view, self.seen_at = view, asyncio.get_running_loop().time()
         if before is None or before.full != view.full or before.cap_micro != view.cap_micro:
-            if view.full:
+            if self.unpriced and view.cap_micro is not None:
+                self.logger.error(
+                    "a spend cap of %.6f USD is in force (%s) but deployment %s has no price, so its spend "
+                    "cannot be counted: claims stopped; give it prices (or DOCLLM_LLM_PRICES)",
+                    view.cap_usd or 0.0,
+                    view.source,
+                    ", ".join(repr(name) for name in self.unpriced),
+                )
+            elif view.full:
                 self.logger.warning(
                     "spend cap reached: %.6f spent and %.6f held of %.6f USD today (%s); claims stopped",
                     view.spent_usd,

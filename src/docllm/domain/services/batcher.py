@@ -27,6 +27,7 @@ from docllm.domain.batches import BatchState
 from docllm.domain.clock_steps import waited
 from docllm.domain.errors import DocllmError, Unavailable
 from docllm.domain.lanes import BATCH_LANE
+from docllm.domain.ledger import batch_key
 from docllm.domain.model import Attempt, Delivery
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore
 from docllm.domain.services.attempts import TaskProcessor
@@ -102,6 +103,8 @@ class Batcher:
         view = self.ledger.view()
         if view is None:
             return True
+        if self.target.price is None and view.cap_micro is not None:
+            return False  # its spend could not be counted under the cap in force (`docllm budget set`)
         if self.refused is not None:
             at, day, cap, room = self.refused
             if (
@@ -196,6 +199,7 @@ class Batcher:
                 file_id = self.api.upload(jsonl, f"docllm-{ref}.jsonl")
             except DocllmError as exc:  # nothing at the provider refers to ``ref``: hand back at once
                 hand_back_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc}); handed back uncharged")
+                self._release(ref)  # nothing was sent: nothing will be billed
                 self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
                 return None
             if not self.leases.renew(ref, token, self.batch_lease_ms):
@@ -229,7 +233,7 @@ class Batcher:
         """The batch's estimate reserved (I16), after its record and before anything is sent: the
         record comes first, so a crash in between leaves an ``open`` batch a poller returns, and
         its return releases the hold. Refused at a cap: the members are handed back uncharged and
-        uncounted, the batch is ``returned`` and no batch is claimed for ``REFUSED_PAUSE_MS``."""
+        uncounted, the batch is ``returned`` and no batch is claimed until there is more room."""
         if self.ledger is None:
             return True
         estimates = [lines[a.task_id][1] for a in attempts]
@@ -244,6 +248,10 @@ class Batcher:
             self.proc.finish(a, Outcome.release(f"batch {ref}: {why}", Reason.spend_cap, retry_after=REFUSED_RETRY_S))
         self.store.advance(ref, BatchState.open, BatchState.returned, self.proc.clock.now_ms(), error=why)
         return False
+
+    def _release(self, ref: str) -> None:
+        if self.ledger is not None:
+            self.ledger.release(batch_key(ref))
 
     def _hold(self, ref: str) -> str | None:
         """Take the batch's lease, and have ``keep`` renew it while this batcher sends; None: taken."""

@@ -66,6 +66,11 @@ class SpendLedger:
         self._lock = threading.Lock()
 
     @property
+    def unpriced(self) -> tuple[str, ...]:
+        """The deployments whose spend cannot be counted (no price): no work while a cap is in force."""
+        return tuple(name for name, d in self.deployments.items() if d.price is None)
+
+    @property
     def reserves(self) -> bool:
         """Whether a realtime attempt has anything to reserve or check: its first deployment is
         priced, and spend is counted or a per-task cap is set (else no work, no port call)."""

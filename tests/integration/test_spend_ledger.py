@@ -86,26 +86,34 @@ def test_a_document_over_the_per_task_cap_is_refused_before_any_request_with_dep
 
 
 def test_the_batch_lane_stops_at_the_daily_cap_and_counts_what_it_spent(rig_for):
+    """A batch of two is held at its estimate (a fixed 1,000-token completion a line: several times
+    what the test server bills) until it is applied, and then counts what it cost. With a cap of 1.35
+    batch estimates a batch goes only when the last one was applied and released its hold, and after
+    three the room left (the cap less three batches' cost) no longer fits a fourth: the lane stops at
+    the cap, though the count stands far below it."""
     probe, _ = rig_for(batch_max_tasks=1)
     estimate = probe.container.spend_ledger().check_lines(probe.container.batch_target().priced, _lines(probe, DOC))
     assert estimate
-    cap = 3.5 * estimate * 2  # room for three batches of two, not for a fourth
+    cap = 1.35 * 2 * estimate
     rig, llm = rig_for(batch_max_tasks=2, spend_cap_usd_per_day=cap)
     ids = rig.submit(20)
+    seen: list[Any] = []
     service = build_service(rig.container).start()
     try:
+        rig.until(lambda: seen.append(spent(rig)) or llm.batches.counters["batches_created"] >= 3)
         rig.until(lambda: len([b for b in rig.batches() if b.state is BatchState.applied]) >= 3)
         time.sleep(3 * rig.settings.batch_max_wait_seconds + 2 * DELAY + 1)  # a fourth would be out by now
         view = spent(rig)
         rows = rig.rows(ids)
     finally:
         assert service.wait(30)
+    assert all(v.spent_micro + v.held_micro <= micro(cap) for v in [*seen, view])  # never past the cap
     assert llm.batches.counters["batches_created"] == 3, rig.batches()  # the cap held the lane
-    assert view.spent_micro + view.held_micro <= micro(cap)
     done = [r for r in rows if r.status is TaskStatus.success]
     assert len(done) == 6
     assert view.spent_micro == sum(micro(r.usage.cost_usd) for r in done)  # each write counted once
     assert view.by_deployment == {"default": view.spent_micro}  # batch spend is the deployment's too
+    assert view.held_micro == 0 and micro(cap) - view.spent_micro < micro(2 * estimate)  # no room for a fourth
     waiting = [r for r in rows if r.status is TaskStatus.pending]
     assert len(waiting) == 14 and all(r.retry_count == 0 and r.handbacks == 0 for r in waiting)
 

@@ -41,7 +41,7 @@ from docllm.domain.ports import (
     review_with,
 )
 from docllm.domain.rubric import Rubric
-from docllm.domain.services.ledger import SpendLedger, shares
+from docllm.domain.services.ledger import Purse, SpendLedger, shares, spending
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
 from docllm.domain.tracing import NullTracer, Span, Tracer, traced, within
 from docllm.domain.usage import metering
@@ -287,7 +287,8 @@ class TaskProcessor:
         try:
             rubric = self._rubric(attempt.task)
             name = attempt.task.task_name or ""
-            attempt.hold = self.ledger.reserve_attempt(attempt.task_id, attempt.number, name, document, rubric)
+            held = self.ledger.reserve_attempt(attempt.task_id, attempt.number, name, document, rubric)
+            attempt.hold, attempt.hold_at = held if held is not None else (None, None)
         except Exception as exc:  # noqa: BLE001 - as observe: decide() says who pays
             seen = facts_of(exc)
             return self.facts(attempt, seen.happened, seen.error, seen.retry_after)
@@ -307,7 +308,8 @@ class TaskProcessor:
             return self.facts(attempt, Happened.invalid_document, error)
         try:
             rubric = self._rubric(attempt.task)
-            with metering(attempt.meter), within(attempt.span):
+            purse = Purse(self.ledger, attempt) if self.ledger is not None else None
+            with metering(attempt.meter), within(attempt.span), spending(purse):
                 report = await review_with(self.reviewer, attempt.task.task_name or "", document, rubric)
         except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker: decide() says who pays
             seen = facts_of(exc)
@@ -469,6 +471,8 @@ class TaskProcessor:
             spent = shares(a.meter.cost_by_deployment, a.usage.cost_usd) if landed else {}
             if (a.hold is not None and a.hold_release) or spent:
                 items.append(Settle(a.hold, a.hold_release, spent))
+            items += [Settle(key, True, {}) for key in a.chunk_holds]
+            a.chunk_holds = []
             if landed or a.hold_release:
                 a.hold = None  # settled once, whatever ``finish`` is called again for
         if items:

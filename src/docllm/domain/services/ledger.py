@@ -25,8 +25,10 @@ write that landed is counted once Redis answers again.
 
 from __future__ import annotations
 
+import contextvars
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from docllm.domain.budget import BudgetView, Grant, Settle, micro
@@ -92,22 +94,33 @@ class SpendLedger:
     # -- realtime ------------------------------------------------------------------------------
     def reserve_attempt(
         self, task_id: int, attempt: int, task_name: str, document: str, rubric: Rubric | None
-    ) -> str | None:
-        """Reserve a realtime attempt's document before its first request: the key held, or None
-        (nothing held). OverCostCap over the per-task cap, SpendCapReached at a daily cap."""
+    ) -> tuple[str, str] | None:
+        """Reserve a realtime attempt's document before its first request: (key, deployment) held,
+        or None (nothing held). The per-task cap is checked at the dearest deployment the router
+        may send a chunk to (the only one, for one deployment): OverCostCap over it. The hold is at
+        the first deployment by order; a chunk the router sends elsewhere reserves there first
+        (``Purse.cover``). SpendCapReached at the fleet's cap, or at the first deployment's own cap
+        when it is the only one (with several, its chunks go to the others, each reserved there)."""
         where = self.first
         if where is None or not self.reserves:
             return None
         requests = document_requests(task_name, document, rubric, self.max_chunk_chars)
         usd = where.cost(requests)
-        what = f"{len(requests)} chunk(s) of {where.model} at {where.name}"
+        dearest, task_usd = where, usd
+        for other in self.deployments.values():
+            cost = other.cost(requests)
+            if cost is not None and task_usd is not None and cost > task_usd:
+                dearest, task_usd = other, cost
+        what = f"{len(requests)} chunk(s) of {dearest.model} at {dearest.name}"
         key = attempt_key(task_id, attempt)
-        grant = self.reserve(key, where, usd, usd, what, self.attempt_hold_ms)
+        grant = self.reserve(key, where, usd, task_usd, what, self.attempt_hold_ms)
         if grant is None:
             return None
         if not grant.granted:
+            if grant.refused_by == "deployment" and len(self.deployments) > 1:
+                return None
             raise SpendCapReached(refusal(grant, where, usd), REFUSED_RETRY_S)
-        return key
+        return key, where.name
 
     # -- the batch lane ------------------------------------------------------------------------
     def check_lines(self, where: Priced, lines: Sequence[Mapping[str, Any]]) -> float | None:
@@ -145,6 +158,52 @@ class SpendLedger:
 
     def view(self) -> BudgetView | None:
         return None if self.budget is None else self.budget.view()
+
+
+class Purse:
+    """One running attempt's reservations, for a router that sends a chunk to a deployment the
+    attempt's hold is not at: that chunk is reserved there first (its cap and the fleet's)."""
+
+    def __init__(self, ledger: SpendLedger, attempt: Any):
+        self.ledger, self.attempt = ledger, attempt
+
+    def needs(self, deployment: str) -> bool:
+        """Whether a chunk sent to ``deployment`` must be reserved there (pure: no port call)."""
+        where = self.ledger.deployments.get(deployment)
+        return (
+            self.ledger.budget is not None
+            and where is not None
+            and where.price is not None
+            and self.attempt.hold_at != deployment
+        )
+
+    def cover(self, deployment: str, requests: Sequence[Any]) -> bool:
+        """Reserve one chunk's requests at ``deployment`` (blocking: a Redis call). False: refused
+        at its cap or the fleet's; the router passes it over for this chunk."""
+        where = self.ledger.deployments[deployment]
+        a = self.attempt
+        key = f"{attempt_key(a.task_id, a.number)}:{deployment}:{len(a.chunk_holds) + 1}"
+        grant = self.ledger.reserve(key, where, where.cost(requests), None, "a chunk", self.ledger.attempt_hold_ms)
+        if grant is not None and grant.granted:
+            a.chunk_holds.append(key)
+        return grant is None or grant.granted
+
+
+_purse: contextvars.ContextVar[Purse | None] = contextvars.ContextVar("docllm_purse", default=None)
+
+
+@contextmanager
+def spending(purse: Purse | None) -> Iterator[None]:
+    """The running attempt's purse for the reviews inside (their chunk tasks inherit it)."""
+    token = _purse.set(purse)
+    try:
+        yield
+    finally:
+        _purse.reset(token)
+
+
+def current_purse() -> Purse | None:
+    return _purse.get()
 
 
 def shares(by_deployment: Mapping[str, float], total_usd: float | None) -> dict[str, int]:

@@ -476,6 +476,7 @@ class Container(containers.DeclarativeContainer):
         worker_id=settings.provided.worker_id,
         tracer=tracer,
         batches=providers.Callable(_reaper_batches, settings, batch_store.provider),
+        ledger=spend_ledger,
     )
     # The batch lane (issue 28): run by ``docllm worker`` when some deployment offers batches.
     batcher = providers.Factory(

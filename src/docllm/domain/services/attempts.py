@@ -360,15 +360,12 @@ class TaskProcessor:
             FencedWrite(WriteKind.commit, a.task_id, a.number, result=o.report or {}, usage=a.usage) for a, o in ends
         ]
         try:
-            try:
-                written = self.repo.write_group(writes).written
-            except Unavailable:  # it may have landed: a retried finish reads its row (``_wrote``)
-                for a, _ in ends:
-                    a.meta["unsure"] = True
-                raise
+            written = self.repo.write_group(writes).written
             landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
             self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
         except BaseException as exc:
+            for a, _ in ends:  # its writes may have landed: a retried finish reads its row (``_wrote``)
+                a.meta["unsure"] = True
             for (a, _), span in zip(ends, spans, strict=True):
                 if span is not a.span:
                     span.end(exc)
@@ -453,11 +450,11 @@ class TaskProcessor:
         return True
 
     def _unsure(self, attempt: Attempt, write: Callable[..., bool], *args: Any) -> bool:
-        """``write(*args)``, noting on the attempt that a write whose answer never came may have
-        landed (a retried finish then reads the row: ``_wrote``)."""
+        """``write(*args)``, noting on the attempt that a write that did not answer (or whose
+        next step failed) may have landed: a retried finish then reads the row (``_wrote``)."""
         try:
             return write(*args)
-        except Unavailable:
+        except BaseException:
             attempt.meta["unsure"] = True
             raise
 

@@ -184,8 +184,10 @@ def test_at_the_cap_no_attempt_starts_past_the_poll_and_the_overshoot_is_what_wa
     at, _ = seen["crossed"][0]
     late = [t for t in seen["starts"] if t > at]
     assert all(t <= at + POLL + 0.01 for t in late), f"attempts started {late} after the crossing at {at}"
-    # What may still be charged after the crossing: what ran then, and what started before it was seen.
-    assert seen["final"] - cap < max(costs) * (concurrency + len(late))
+    # What may still be charged after the crossing: what ran then, what started before it was seen,
+    # and the ends still being written (at most ``concurrency``: their slots are free), counted when
+    # their writes land (I16; with prices their holds stand meanwhile, here nothing is held).
+    assert seen["final"] - cap < max(costs) * (2 * concurrency + len(late))
     # Every task that did not start waits, pending and uncharged (with cheap tasks every one may have
     # started within the gate's poll; tests/integration/test_spend_cap_fleet.py has work left waiting).
     assert seen["pending"] == len(costs) - len(seen["starts"]) and seen["charged_pending"] == 0

@@ -199,10 +199,8 @@ def test_a_bad_number_of_processes_is_refused(text: str) -> None:
         parse_processes(text)
 
 
-def test_auto_is_the_usable_cores() -> None:
-    import os
-
-    assert parse_processes("auto") == len(os.sched_getaffinity(0))
+def test_auto_is_resolved_at_start_and_numbers_parse() -> None:
+    assert parse_processes("auto") == "auto"  # the CPUs are counted at start (test_cpu_budget.py)
     assert parse_processes("3") == 3
 
 
@@ -222,6 +220,7 @@ def test_the_worker_command_runs_a_parent_only_for_more_than_one_process(monkeyp
 
     monkeypatch.setattr(worker, "main", run_worker)
     monkeypatch.setattr(processes, "run", run_parent)
+    monkeypatch.setattr("docllm.logs.setup_logging", lambda *a, **kw: None)
     monkeypatch.setenv("DOCLLM_HOME", "/nonexistent-docllm-home")
     assert cli.main(["worker"]) == 0
     assert cli.main(["worker", "--processes", "1"]) == 0
@@ -235,6 +234,11 @@ def test_the_worker_command_runs_a_parent_only_for_more_than_one_process(monkeyp
     ]
     assert cli.main(["worker", "--processes", "0"]) == 2
     assert "argument --processes: '0' is not a number of processes" in capsys.readouterr().err
+    ran.clear()
+    assert cli.main(["worker", "--processes", "100000"]) == 2  # above the bound: one line, nothing runs
+    err = capsys.readouterr().err
+    assert err.startswith("docllm: --processes 100000 is more than") and err.count("\n") == 1
+    assert ran == []
 
 
 def test_a_parent_whose_port_is_taken_starts_no_child_and_leaves_nothing_behind(monkeypatch, tmp_path) -> None:

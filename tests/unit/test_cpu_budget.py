@@ -32,7 +32,8 @@ def _tree(root: Path, cgroup: str, mounts: str, files: dict[str, str]) -> str:
 
 
 def test_v2_quota_of_the_process_cgroup(tmp_path):
-    root = _tree(tmp_path, "0::/kubepods/pod1/c1\n", V2_MOUNTS, {"/sys/fs/cgroup/kubepods/pod1/c1/cpu.max": "150000 100000\n"})
+    files = {"/sys/fs/cgroup/kubepods/pod1/c1/cpu.max": "150000 100000\n"}
+    root = _tree(tmp_path, "0::/kubepods/pod1/c1\n", V2_MOUNTS, files)
     assert cgroup_quota(root) == (1.5, "/sys/fs/cgroup/kubepods/pod1/c1")
 
 
@@ -82,7 +83,10 @@ def test_v1_unlimited_and_a_missing_controller_are_no_quota(tmp_path):
         tmp_path / "a",
         "4:cpu,cpuacct:/\n",
         V1_MOUNTS,
-        {"/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n"},
+        {
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
     )
     assert cgroup_quota(root) == (None, "")
     root = _tree(tmp_path / "b", "12:pids:/x\n", V1_MOUNTS, {})

@@ -96,7 +96,7 @@ def test_fifty_child_deaths_leave_the_live_childrens_files_and_the_folded_ones(t
         while sum(len(slot.exits) for slot in supervisor.slots) < DEATHS:
             for slot in supervisor.slots:
                 if slot.child is not None:
-                    slot.child.wait(30)  # dead before the next look, so every step folds what died
+                    children[slot.child.pid].wait(30)  # dead before the next look, so every step folds what died
             supervisor.step()
         supervisor.step()  # the last two replaced (a death's replacement starts at a later step)
         live = {slot.child.pid for slot in supervisor.slots if slot.child is not None and slot.child.poll() is None}

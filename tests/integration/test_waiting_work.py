@@ -80,7 +80,8 @@ def _holders(client: redis.Redis, marker: str) -> set[str]:
     found = set()
     for key in client.scan_iter(match=f"{PREFIX}:*"):
         name = key.decode()
-        kind = str(client.type(key), "ascii")
+        kind = client.type(key)
+        kind = kind.decode() if isinstance(kind, bytes) else kind
         items: list[Any]
         if kind == "list":
             items = client.lrange(key, 0, -1)

@@ -86,7 +86,13 @@ def test_keda_reads_every_lane_and_tenant_and_not_the_batch_members(
 
     keeper = threading.Thread(target=keep, daemon=True)
     keeper.start()
-    request.addfinalizer(lambda: (stop.set(), keeper.join(10), client.close()))
+
+    def finish() -> None:
+        stop.set()
+        keeper.join(10)
+        client.close()
+
+    request.addfinalizer(finish)
     assert keda("waiting") == 3
     assert metric('docllm_queue_depth{queue="processing"}') == 5  # what the old "processing" trigger read
 

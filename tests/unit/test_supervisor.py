@@ -258,3 +258,22 @@ def test_a_parent_whose_port_is_taken_starts_no_child_and_leaves_nothing_behind(
             processes.run(settings, 2)
     assert list(tmp_path.iterdir()) == []  # the metrics directory is removed
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGCHLD)) == handlers
+
+
+def test_a_parent_removes_the_metrics_directories_of_dead_parents_only(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from docllm.entrypoints.processes import METRICS_PREFIX, remove_dead_parents_metrics
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])  # noqa: S603 - a pid that has ended
+    gone.wait()
+    dead = tmp_path / f"{METRICS_PREFIX}{gone.pid}-abc"
+    alive = tmp_path / f"{METRICS_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "docllm-metrics-xyz"  # not ours to judge
+    for directory in (dead, alive, other):
+        directory.mkdir()
+        (directory / "counter_1.db").write_bytes(b"x")
+    assert remove_dead_parents_metrics(str(tmp_path)) == [str(dead)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])

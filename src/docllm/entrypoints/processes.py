@@ -10,6 +10,7 @@ supervisor. The decisions are ``runtime.supervisor.Supervisor``'s.
 from __future__ import annotations
 
 import argparse
+import glob
 import logging
 import os
 import shutil
@@ -33,6 +34,7 @@ log = logging.getLogger("docllm.supervisor")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 AUTO = "auto"
 MAX_PER_CPU = 4  # --processes N above this many per usable CPU is refused
+METRICS_PREFIX = "docllm-metrics-"  # + the parent's pid: its multiprocess directory
 
 
 def parse_processes(text: str) -> int | str:
@@ -79,7 +81,10 @@ def run(settings: Settings, processes: int) -> int:
             file=sys.stderr,
         )
         return 2
-    metrics_dir = tempfile.mkdtemp(prefix="docllm-metrics-") if settings.metrics_port is not None else None
+    remove_dead_parents_metrics(tempfile.gettempdir())
+    metrics_dir = None
+    if settings.metrics_port is not None:
+        metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-")
     env = {**os.environ}
     if metrics_dir is not None:
         env[MULTIPROC_ENV] = metrics_dir
@@ -126,6 +131,32 @@ def run(settings: Settings, processes: int) -> int:
             signal.signal(sig, handler)
     log.info("stopped")
     return 1 if supervisor.killed else 0
+
+
+def remove_dead_parents_metrics(directory: str) -> list[str]:
+    """A SIGKILLed parent leaves its metrics directory behind (its children stop with it): remove
+    those of parents no longer running. A directory whose pid runs (a live parent, or a reused
+    pid) stays."""
+    removed = []
+    for path in glob.glob(os.path.join(directory, f"{METRICS_PREFIX}*-*")):
+        pid_text = os.path.basename(path)[len(METRICS_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or _running(int(pid_text)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    if removed:
+        log.info("removed the metrics directories of %d parents no longer running", len(removed))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _endpoints(settings: Settings, supervisor: Supervisor, folded: FoldedMetrics | None) -> Any:

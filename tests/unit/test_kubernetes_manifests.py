@@ -248,9 +248,9 @@ def _strict(schema: Any) -> Any:
     return out
 
 
-def _crd_schema(name: str) -> Doc:
-    crd = yaml.safe_load((KEDA / name).read_text())
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+def _crd_schema(name: str, directory: Path = KEDA, version_name: str = "v1alpha1") -> Doc:
+    crd = yaml.safe_load((directory / name).read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == version_name]
     assert version["served"] and version["storage"]
     schema = _strict(version["schema"]["openAPIV3Schema"])
     schema["properties"]["metadata"] = {"type": "object"}  # ObjectMeta: kubernetes-validate's part
@@ -636,6 +636,8 @@ def test_prometheus_finds_the_pods_by_annotation_and_by_podmonitor(docs, secret_
         assert annotations["prometheus.io/path"] == "/metrics"
     (monitor,) = render(KUBERNETES / "monitoring")
     assert monitor["kind"] == "PodMonitor" and monitor["metadata"]["namespace"] == docs[0]["metadata"]["namespace"]
+    operator = ROOT / "tests" / "support" / "prometheus_operator"  # the operator's own CRD, v0.93.0
+    jsonschema.validate(monitor, _crd_schema("monitoring.coreos.com_podmonitors.yaml", operator, "v1"))
     fleet = render(KUBERNETES / "overlays" / "external")
     scraped = _pods_of(fleet, monitor["spec"]["selector"]["matchLabels"])
     assert {d["metadata"]["name"] for d in scraped} == {"docllm-worker", "docllm-reaper"}

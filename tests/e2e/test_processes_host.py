@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -138,6 +137,7 @@ if sys.argv[1] == "signal":
 elif sys.argv[1] == "watch":
     import threading
     threading.Thread(target=parent_death._watch, args=(os.getppid(), signal.SIGTERM, 0.2), daemon=True).start()
+print("armed", flush=True)
 time.sleep(120)
 """
 
@@ -152,7 +152,7 @@ def test_each_guard_alone_stops_the_child_of_a_sigkilled_parent(guard: str) -> N
     try:
         assert middle.stdout is not None
         grandchild = int(middle.stdout.readline())
-        time.sleep(1.0)  # the grandchild has set its guard up (imports done)
+        assert middle.stdout.readline() == b"armed\n"  # the grandchild's guard is set (the same pipe)
         assert not _gone(grandchild)
         middle.kill()
         middle.wait(10)

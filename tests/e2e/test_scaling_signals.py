@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import redis
 
+from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.queue import RedisTaskQueue
+from docllm.domain.budget import micro
 from docllm.domain.lanes import BATCH_LANE
 from tests.e2e.harness import Harness, wait_until, write_documents
 from tests.servers.ports import free_port
@@ -42,7 +44,7 @@ def test_keda_reads_every_lane_and_tenant_and_not_the_batch_members(
     endpoints = {name: f"http://127.0.0.1:{port}/metrics" for name, port in ports.items()}
     # The Services' pods (base/metrics.yaml): the waiting work from the workers and the reaper,
     # the busy number from the workers.
-    serves = {"waiting": ["reaper", "worker"], "busy": ["worker"]}
+    serves = {"waiting": ["reaper", "worker"], "busy": ["reaper", "worker"]}
 
     def keda(trigger: str) -> float | None:
         meta = triggers[trigger]
@@ -60,7 +62,7 @@ def test_keda_reads_every_lane_and_tenant_and_not_the_batch_members(
     http = {"DOCLLM_METRICS_HOST": "127.0.0.1"}
     harness.reaper("reaper", {**http, "DOCLLM_METRICS_PORT": str(ports["reaper"])})
     wait_until(lambda: keda("waiting") == 0, 60, "the reaper's /metrics", on_timeout=harness.dump)
-    assert keda("busy") is None  # no worker yet: nothing to read
+    assert keda("busy") == 0  # no worker yet: the reaper's 0, read without an error
 
     # A backlog only in the bulk lane moves the number, and only in a tenant's queue too.
     _submit(harness, tmp_path, 3, "bulk", "--priority", "bulk")
@@ -109,3 +111,31 @@ def test_keda_reads_every_lane_and_tenant_and_not_the_batch_members(
     assert keda("waiting") == 1  # three realtime tasks, two running
     assert metric('docllm_queue_depth{queue="processing"}') == 7
     assert keeper.is_alive()  # the members' leases held throughout
+
+
+def test_a_reached_spend_cap_asks_for_no_worker(harness: Harness, tmp_path: Path) -> None:
+    """Review of issue 47, hole 1: while the fleet's spend cap is reached no worker claims
+    (runtime/budget_gate.py), so the tasks that keep arriving must not take the fleet to its
+    ceiling to idle there until midnight. Raising the cap brings them back."""
+    meta = _triggers()["waiting"]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    priced = {"DOCLLM_LLM_PRICES": "gpt-4o-mini=0.15/0.6"}  # spend is counted (and capped) where calls are priced
+    harness.reaper("reaper", {**priced, "DOCLLM_METRICS_HOST": "127.0.0.1", "DOCLLM_METRICS_PORT": str(port)})
+    wait_until(lambda: _read(url, meta["valueLocation"]) == 0, 60, "the reaper's /metrics", on_timeout=harness.dump)
+    with redis.Redis.from_url(harness.env["DOCLLM_REDIS_URL"]) as client:
+        budget = RedisSpendBudget(client, harness.prefix, RedisTaskQueue(client, harness.prefix))
+        budget.set_cap(1.0)
+        assert budget.add(micro(2.0)).over  # today's spend is past the cap: no process claims
+        _submit(harness, tmp_path, 16, "capped")
+        assert _read(url, 'docllm_queue_depth{queue="ready"}') == 16  # they wait, on the board
+        assert _read(url, meta["valueLocation"]) == 0  # and ask for no worker
+        budget.set_cap(10.0)  # raised: they may be claimed again
+        assert _read(url, meta["valueLocation"]) == 16
+
+
+def _read(url: str, value_location: str) -> float | None:
+    try:
+        return keda_read.read(url, value_location)
+    except keda_read.NotRead:
+        return None

@@ -305,7 +305,7 @@ def test_the_board_has_lanes_tenants_keda_a_measured_wait_and_spend_from_the_gau
     (keda,) = [
         p for p in all_panels(dashboard) if any("keda_scaler_metrics_value" in t["expr"] for t in p.get("targets", []))
     ]
-    assert any('docllm_queue_depth{job=~"$job", pod=~"$pod", queue="ready"}' in t["expr"] for t in keda["targets"])
+    assert any('docllm_scaling_waiting{job=~"$job", pod=~"$pod"}' in t["expr"] for t in keda["targets"])
 
 
 # -- the board imports anywhere ---------------------------------------------------------------------

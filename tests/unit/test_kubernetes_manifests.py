@@ -392,7 +392,7 @@ def test_the_scaler_reads_the_fleets_signals_from_the_pods_that_export_them(over
     assert set(triggers) == {"waiting", "busy"}
     expected = {
         "waiting": (WAITING, "max", 2 * settings.concurrency, {"worker", "reaper"}),
-        "busy": (BUSY, "sum", settings.concurrency, {"worker"}),
+        "busy": (BUSY, "sum", settings.concurrency, {"worker", "reaper"}),  # the reaper's: 0
     }
     for name, (signal, aggregation, target, exporters) in expected.items():
         meta = triggers[name]
@@ -413,6 +413,22 @@ def test_the_scaler_reads_the_fleets_signals_from_the_pods_that_export_them(over
             pod = deployment["spec"]["template"]["spec"]
             (container,) = pod["containers"]
             assert _port(container, port["targetPort"]) == settings.metrics_port, name
+
+
+def test_every_trigger_can_be_read_while_the_workers_are_at_zero():
+    """A trigger whose Service selects only the scaled pods has no endpoint at zero workers: KEDA
+    would report errors (and go to its fallback) all the while the fleet is idle. (Review of
+    issue 47, hole 2.)"""
+    docs = render(KUBERNETES / "overlays" / "external")
+    (scaler,) = [d for d in docs if d["kind"] == "ScaledObject"]
+    target = scaler["spec"]["scaleTargetRef"]["name"]
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    others = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] != target]
+    for trigger in scaler["spec"]["triggers"]:
+        url = trigger["metadata"]["url"]
+        service = services[url.split("//", 1)[1].split(".", 1)[0]]
+        running = _pods_of(others, service["spec"]["selector"])
+        assert running, f"trigger {trigger['name']}: {service['metadata']['name']} has no pod while {target} is at zero"
 
 
 def test_the_metrics_port_is_reached_by_keda_and_prometheus_only(overlay, docs):

@@ -57,8 +57,9 @@ def build_parts(
         reviewer=container.reviewer() if workers else None,
         breaker=container.breaker() if workers else None,
         # Spend is counted only where calls are priced (DOCLLM_LLM_PRICES, or a deployment's own
-        # prices); a cap without prices is refused at start.
-        budget=container.spend_budget() if workers and _priced(container.settings()) else None,
+        # prices); a cap without prices is refused at start. The reaper reads it too, for the
+        # scaling number (telemetry/scaling.py: no waiting work while the cap stops claims).
+        budget=container.spend_budget() if (workers or metrics is not None) and _priced(container.settings()) else None,
         reaper=container.reaper() if reaper else None,
         reconciler=container.reconciler() if (reaper if reconciler is None else reconciler) else None,
         metrics=metrics,

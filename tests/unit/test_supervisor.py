@@ -270,10 +270,35 @@ def test_a_parent_removes_the_metrics_directories_of_dead_parents_only(tmp_path)
     gone = subprocess.Popen([sys.executable, "-c", "pass"])  # noqa: S603 - a pid that has ended
     gone.wait()
     dead = tmp_path / f"{METRICS_PREFIX}{gone.pid}-abc"
-    alive = tmp_path / f"{METRICS_PREFIX}{os.getpid()}-def"
+    alive = tmp_path / f"{METRICS_PREFIX}{os.getppid()}-def"  # a running parent (the old naming)
     other = tmp_path / "docllm-metrics-xyz"  # not ours to judge
     for directory in (dead, alive, other):
         directory.mkdir()
         (directory / "counter_1.db").write_bytes(b"x")
     assert remove_dead_parents_metrics(str(tmp_path)) == [str(dead)]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
+
+
+def test_a_restarted_container_removes_what_its_previous_parent_left(tmp_path) -> None:
+    """In a container the parent is PID 1 at every start: a directory with a running pid but
+    another start time, or with this process's own pid, is a previous run's. (Review of issue 47,
+    hole 4.)"""
+    import os
+
+    from docllm.entrypoints.processes import METRICS_PREFIX, metrics_directory_prefix, remove_dead_parents_metrics
+
+    assert metrics_directory_prefix().startswith(f"{METRICS_PREFIX}{os.getpid()}-{_start_of(os.getpid())}-")
+
+    mine_before = tmp_path / f"{METRICS_PREFIX}{os.getpid()}-old0run"  # the old naming, our pid
+    restarted = tmp_path / f"{METRICS_PREFIX}{os.getppid()}-1-abc"  # a running pid, another start time
+    running = tmp_path / f"{METRICS_PREFIX}{os.getppid()}-{_start_of(os.getppid())}-xyz"
+    for directory in (mine_before, restarted, running):
+        directory.mkdir()
+    removed = remove_dead_parents_metrics(str(tmp_path))
+    assert sorted(removed) == sorted([str(mine_before), str(restarted)])
+    assert [p.name for p in tmp_path.iterdir()] == [running.name]  # its parent still runs
+
+
+def _start_of(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(") ", 1)[1].split()[19]

@@ -84,7 +84,7 @@ def run(settings: Settings, processes: int) -> int:
     remove_dead_parents_metrics(tempfile.gettempdir())
     metrics_dir = None
     if settings.metrics_port is not None:
-        metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-")
+        metrics_dir = tempfile.mkdtemp(prefix=metrics_directory_prefix())
     env = {**os.environ}
     if metrics_dir is not None:
         env[MULTIPROC_ENV] = metrics_dir
@@ -135,18 +135,38 @@ def run(settings: Settings, processes: int) -> int:
 
 def remove_dead_parents_metrics(directory: str) -> list[str]:
     """A SIGKILLed parent leaves its metrics directory behind (its children stop with it): remove
-    those of parents no longer running. A directory whose pid runs (a live parent, or a reused
-    pid) stays."""
+    those of parents no longer running. A directory is named by its parent's pid and start time; it
+    stays only while that very process runs. In a container the parent is PID 1 at every start, so
+    a pid alone would keep the previous run's for good; one with this process's own pid is always
+    stale (this runs before this process makes its own)."""
     removed = []
     for path in glob.glob(os.path.join(directory, f"{METRICS_PREFIX}*-*")):
-        pid_text = os.path.basename(path)[len(METRICS_PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _running(int(pid_text)):
+        parts = os.path.basename(path)[len(METRICS_PREFIX) :].split("-")
+        if not parts[0].isdigit():
+            continue
+        pid = int(parts[0])
+        started = parts[1] if len(parts) >= 3 and parts[1].isdigit() else None
+        if pid != os.getpid() and _running(pid) and (started is None or started == _start_time(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     if removed:
         log.info("removed the metrics directories of %d parents no longer running", len(removed))
     return removed
+
+
+def metrics_directory_prefix() -> str:
+    """This parent's directory name: its pid and start time, then mkdtemp's random part."""
+    return f"{METRICS_PREFIX}{os.getpid()}-{_start_time(os.getpid()) or '0'}-"
+
+
+def _start_time(pid: int) -> str | None:
+    """When ``pid`` started, in clock ticks since boot (proc(5), stat field 22); None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
 
 
 def _running(pid: int) -> bool:

@@ -14,6 +14,7 @@ loader against it."""
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -572,7 +573,54 @@ def test_the_migration_job_is_one_per_version_ends_and_suits_gitops():
     assert job["metadata"]["name"] == _init_db_job()
     assert 0 < job["spec"]["activeDeadlineSeconds"] <= 3600
     assert "ttlSecondsAfterFinished" not in job["spec"]  # a GitOps sync would recreate a TTL-deleted Job
-    assert int(job["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) < 0  # before the Deployments
+    annotations = job["metadata"]["annotations"]
+    # Argo CD: recreated before each sync (any image), the sync waiting for it; Flux: recreated when
+    # its template changed, instead of failing on the immutable field.
+    assert annotations["argocd.argoproj.io/hook"] == "PreSync"
+    assert annotations["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
+    assert annotations["kustomize.toolkit.fluxcd.io/force"] == "Enabled"
+
+
+OWN_IMAGE = """apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {external}
+images:
+  - name: docllm
+    newName: registry.example.com/docllm
+    newTag: {tag}
+patches:
+  - target:
+      kind: Job
+      name: docllm-init-db-0-9-0
+    patch: |-
+      - op: replace
+        path: /metadata/name
+        value: docllm-init-db-{tag}
+"""
+
+
+def test_an_image_of_your_own_gets_a_migration_job_of_its_own(tmp_path):
+    """DEPLOY.md's overlay for an image of your own (a tag per build, a rebuild of the same
+    version): each tag renames the Job, so `kubectl apply` never meets a changed pod template under
+    an old name. Rendered by the real kustomize. (Review of issue 47, hole 3.)"""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    text = (ROOT / "docs" / "DEPLOY.md").read_text()
+    assert OWN_IMAGE.split("patches:")[1].replace("{tag}", "0-9-0-build-7") in text  # the doc's recipe
+    jobs = []
+    for tag in ("0-9-0-build-7", "0-9-0-build-8"):
+        overlay = tmp_path / tag
+        overlay.mkdir()
+        external = os.path.relpath(KUBERNETES / "overlays" / "external", overlay)
+        (overlay / "kustomization.yaml").write_text(OWN_IMAGE.format(external=external, tag=tag))
+        done = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        (job,) = [d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] == "Job"]
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == f"registry.example.com/docllm:{tag}"
+        jobs.append(job["metadata"]["name"])
+    assert jobs == ["docllm-init-db-0-9-0-build-7", "docllm-init-db-0-9-0-build-8"]
 
 
 def _schema_wait(name: str) -> str:

@@ -290,6 +290,7 @@ METRIC_NAMES = {
     "docllm_reconciler_cycle_seconds",
     "docllm_attempts_in_flight",
     "docllm_queue_depth",
+    "docllm_scaling_waiting",
     "docllm_oldest_processing_age_seconds",
 }
 # Read from the task table at scrape time (lane_metrics.py); tenants and waits only once there is work.

@@ -1,11 +1,12 @@
-"""deploy/grafana/docllm.json queries only what a worker exports.
+"""deploy/grafana/docllm.json queries only what a worker exports, and what KEDA exports.
 
 The names, label names and (for the few closed sets) label values come from the worker's own
 registry rendered by ``prometheus_client.generate_latest``: the ``Metrics`` the container builds,
-the queue and batch gauges a worker registers (``Metrics.watch``, ``watch_batches``), the domain
-events a worker emits and an LLM call, then one placeholder child of every labelled metric so
-each family has samples. Every PromQL expression of every panel and template variable is checked
-against that exposition.
+the queue, lane and batch gauges a worker registers (``Metrics.watch``, ``watch_lanes``,
+``watch_batches``), the domain events a worker emits and an LLM call, then one placeholder child of
+every labelled metric so each family has samples. KEDA's names and labels come from its own source
+(tests/support/keda/prommetrics.go, v2.19.0). Every PromQL expression of every panel and template
+variable is checked against them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents
 from docllm.domain import events as ev
+from docllm.domain.lane_figures import WAIT_BUCKETS, GroupFigures, LaneFigures
 from docllm.domain.model import QueueStats
 from docllm.domain.services.outcome import Reason
 from docllm.domain.usage import LlmCall
@@ -32,12 +34,13 @@ from tests.support.memory.batches import InMemoryBatchStore
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "docllm.json"
 DATASOURCE = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
-TARGET_LABELS = {"job", "instance"}  # added by Prometheus at scrape
-CLOSED_LABELS = ("event", "reason", "queue", "state", "kind")  # values a panel may name, checked
+TARGET_LABELS = {"job", "pod"}  # added by Prometheus at scrape (pod: Kubernetes' service discovery)
+CLOSED_LABELS = ("event", "reason", "queue", "state", "kind", "lane", "quantile")  # values a panel may name, checked
+KEDA_METRICS = ROOT / "tests" / "support" / "keda" / "prommetrics.go"
 PLACEHOLDER = "placeholder"
 GRAFANA_VARIABLES = {"__rate_interval", "__interval", "__interval_ms", "__range", "__range_s", "__range_ms"}
 
-NAME = re.compile(r"(?<![\w:])docllm_[A-Za-z0-9_:]*")
+NAME = re.compile(r"(?<![\w:])(?:docllm|keda)_[A-Za-z0-9_:]*")
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 SELECTOR = re.compile(r"([A-Za-z_:][\w:]*)\s*\{([^}]*)\}")
 MATCHER = re.compile(r'\s*([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
@@ -64,9 +67,35 @@ class Queue:
         return 4_000
 
 
+class Lanes:
+    """What ``Metrics.watch_lanes`` reads: every lane and a tenant, each with waits sampled."""
+
+    def lane_figures(self, window_s: int, top_tenants: int) -> LaneFigures:
+        waits = (1,) * (len(WAIT_BUCKETS) + 1)
+        lanes = tuple(GroupFigures(name, 2, 1, 3, waits, 30.0) for name in ("interactive", "default", "bulk"))
+        return LaneFigures(window_s, lanes, (GroupFigures("acme", 1, 1, 0, waits, 5.0),), 1)
+
+
+def keda_metrics() -> dict[str, tuple[str, set[str]]]:
+    """KEDA's operator metrics: name -> (type, label names), from its source's declarations."""
+    text = KEDA_METRICS.read_text()
+    (shared,) = re.findall(r"metricLabels\s*=\s*\[\]string\{([^}]*)\}", text)
+    found = {}
+    for kind, body, labels in re.findall(
+        r"prometheus\.New(Gauge|Counter|Histogram)Vec\(\s*prometheus\.\w+Opts\{(.*?)\},\s*(metricLabels|\[\]string\{[^}]*\})",
+        text,
+        re.S,
+    ):
+        fields = dict(re.findall(r'(Subsystem|Name):\s*"(\w+)"', body))
+        name = "_".join(filter(None, ["keda", fields.get("Subsystem"), fields["Name"]]))
+        found[name] = (kind.lower(), set(re.findall(r'"(\w+)"', shared if labels == "metricLabels" else labels)))
+    return found
+
+
 def worker_metrics() -> Metrics:
     m = Metrics()
     m.watch(Queue(), in_flight=lambda: 2)  # type: ignore[arg-type]  # stats and now_ms are all it reads
+    m.watch_lanes(Lanes())
     sink = PrometheusEvents(m)
     for name in vars(ev).values():
         if isinstance(name, str) and name.islower() and name.isidentifier():
@@ -100,7 +129,10 @@ def render(m: Metrics) -> Exposition:
 
 @pytest.fixture(scope="module")
 def exposed() -> Exposition:
-    return render(worker_metrics())
+    found = render(worker_metrics())
+    for name, (kind, labels) in keda_metrics().items():  # the operator's, scraped from KEDA
+        found.labels[name], found.types[name] = labels, kind
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +208,12 @@ def test_the_rendering_has_what_the_worker_exports(exposed):
     assert exposed.types["docllm_queue_depth"] == "gauge"
     assert exposed.values["queue"] == {"ready", "processing", "delayed", "dead"}
     assert {"succeeded", "reconciled", "stale_lease_dropped"} <= exposed.values["event"]
+    assert exposed.values["lane"] == {"interactive", "default", "bulk"} and exposed.values["quantile"] == {
+        "0.5",
+        "0.95",
+    }
+    assert exposed.labels["keda_scaler_metrics_value"] >= {"scaledObject", "triggerIndex"}
+    assert exposed.types["keda_scaled_object_errors_total"] == "counter"
 
 
 def test_every_metric_a_query_names_is_exported(dashboard, exposed):
@@ -184,8 +222,10 @@ def test_every_metric_a_query_names_is_exported(dashboard, exposed):
         names = names_in(expr)
         assert names, f"{where}: no docllm metric in {expr}"
         unknown = sorted(set(names) - exposed.labels.keys())
-        assert not unknown, f"{where}: not exported by the worker: {unknown}"
-        others = [name for name, _ in SELECTOR.findall(STRING.sub('""', expr)) if not name.startswith("docllm_")]
+        assert not unknown, f"{where}: not exported by the worker (or KEDA): {unknown}"
+        others = [
+            name for name, _ in SELECTOR.findall(STRING.sub('""', expr)) if not name.startswith(("docllm_", "keda_"))
+        ]
         assert not others, f"{where}: selectors of metrics docllm does not export: {others}"
         seen.update(names)
     assert len(seen) >= 20  # the board covers the worker's metrics, not a handful
@@ -240,13 +280,32 @@ def test_quantiles_group_buckets_by_le(dashboard):
             start = expr.find("histogram_quantile(", start + 1)
 
 
-def test_every_selector_follows_the_job_and_instance_variables(dashboard):
+def test_every_selector_follows_the_job_and_pod_variables(dashboard):
     for where, expr in queries(dashboard):
         if where.startswith("variable"):
             continue
         for name, body in SELECTOR.findall(expr):
             matchers = {(label, op, value) for label, op, value in MATCHER.findall(body)}
-            assert {("job", "=~", "$job"), ("instance", "=~", "$instance")} <= matchers, f"{where}: {name}{{{body}}}"
+            if name.startswith("keda_"):  # KEDA's operator's series: the ScaledObject's, by name
+                assert ("scaledObject", "=", "docllm-worker") in matchers, f"{where}: {name}{{{body}}}"
+                continue
+            assert {("job", "=~", "$job"), ("pod", "=~", "$pod")} <= matchers, f"{where}: {name}{{{body}}}"
+
+
+def test_the_board_has_lanes_tenants_keda_a_measured_wait_and_spend_from_the_gauge(dashboard):
+    """The issue's board: no +Inf estimate of the wait, no increase() of short-lived counters for
+    spend, and KEDA's view beside the numbers it reads."""
+    rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    assert {"Lanes", "Tenants", "KEDA"} <= set(rows)
+    exprs = [expr for _, expr in queries(dashboard)]
+    assert not [e for e in exprs if re.search(r"\)\s*/\s*sum\(rate\(docllm_tasks_claimed_total", e)], "the estimate"
+    assert not [e for e in exprs if "increase(docllm_llm_cost_usd_total" in e]
+    assert any(e.startswith("max(docllm_spend_usd_today") for e in exprs)
+    assert any("docllm_lane_wait_seconds" in e for e in exprs)
+    (keda,) = [
+        p for p in all_panels(dashboard) if any("keda_scaler_metrics_value" in t["expr"] for t in p.get("targets", []))
+    ]
+    assert any('docllm_scaling_waiting{job=~"$job", pod=~"$pod"}' in t["expr"] for t in keda["targets"])
 
 
 # -- the board imports anywhere ---------------------------------------------------------------------
@@ -280,13 +339,13 @@ def test_panels_fit_the_grid_without_overlapping(dashboard):
                 taken[(x, y)] = panel["title"]
 
 
-def test_the_variables_pick_a_prometheus_then_a_job_and_instances(dashboard):
+def test_the_variables_pick_a_prometheus_then_a_job_and_pods(dashboard):
     assert 36 <= dashboard["schemaVersion"] <= 41
     assert "__inputs" not in dashboard  # a provisioned file would keep ${DS_PROMETHEUS} unreplaced
     variables = {var["name"]: var for var in dashboard["templating"]["list"]}
     assert variables["DS_PROMETHEUS"]["type"] == "datasource"
     assert variables["DS_PROMETHEUS"]["query"] == "prometheus"
-    for name in ("job", "instance"):
+    for name in ("job", "pod"):
         assert variables[name]["type"] == "query"
         assert variables[name]["datasource"] == DATASOURCE
     for where, expr in queries(dashboard):

@@ -199,10 +199,8 @@ def test_a_bad_number_of_processes_is_refused(text: str) -> None:
         parse_processes(text)
 
 
-def test_auto_is_the_usable_cores() -> None:
-    import os
-
-    assert parse_processes("auto") == len(os.sched_getaffinity(0))
+def test_auto_is_resolved_at_start_and_numbers_parse() -> None:
+    assert parse_processes("auto") == "auto"  # the CPUs are counted at start (test_cpu_budget.py)
     assert parse_processes("3") == 3
 
 
@@ -222,6 +220,7 @@ def test_the_worker_command_runs_a_parent_only_for_more_than_one_process(monkeyp
 
     monkeypatch.setattr(worker, "main", run_worker)
     monkeypatch.setattr(processes, "run", run_parent)
+    monkeypatch.setattr("docllm.logs.setup_logging", lambda *a, **kw: None)
     monkeypatch.setenv("DOCLLM_HOME", "/nonexistent-docllm-home")
     assert cli.main(["worker"]) == 0
     assert cli.main(["worker", "--processes", "1"]) == 0
@@ -235,6 +234,11 @@ def test_the_worker_command_runs_a_parent_only_for_more_than_one_process(monkeyp
     ]
     assert cli.main(["worker", "--processes", "0"]) == 2
     assert "argument --processes: '0' is not a number of processes" in capsys.readouterr().err
+    ran.clear()
+    assert cli.main(["worker", "--processes", "100000"]) == 2  # above the bound: one line, nothing runs
+    err = capsys.readouterr().err
+    assert err.startswith("docllm: --processes 100000 is more than") and err.count("\n") == 1
+    assert ran == []
 
 
 def test_a_parent_whose_port_is_taken_starts_no_child_and_leaves_nothing_behind(monkeypatch, tmp_path) -> None:
@@ -254,3 +258,47 @@ def test_a_parent_whose_port_is_taken_starts_no_child_and_leaves_nothing_behind(
             processes.run(settings, 2)
     assert list(tmp_path.iterdir()) == []  # the metrics directory is removed
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGCHLD)) == handlers
+
+
+def test_a_parent_removes_the_metrics_directories_of_dead_parents_only(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from docllm.entrypoints.processes import METRICS_PREFIX, remove_dead_parents_metrics
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])  # noqa: S603 - a pid that has ended
+    gone.wait()
+    dead = tmp_path / f"{METRICS_PREFIX}{gone.pid}-abc"
+    alive = tmp_path / f"{METRICS_PREFIX}{os.getppid()}-def"  # a running parent (the old naming)
+    other = tmp_path / "docllm-metrics-xyz"  # not ours to judge
+    for directory in (dead, alive, other):
+        directory.mkdir()
+        (directory / "counter_1.db").write_bytes(b"x")
+    assert remove_dead_parents_metrics(str(tmp_path)) == [str(dead)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
+
+
+def test_a_restarted_container_removes_what_its_previous_parent_left(tmp_path) -> None:
+    """In a container the parent is PID 1 at every start: a directory with a running pid but
+    another start time, or with this process's own pid, is a previous run's. (Review of issue 47,
+    hole 4.)"""
+    import os
+
+    from docllm.entrypoints.processes import METRICS_PREFIX, metrics_directory_prefix, remove_dead_parents_metrics
+
+    assert metrics_directory_prefix().startswith(f"{METRICS_PREFIX}{os.getpid()}-{_start_of(os.getpid())}-")
+
+    mine_before = tmp_path / f"{METRICS_PREFIX}{os.getpid()}-old0run"  # the old naming, our pid
+    restarted = tmp_path / f"{METRICS_PREFIX}{os.getppid()}-1-abc"  # a running pid, another start time
+    running = tmp_path / f"{METRICS_PREFIX}{os.getppid()}-{_start_of(os.getppid())}-xyz"
+    for directory in (mine_before, restarted, running):
+        directory.mkdir()
+    removed = remove_dead_parents_metrics(str(tmp_path))
+    assert sorted(removed) == sorted([str(mine_before), str(restarted)])
+    assert [p.name for p in tmp_path.iterdir()] == [running.name]  # its parent still runs
+
+
+def _start_of(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(") ", 1)[1].split()[19]

@@ -58,8 +58,10 @@ def build_parts(
         breaker=container.breaker() if workers else None,
         # The fleet's spend cap gates every worker's claims (I14): counted where calls are priced
         # (DOCLLM_LLM_PRICES, or a deployment's own prices); an unpriced deployment stops claims
-        # while a cap is in force (set in Redis: a cap in the settings refuses it at start).
-        budget=container.spend_budget() if workers else None,
+        # while a cap is in force (set in Redis: a cap in the settings refuses it at start). The
+        # reaper reads it too, for the scaling number (telemetry/scaling.py: no waiting work while
+        # the cap stops claims).
+        budget=container.spend_budget() if (workers or metrics is not None) else None,
         reaper=container.reaper() if reaper else None,
         reconciler=container.reconciler() if (reaper if reconciler is None else reconciler) else None,
         metrics=metrics,

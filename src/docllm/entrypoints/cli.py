@@ -87,9 +87,11 @@ def _parser() -> argparse.ArgumentParser:
         type=parse_processes,
         default=1,
         metavar="N|auto",
-        help="run N worker processes under one parent (auto: one per usable core; default 1, no parent)",
+        help="run N worker processes under one parent (auto: one per usable CPU, the cgroup quota or the "
+        "affinity mask, whichever is smaller; default 1, no parent)",
     )
     w.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)  # a child of --processes
+    w.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)  # the child stops when it dies
     sub.add_parser("reaper", help="run the reaper and reconciler alone")
     demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")
     demo.add_argument("--workers", type=int, default=3)

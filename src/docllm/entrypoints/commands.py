@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -260,14 +262,38 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
-    if args.processes > 1:
-        from docllm.entrypoints.bootstrap import load_settings
-        from docllm.entrypoints.processes import run as run_processes
-
-        return run_processes(load_settings(), args.processes)
     from docllm.entrypoints.worker import main as run
 
-    return run(workers=True, reaper=True, http=not args.supervised)
+    if args.supervised:  # a child of --processes
+        if args.parent_pid is not None:
+            from docllm.adapters.host.parent_death import stop_with_parent
+
+            stop_with_parent(args.parent_pid)
+        return run(workers=True, reaper=True, http=False)
+    from docllm.adapters.host.cpus import cpu_budget
+    from docllm.entrypoints.processes import resolve_processes
+    from docllm.entrypoints.processes import run as run_processes
+    from docllm.logs import setup_logging
+
+    budget = cpu_budget()
+    try:
+        processes = resolve_processes(args.processes, budget)
+    except ValueError as exc:
+        print(f"docllm: {exc}", file=sys.stderr)
+        return 2  # a usage error, as argparse's
+    settings = load_settings()
+    if args.processes != 1:  # asked for: say what was found
+        setup_logging(settings.log_format, settings.log_level)
+        logging.getLogger("docllm.supervisor").info(
+            "--processes %s: %d worker process%s (%s)",
+            args.processes,
+            processes,
+            "" if processes == 1 else "es",
+            budget.describe(),
+        )
+    if processes > 1:
+        return run_processes(settings, processes)
+    return run(workers=True, reaper=True, http=True)
 
 
 def reaper(args: argparse.Namespace) -> int:

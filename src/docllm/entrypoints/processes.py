@@ -10,6 +10,7 @@ supervisor. The decisions are ``runtime.supervisor.Supervisor``'s.
 from __future__ import annotations
 
 import argparse
+import glob
 import logging
 import os
 import shutil
@@ -23,18 +24,24 @@ from typing import TYPE_CHECKING, Any
 from docllm.entrypoints.signal_wake import SignalWake
 
 if TYPE_CHECKING:  # the CLI imports this module for parse_processes: nothing heavy at import
+    from docllm.adapters.host.cpus import CpuBudget
+    from docllm.adapters.telemetry.metrics_folding import FoldedMetrics
     from docllm.runtime.supervisor import Supervisor
     from docllm.settings import Settings
 
 log = logging.getLogger("docllm.supervisor")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+AUTO = "auto"
+MAX_PER_CPU = 4  # --processes N above this many per usable CPU is refused
+METRICS_PREFIX = "docllm-metrics-"  # + the parent's pid: its multiprocess directory
 
 
-def parse_processes(text: str) -> int:
-    """``--processes``: a whole number of at least 1, or ``auto`` (the cores this process may use)."""
-    if text.strip().lower() == "auto":
-        return len(os.sched_getaffinity(0))
+def parse_processes(text: str) -> int | str:
+    """``--processes``: a whole number of at least 1, or ``auto`` (resolved by ``resolve_processes``
+    at start, from the CPUs this process may use)."""
+    if text.strip().lower() == AUTO:
+        return AUTO
     try:
         n = int(text)
     except ValueError:
@@ -44,7 +51,25 @@ def parse_processes(text: str) -> int:
     return n
 
 
+def resolve_processes(asked: int | str, budget: CpuBudget) -> int:
+    """How many worker processes to run: ``auto`` is the usable CPUs (the cgroup quota or the
+    affinity mask, whichever is smaller); a number above ``MAX_PER_CPU`` per usable CPU is
+    refused (``ValueError``, one line): each process is a whole worker (its memory, its
+    DOCLLM_CONCURRENCY database connections), and more than the CPUs only throttles them."""
+    if asked == AUTO:
+        return budget.usable
+    n = int(asked)
+    bound = MAX_PER_CPU * budget.usable
+    if n > bound:
+        raise ValueError(
+            f"--processes {n} is more than {MAX_PER_CPU} per usable CPU ({budget.describe()}): "
+            f"use at most {bound}, or raise DOCLLM_CONCURRENCY"
+        )
+    return n
+
+
 def run(settings: Settings, processes: int) -> int:
+    from docllm.adapters.telemetry.metrics_folding import FoldedMetrics
     from docllm.logs import setup_logging
     from docllm.runtime.supervisor import Supervisor, child_stop_seconds
 
@@ -56,13 +81,19 @@ def run(settings: Settings, processes: int) -> int:
             file=sys.stderr,
         )
         return 2
-    metrics_dir = tempfile.mkdtemp(prefix="docllm-metrics-") if settings.metrics_port is not None else None
+    remove_dead_parents_metrics(tempfile.gettempdir())
+    metrics_dir = None
+    if settings.metrics_port is not None:
+        metrics_dir = tempfile.mkdtemp(prefix=metrics_directory_prefix())
     env = {**os.environ}
     if metrics_dir is not None:
         env[MULTIPROC_ENV] = metrics_dir
 
+    folded = FoldedMetrics(metrics_dir) if metrics_dir is not None else None
+    parent = str(os.getpid())
+
     def spawn(slot: int, worker_id: str) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "docllm.entrypoints.cli", "worker", "--supervised"]
+        argv = [sys.executable, "-m", "docllm.entrypoints.cli", "worker", "--supervised", "--parent-pid", parent]
         return subprocess.Popen(argv, env={**env, "DOCLLM_WORKER_ID": worker_id}, stdin=subprocess.DEVNULL)  # noqa: S603
 
     supervisor = Supervisor(
@@ -71,7 +102,7 @@ def run(settings: Settings, processes: int) -> int:
         spawn,
         time.monotonic,
         child_stop_seconds(settings),
-        on_exit=(lambda pid: _mark_dead(pid, metrics_dir)) if metrics_dir else lambda pid: None,
+        on_exit=folded.fold if folded is not None else lambda pid: None,
     )
     signals: list[int] = []
     # The handlers take no lock (SignalWake): each signal wakes the loop through a pipe.
@@ -82,7 +113,7 @@ def run(settings: Settings, processes: int) -> int:
     wake = SignalWake().open()
     endpoints = None
     try:
-        endpoints = _endpoints(settings, supervisor, metrics_dir)  # a port already taken: no child starts
+        endpoints = _endpoints(settings, supervisor, folded)  # a port already taken: no child starts
         supervisor.start()
         while not supervisor.done:
             while signals:
@@ -102,21 +133,62 @@ def run(settings: Settings, processes: int) -> int:
     return 1 if supervisor.killed else 0
 
 
-def _mark_dead(pid: int, path: str) -> None:
-    from prometheus_client import multiprocess
+def remove_dead_parents_metrics(directory: str) -> list[str]:
+    """A SIGKILLed parent leaves its metrics directory behind (its children stop with it): remove
+    those of parents no longer running. A directory is named by its parent's pid and start time; it
+    stays only while that very process runs. In a container the parent is PID 1 at every start, so
+    a pid alone would keep the previous run's for good; one with this process's own pid is always
+    stale (this runs before this process makes its own)."""
+    removed = []
+    for path in glob.glob(os.path.join(directory, f"{METRICS_PREFIX}*-*")):
+        parts = os.path.basename(path)[len(METRICS_PREFIX) :].split("-")
+        if not parts[0].isdigit():
+            continue
+        pid = int(parts[0])
+        started = parts[1] if len(parts) >= 3 and parts[1].isdigit() else None
+        if pid != os.getpid() and _running(pid) and (started is None or started == _start_time(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    if removed:
+        log.info("removed the metrics directories of %d parents no longer running", len(removed))
+    return removed
 
-    multiprocess.mark_process_dead(pid, path)
+
+def metrics_directory_prefix() -> str:
+    """This parent's directory name: its pid and start time, then mkdtemp's random part."""
+    return f"{METRICS_PREFIX}{os.getpid()}-{_start_time(os.getpid()) or '0'}-"
 
 
-def _endpoints(settings: Settings, supervisor: Supervisor, metrics_dir: str | None) -> Any:
-    """The host's one HTTP port: the children's metrics summed, the supervisor's health."""
-    if settings.metrics_port is None or metrics_dir is None:
+def _start_time(pid: int) -> str | None:
+    """When ``pid`` started, in clock ticks since boot (proc(5), stat field 22); None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1].split()[19]
+    except (OSError, IndexError):
         return None
-    from prometheus_client import CollectorRegistry, multiprocess
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _endpoints(settings: Settings, supervisor: Supervisor, folded: FoldedMetrics | None) -> Any:
+    """The host's one HTTP port: the children's metrics summed (the dead's folded in), the
+    supervisor's health."""
+    if settings.metrics_port is None or folded is None:
+        return None
+    from prometheus_client import CollectorRegistry
 
     from docllm.runtime.http_endpoints import HttpEndpoints
 
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=metrics_dir)
+    registry.register(folded)
     checks = {"workers": supervisor.require_all_alive}
     return HttpEndpoints(settings.metrics_host, settings.metrics_port, registry, supervisor.health, checks).start()

@@ -224,8 +224,10 @@ class Service:
 
         port = self.settings.metrics_port
         assert port is not None  # container.py builds metrics only when the port is set
-        worker = self.worker
-        m.watch(self.parts.queue, (lambda: worker.in_flight) if worker else None)
+        worker, budget = self.worker, self.parts.budget
+        # The reaper exports 0 attempts: the autoscaler reads the number even while no worker runs.
+        in_flight = (lambda: worker.in_flight) if worker else (lambda: 0)
+        m.watch(self.parts.queue, in_flight, (lambda: budget.view().over) if budget else None)
         if self.parts.lanes is not None:
             m.watch_lanes(self.parts.lanes)
         if self.parts.batches is not None:
@@ -238,8 +240,9 @@ class Service:
         """A child of ``--processes``: its gauges to the multiprocess files, every few seconds
         until the stop (the parent serves them; ``_start_endpoints`` reads them at scrape time)."""
         assert self._stop is not None
-        worker = self.worker
-        refresh = self.parts.metrics.publish(self.parts.queue, (lambda: worker.in_flight) if worker else None)
+        worker, budget = self.worker, self.parts.budget
+        stopped = (lambda: budget.view().over) if budget else None
+        refresh = self.parts.metrics.publish(self.parts.queue, (lambda: worker.in_flight) if worker else None, stopped)
         while not self._stop.is_set():
             try:
                 await self.calls.call(refresh)

@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from docllm.adapters.telemetry.batch_metrics import BatchGauges
 from docllm.adapters.telemetry.lane_metrics import LaneGauges
+from docllm.adapters.telemetry.scaling import WAITING
 from docllm.domain import events as ev
 from docllm.domain.errors import Unavailable
 from docllm.domain.lane_figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
@@ -131,9 +132,15 @@ class Metrics:
         if call.cost_usd is not None:
             self.llm_cost.labels(call.model).inc(call.cost_usd)
 
-    def watch(self, queue: WatchedQueue, in_flight: Callable[[], int] | None = None) -> None:
-        """Publish the queue's depths (and this process's attempts in flight) at every scrape."""
-        self.registry.register(QueueGauges(queue, in_flight))
+    def watch(
+        self,
+        queue: WatchedQueue,
+        in_flight: Callable[[], int] | None = None,
+        claims_stopped: Callable[[], bool] | None = None,
+    ) -> None:
+        """Publish the queue's depths (and this process's attempts in flight) at every scrape;
+        ``claims_stopped``: the fleet takes no work now (scaling.py's WAITING is then 0)."""
+        self.registry.register(QueueGauges(queue, in_flight, claims_stopped))
 
     def watch_lanes(self, views: LaneViews) -> None:
         """Publish the lanes' and top tenants' figures (lane_metrics.py) at scrape time."""
@@ -143,10 +150,15 @@ class Metrics:
         """Publish the provider batches per state (batch_metrics.py) at scrape time."""
         self.registry.register(BatchGauges(store.counts))
 
-    def publish(self, queue: WatchedQueue, in_flight: Callable[[], int] | None = None) -> Callable[[], None]:
+    def publish(
+        self,
+        queue: WatchedQueue,
+        in_flight: Callable[[], int] | None = None,
+        claims_stopped: Callable[[], bool] | None = None,
+    ) -> Callable[[], None]:
         """A child of ``docllm worker --processes``: the same gauges as ``watch``, written when the
         returned function is called (the parent's multiprocess collector reads the files)."""
-        return PublishedGauges(self.registry, QueueGauges(queue, in_flight)).refresh
+        return PublishedGauges(self.registry, QueueGauges(queue, in_flight, claims_stopped)).refresh
 
     def counting(self, port: Any, backend: str) -> Any:
         return CountingUnavailable(port, self.backend_errors.labels(backend))
@@ -284,8 +296,13 @@ class WatchedQueue(Clock, QueueInspection, Protocol):
 class QueueGauges:
     """A custom collector: values read at scrape time, so they are never stale."""
 
-    def __init__(self, queue: WatchedQueue, in_flight: Callable[[], int] | None):
-        self.queue, self.in_flight = queue, in_flight
+    def __init__(
+        self,
+        queue: WatchedQueue,
+        in_flight: Callable[[], int] | None,
+        claims_stopped: Callable[[], bool] | None = None,
+    ):
+        self.queue, self.in_flight, self.claims_stopped = queue, in_flight, claims_stopped
 
     def collect(self):
         if self.in_flight is not None:
@@ -301,6 +318,16 @@ class QueueGauges:
         for name in ("ready", "processing", "delayed", "dead"):
             depth.add_metric([name], getattr(stats, name))
         yield depth
+        try:  # the spend cap reached: no worker claims, and more workers would only idle
+            stopped = self.claims_stopped is not None and self.claims_stopped()
+        except Exception as exc:  # noqa: BLE001 - unknown this scrape: the waiting work as it is
+            log.debug("whether claims are stopped is unknown: %s", exc)
+            stopped = False
+        yield GaugeMetricFamily(
+            WAITING.metric,
+            "Work waiting that a worker may take now: ready, every lane and tenant; 0 while the spend cap stops claims",
+            value=0 if stopped else stats.ready,
+        )
         oldest = stats.oldest_claimed_at_ms
         age = 0.0 if oldest is None else max(0, now_ms - oldest) / 1000.0
         yield GaugeMetricFamily(
@@ -323,6 +350,12 @@ class PublishedGauges:
                 "docllm_queue_depth",
                 "Payloads per queue structure",
                 ["queue"],
+                registry=registry,
+                multiprocess_mode="livemostrecent",
+            ),
+            WAITING.metric: Gauge(
+                WAITING.metric,
+                "Work waiting that a worker may take now",
                 registry=registry,
                 multiprocess_mode="livemostrecent",
             ),

@@ -1,0 +1,1 @@
+"""What the host gives a process: its CPU budget (cgroups, affinity) and its parent's death."""

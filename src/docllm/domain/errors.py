@@ -35,6 +35,11 @@ class PermanentError(DocllmError):
     """Retrying cannot help this task: it ends ``failed`` with this message."""
 
 
+class Unstorable(PermanentError):
+    """The database refuses a write for what it holds, not for an outage (a value no column takes,
+    a statement over the server's packet limit): the message says what, for a person (issue 44)."""
+
+
 class OverCostCap(PermanentError):
     """The document's estimated cost alone is over the per-task cap (DOCLLM_TASK_MAX_COST_USD):
     it fails before any LLM call, like a document over the size limit."""

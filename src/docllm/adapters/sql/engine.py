@@ -83,6 +83,7 @@ def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: floa
             },
         )
         _end_abandoned_transactions(engine, idle_seconds=max(1, math.ceil(2 * io_timeout)))
+        _read_packet_limit(engine)
         ping_when_idle(engine, IDLE_PING_SECONDS)
         return engine
     if backend == "sqlite":
@@ -133,6 +134,23 @@ def _end_abandoned_transactions(engine: Engine, idle_seconds: int) -> None:
             cursor.execute(f"SET SESSION wait_timeout = {idle_seconds}")
         finally:
             cursor.close()
+
+
+def _read_packet_limit(engine: Engine) -> None:
+    """Each connection keeps the server's ``max_allowed_packet`` as the server reports it to that
+    connection (``info["max_allowed_packet"]``): the store bounds a group's statements below it. A
+    statement over it is not refused but cut off (the server drops the connection), which would
+    read as an outage and be retried for ever (issue 44)."""
+
+    @event.listens_for(engine, "connect")
+    def _packet_limit(dbapi_connection, record):
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SELECT @@max_allowed_packet")
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        record.info["max_allowed_packet"] = int(row[0]) if row and row[0] else None
 
 
 def _sqlite_engine(url: URL, pool_size: int) -> Engine:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload, RubricError, Unavailable
+from docllm.domain.errors import BadPayload, RubricError, Unavailable, Unstorable
 from docllm.domain.events import NullEvents
 from docllm.domain.model import (
     Attempt,
@@ -41,6 +41,7 @@ from docllm.domain.ports import (
 )
 from docllm.domain.rubric import Rubric
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
+from docllm.domain.storable import storable_report
 from docllm.domain.tracing import NullTracer, Span, Tracer, traced, within
 from docllm.domain.usage import metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
@@ -328,10 +329,21 @@ class TaskProcessor:
         False if it was stale. Safe to call again after an ``Unavailable``, as ``finish`` is."""
         spans = [a.span.child("docllm.finish") if a.span.recording else a.span for a, _ in ends]
         writes = [
-            FencedWrite(WriteKind.commit, a.task_id, a.number, result=o.report or {}, usage=a.usage) for a, o in ends
+            FencedWrite(WriteKind.commit, a.task_id, a.number, result=storable_report(o.report or {}), usage=a.usage)
+            for a, o in ends
         ]
         try:
-            written = self.repo.write_group(writes).written
+            try:
+                written = self.repo.write_group(writes).written
+            except Unavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the store refused what a report holds
+                if len(ends) > 1:
+                    raise  # the grouper halves the group down to the report it refuses (grouper.send_bisected)
+                for span in spans:
+                    if span is not ends[0][0].span:
+                        span.end(exc)
+                return [self._unstorable(ends[0][0], exc)]
             landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
             self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
         except BaseException as exc:
@@ -347,6 +359,17 @@ class TaskProcessor:
             if span is not a.span:
                 span.end()
             self._ended(a, o, ok)
+        return landed
+
+    def _unstorable(self, attempt: Attempt, exc: Exception) -> bool:
+        """A report the store refuses on its own, for what it holds (not an outage): the attempt
+        fails with the reason, a person can read it, and nothing else is charged (issue 44)."""
+        why = str(exc).strip() if isinstance(exc, Unstorable) else f"{type(exc).__name__}: {str(exc)[:500]}"
+        error = f"the report cannot be stored: {why}"
+        outcome = Outcome.permanent(error, Reason.unstorable_report)
+        with traced("docllm.finish", parent=attempt.span):
+            landed = self._finish(attempt, outcome)
+        self._ended(attempt, outcome, landed)
         return landed
 
     def _finish(self, attempt: Attempt, outcome: Outcome) -> bool:

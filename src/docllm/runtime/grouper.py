@@ -24,6 +24,7 @@ error, and the others get their answers (issue 44).
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections import deque
@@ -37,6 +38,8 @@ Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 
 MAX_GROUP = 64
+
+log = logging.getLogger("docllm.groups")
 MAX_IN_FLIGHT = 2
 
 
@@ -77,6 +80,9 @@ def send_bisected(send: Callable[[list[Item]], Sequence[Answer]], items: list[It
     except Exception as exc:  # noqa: BLE001 - whose fault it is shows when it is alone
         if len(items) == 1:
             return [Failed(exc)]
+        log.warning(
+            "a group of %d was refused (%s: %.300s); sending it again in halves", len(items), type(exc).__name__, exc
+        )
     half = len(items) // 2
     return send_bisected(send, items[:half]) + send_bisected(send, items[half:])
 

@@ -10,9 +10,9 @@ A group goes as ``grouper.Grouper`` lets one go, on the loop instead of the port
 
 A group that fails for an outage fails every item it carried with the same error: each caller
 retries as it would a single call; one that fails for another reason is halved down to the item
-that fails alone (``grouper.send_bisected``), in the same port call. A caller that stops waiting (its ``wait_for`` ran out) leaves its item in
-the group it is in, whose call goes on; an item not yet in a group is dropped, as a port call not
-yet started is.
+that fails alone (``grouper.send_bisected``), in the same port call. A caller that stops waiting
+(its ``wait_for`` ran out) leaves its item in the group it is in, whose call goes on; an item not
+yet in a group is dropped, as a port call not yet started is.
 """
 
 from __future__ import annotations

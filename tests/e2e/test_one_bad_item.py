@@ -109,10 +109,10 @@ def packet(mysql_url: str) -> Iterator[Callable[[int], None]]:
     """Set the MariaDB server's max_allowed_packet for this test (new connections read it), and
     put it back after."""
     url = make_url(mysql_url)
-    conn = pymysql.connect(host=url.host, port=url.port, user=url.username, password=url.password)
+    conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username, password=url.password or "")
     with conn.cursor() as cur:
         cur.execute("SELECT @@GLOBAL.max_allowed_packet")
-        (before,) = cur.fetchone()
+        (before,) = cur.fetchone() or (None,)
 
     def set_to(size: int) -> None:
         with conn.cursor() as cur:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from docllm.domain import events as ev
-from docllm.domain.errors import BadPayload, RubricError, Unavailable, Unstorable
+from docllm.domain.errors import BadLabel, BadPayload, RubricError, Unavailable, Unstorable
 from docllm.domain.events import NullEvents
 from docllm.domain.model import (
     Attempt,
@@ -26,7 +26,7 @@ from docllm.domain.model import (
     TaskStatus,
     WriteKind,
 )
-from docllm.domain.payload import parse_payload
+from docllm.domain.payload import named_task_id, parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import (
     CancelMarks,
@@ -130,8 +130,22 @@ class TaskProcessor:
         try:
             return parse_payload(delivery.raw, self.limits.max_payload_bytes)
         except BadPayload as exc:
-            self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
+            error = f"malformed payload: {exc}"
+            task_id = named_task_id(delivery.raw) if isinstance(exc, BadLabel) else None
+            if task_id is not None and self._unclaimable(task_id, error):
+                self._dead_letter(delivery, Reason.malformed_payload, error, task_id)
+            else:
+                self._dead_letter(delivery, Reason.malformed_payload, error, None)
             return None
+
+    def _unclaimable(self, task_id: int, error: str) -> bool:
+        """A pending row whose payload names a lane or tenant no claim takes (a producer's raw push,
+        or a row written with such a value): failed with the reason, fenced on its attempt, rather
+        than run in another lane or pushed again for ever by the reconciler (issue 44)."""
+        row = self.repo.get(task_id)
+        if row is None or row.status is not TaskStatus.pending:
+            return False
+        return self.repo.cancel_pending(task_id, row.attempt, error)
 
     def _begun(self, delivery: Delivery, ref: TaskRef, started: StartOutcome, opened_ns: int) -> Attempt | None:
         """What a delivery's start found, settled: run it, or dead-letter it, or ack a duplicate."""

@@ -46,7 +46,8 @@ def submit(
     of domain/lanes.py) and ``tenant`` go on the row and in the payload; a bad one raises
     ValueError, also with nothing written. With tracing on, the submit span starts the task's
     trace: row and payload carry its traceparent."""
-    for reason in (priority and lane_error(priority), tenant is not None and tenant_error(tenant)):
+    # ``is not None``: an empty name is a value the claim refuses (issue 44), not "the default".
+    for reason in (priority is not None and lane_error(priority), tenant is not None and tenant_error(tenant)):
         if reason:
             raise ValueError(reason)
     if rubric is not None:

@@ -47,8 +47,8 @@ def make_queue(client: redis.Redis, policy: LanePolicy) -> RedisTaskQueue:
 _prefixes = itertools.count()
 
 
-def tenants(deliveries: list) -> list[str | None]:
-    return [json.loads(d.raw).get("tenant") for d in deliveries]
+def tenants(deliveries: list) -> list[str]:
+    return [json.loads(d.raw).get("tenant") or "" for d in deliveries]
 
 
 def test_batch_members_do_not_hold_their_tenants_realtime_cap(client: redis.Redis):

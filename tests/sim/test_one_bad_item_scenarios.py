@@ -65,7 +65,7 @@ class Groups(SqlAlchemyTaskRepository):
     commits: list[set[int]]
     dropped: list[int]  # statements the database dropped for their size (packet_limited)
 
-    def write_group(self, writes, starts=()):  # type: ignore[no-untyped-def]
+    def write_group(self, writes, starts=()):
         self.commits.append({w.task_id for w in writes if w.kind.value == "commit"})
         return super().write_group(writes, starts)
 
@@ -163,7 +163,7 @@ def test_break_replacement_the_surrogate_scenario_goes_red(store, monkeypatch):
         test_unstorable_a_lone_surrogate_is_stored_replaced_and_its_group_commits_once(store)
 
 
-def _fail_the_group(send, items):  # type: ignore[no-untyped-def]
+def _fail_the_group(send, items):
     try:
         return list(send(items))
     except Exception as exc:  # noqa: BLE001 - the whole group hears of it, as before issue 44

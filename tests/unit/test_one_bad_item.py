@@ -138,3 +138,15 @@ def test_an_error_text_is_stored_cut_and_replaced(text: str):
     error = storable_error(text)
     assert len(error) <= MAX_ERROR_CHARS
     error.encode("utf-8")
+
+
+def test_the_workers_outage_backoff_is_jittered_so_processes_do_not_retry_in_lockstep():
+    import logging
+    import random
+
+    from docllm.runtime.outage import Outage
+
+    draws = random.Random(7)
+    waits = [Outage("db", logging.getLogger("t"), draw=draws.random).failed(Unavailable("down")) for _ in range(20)]
+    assert all(0.25 <= w <= 0.5 for w in waits) and len(set(waits)) == len(waits)  # the first wait, spread
+    assert Outage("db", logging.getLogger("t")).failed(Unavailable("down")) == 0.5  # no draw: as it was

@@ -83,7 +83,7 @@ class Worker:
         self.paused = False  # the dispatcher waits (the breaker, the spend cap, the database)
         self._refilled = asyncio.Event()  # set when ends may be written (``refilling`` is over)
         self.commits = LoopGrouper(calls, proc.commit_many, linger_s)  # the ends with a report, grouped on the loop
-        self.outage = Outage("redis/database", logger)
+        self.outage = Outage("redis/database", logger, draw=proc.retry.rng.random)  # jittered
         self.stop_requested = asyncio.Event()
         self.releasing = False  # the shutdown grace is over: whatever runs goes back to ready
         self.resume_at = 0.0  # event-loop time before which nothing is claimed (the database is down)

@@ -47,7 +47,6 @@ class LoopGrouper(Generic[Item, Answer]):
         max_in_flight: int = MAX_IN_FLIGHT,
     ):
         self.calls, self.send = calls, send
-        self._bisected = bisecting(send)  # what a group is sent as: halved down to a refused item
         self.linger_s, self.max_group, self.max_in_flight = linger_s, max_group, max_in_flight
         self.waiting: list[tuple[Item, asyncio.Future[Answer], float]] = []
         self.in_flight = 0
@@ -83,7 +82,9 @@ class LoopGrouper(Generic[Item, Answer]):
 
     async def _run(self, group: list[tuple[Item, asyncio.Future[Answer], float]]) -> None:
         try:
-            answers = await self.calls.call(self._bisected, [item for item, _, _ in group])
+            answers = await self.calls.call(
+                bisecting(self.send), [item for item, _, _ in group]
+            )  # halved down to a refused item
         except asyncio.CancelledError:  # the loop is being torn down
             for _, answer, _ in group:
                 answer.cancel()

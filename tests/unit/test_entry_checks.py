@@ -81,3 +81,11 @@ def test_a_payload_refused_for_its_size_leaves_its_row_to_the_reconciler():
     kept = repo.get(row.task_id)
     assert kept is not None and kept.status is TaskStatus.pending  # its own payload is claimable
     assert len(queue.dead_letters()) == 1
+
+
+@pytest.mark.parametrize(("name", "document"), [("a\ud800.md", "# T\n"), ("a.md", "# T\n\udfff\n")])
+def test_the_python_api_refuses_a_name_or_document_no_utf8_column_stores(name, document):
+    _, queue, repo, _ = rig()
+    with pytest.raises(ValueError, match="no UTF-8 column stores"):
+        submit(repo, queue, name, document)
+    assert sum(repo.counts().values()) == 0

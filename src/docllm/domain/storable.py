@@ -29,6 +29,14 @@ def storable_text(text: str) -> tuple[str, int]:
     return _SURROGATE.subn(REPLACEMENT, text)
 
 
+def lone_surrogate_at(text: str) -> int | None:
+    """Where ``text``'s first lone surrogate is (None: it has none)."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    return None if found is None else found.start()
+
+
 def _storable(value: Any) -> tuple[Any, int]:
     if isinstance(value, str):
         return storable_text(value)

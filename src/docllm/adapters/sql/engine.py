@@ -54,7 +54,16 @@ REFUSED = {
     1792: "read-only transaction (transaction_read_only after a failover)",
     1836: "running in read-only mode (InnoDB read-only)",
     2003: "cannot connect",
+    # Full: the server cannot write anything now (issue 44: an outage of the store, no report's
+    # fault; read as a refusal, a group would be halved and each report failed for good).
+    3: "error writing a file (the disk is full)",
+    1021: "disk full",
+    1114: "the table is full",
 }
+
+
+# SQLite's errors of the same kinds, by their text (its driver gives no code).
+SQLITE_TRANSIENT = ("database is locked", "database table is locked", "database or disk is full")
 
 
 def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: float = 60, pool_size: int = 8) -> Engine:
@@ -210,7 +219,9 @@ def error_kind(exc: BaseException) -> str | None:
         return "lost"
     if isinstance(code, int) and code in REFUSED:
         return "transient"
-    if "database is locked" in str(orig) or "database table is locked" in str(orig):
+    if any(
+        text in str(orig) for text in ("database is locked", "database table is locked", "database or disk is full")
+    ):
         return "transient"
     return None
 

@@ -349,9 +349,7 @@ class TaskProcessor:
         try:
             try:
                 written = self.repo.write_group(writes).written
-            except Unavailable:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the store refused what a report holds
+            except Unstorable as exc:  # the store refused what a report holds; any other error is no one report's
                 if len(ends) > 1:
                     raise  # the grouper halves the group down to the report it refuses (grouper.send_bisected)
                 for span in spans:
@@ -375,11 +373,11 @@ class TaskProcessor:
             self._ended(a, o, ok)
         return landed
 
-    def _unstorable(self, attempt: Attempt, exc: Exception) -> bool:
-        """A report the store refuses on its own, for what it holds (not an outage): the attempt
-        fails with the reason, a person can read it, and nothing else is charged (issue 44)."""
-        why = str(exc).strip() if isinstance(exc, Unstorable) else f"{type(exc).__name__}: {str(exc)[:500]}"
-        error = f"the report cannot be stored: {why}"
+    def _unstorable(self, attempt: Attempt, exc: Unstorable) -> bool:
+        """A report the store refuses on its own, for what it holds (``Unstorable``: not an outage,
+        nor any other error of the store's): the attempt fails with the reason, a person can read
+        it, and nothing else is charged (issue 44)."""
+        error = f"the report cannot be stored: {exc}"
         outcome = Outcome.permanent(error, Reason.unstorable_report)
         with traced("docllm.finish", parent=attempt.span):
             landed = self._finish(attempt, outcome)

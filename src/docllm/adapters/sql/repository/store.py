@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, Double, Integer, String, bindparam, case, delete, false, func, insert, select, update
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, IntegrityError
 
 from docllm.adapters.sql.repository.base import FAILED, FULL_ROW, PENDING, PROCESSING, RepositoryBase, task_of
 from docllm.adapters.sql.schema import USAGE_COLUMNS, LongText
@@ -151,7 +151,7 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
             raise Unstorable(
                 f"it holds a character no UTF-8 column stores ({exc.reason}: {exc.object[exc.start : exc.end]!r})"
             ) from exc
-        except DBAPIError as exc:  # not transient (TransientRetry made those Unavailable): refused
+        except (DataError, IntegrityError) as exc:  # the server refuses a value (too long, not valid)
             raise Unstorable(f"the database refused it: {exc.orig}") from exc
 
     def _in_transaction(self, work: Callable[[Any], Any]) -> Any:

@@ -346,23 +346,26 @@ class TaskProcessor:
             FencedWrite(WriteKind.commit, a.task_id, a.number, result=storable_report(o.report or {}), usage=a.usage)
             for a, o in ends
         ]
+        refused: Unstorable | None = None
         try:
             try:
                 written = self.repo.write_group(writes).written
             except Unstorable as exc:  # the store refused what a report holds; any other error is no one report's
                 if len(ends) > 1:
                     raise  # the grouper halves the group down to the report it refuses (grouper.send_bisected)
-                for span in spans:
-                    if span is not ends[0][0].span:
-                        span.end(exc)
-                return [self._unstorable(ends[0][0], exc)]
-            landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
-            self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
+                refused = exc
+            if refused is None:
+                landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
+                self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
         except BaseException as exc:
             for (a, _), span in zip(ends, spans, strict=True):
                 if span is not a.span:
                     span.end(exc)
             raise
+        if refused is not None:  # nothing was written: the attempt fails with the reason
+            if spans[0] is not ends[0][0].span:
+                spans[0].end(refused)
+            return [self._unstorable(ends[0][0], refused)]
         for (a, o), ok, span in zip(ends, landed, spans, strict=True):
             if ok:
                 self.events.emit(ev.SUCCEEDED, task_id=a.task_id, attempt=a.number, worker=self.worker_id)
@@ -377,12 +380,7 @@ class TaskProcessor:
         """A report the store refuses on its own, for what it holds (``Unstorable``: not an outage,
         nor any other error of the store's): the attempt fails with the reason, a person can read
         it, and nothing else is charged (issue 44)."""
-        error = f"the report cannot be stored: {exc}"
-        outcome = Outcome.permanent(error, Reason.unstorable_report)
-        with traced("docllm.finish", parent=attempt.span):
-            landed = self._finish(attempt, outcome)
-        self._ended(attempt, outcome, landed)
-        return landed
+        return self.finish(attempt, Outcome.permanent(f"the report cannot be stored: {exc}", Reason.unstorable_report))
 
     def _finish(self, attempt: Attempt, outcome: Outcome) -> bool:
         task, n, usage = attempt.task, attempt.number, attempt.usage

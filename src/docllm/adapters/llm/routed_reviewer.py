@@ -4,7 +4,9 @@ ARCHITECTURE.md, Deployments), each an ``OpenAIReviewer`` with its own rate limi
 Each chunk goes to one deployment at a time (``domain.deployments.route``): the first healthy one
 in order (or one drawn by weight); when it answers 5xx, 429, a timeout or no connection
 (``ProviderUnavailable``) the chunk goes to the next one, so the same chunk is never in flight at
-two deployments. Each deployment has its own breaker in Redis: one whose breaker is open is passed
+two deployments. A chunk sent to a deployment the attempt's spend reservation is not at is
+reserved there first, and passed over when that deployment's cap or the fleet's refuses it (the
+spend ledger, I16). Each deployment has its own breaker in Redis: one whose breaker is open is passed
 over; half-open, the chunk is its probe when this process wins the probe lease. Only when every
 deployment failed a chunk does the attempt fail with ``ProviderUnavailable``, and the fleet's
 breaker (``LlmGate``) then judges it as for one provider: an outage of one deployment is never
@@ -25,10 +27,12 @@ from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.domain.breaker import BreakerState, BreakerView
 from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.deployments import Deployment, route
-from docllm.domain.errors import ProviderUnavailable, Unavailable
+from docllm.domain.errors import ProviderUnavailable, SpendCapReached, Unavailable
 from docllm.domain.ports import LlmBreaker
+from docllm.domain.prompt import build_messages
 from docllm.domain.report import merge_reports, require_reviewable
 from docllm.domain.rubric import Rubric
+from docllm.domain.services.ledger import REFUSED_RETRY_S, current_purse
 from docllm.domain.services.rate_gate import OverBudget
 
 log = logging.getLogger(__name__)
@@ -98,9 +102,13 @@ class RoutedReviewer:
         tried: set[str] = set()
         last: ProviderUnavailable | None = None
         limited: list[tuple[float, str]] = []  # (wait, name): passed over for their rate limits
+        capped: list[str] = []  # passed over: the spend ledger refused the chunk there (I16)
         while (d := route(self.deployments, await self._states(), tried, self._draw())) is not None:
             tried.add(d.name)
             r = self.routes[d.name]
+            if not await self._affordable(d.name, task_name, chunk, part, parts, rubric):
+                capped.append(d.name)
+                continue
             probing = self._state(d.name) is BreakerState.half_open
             if probing and not await self._breaker(r.breaker.try_probe, self._worker_id):
                 continue  # another process probes it: this chunk goes on to the next
@@ -129,9 +137,23 @@ class RoutedReviewer:
                 ) from None
             await self._outcome(r, False, ok=True)
             return report
+        if last is None and capped:  # nothing failed: every deployment left is at a spend cap
+            raise SpendCapReached(f"every LLM deployment is at a spend cap ({', '.join(capped)})", REFUSED_RETRY_S)
         if last is None:  # every one half-open, each probed by another process: none may take it now
             raise ProviderUnavailable("every LLM deployment is being probed by another process")
         raise ProviderUnavailable(f"every LLM deployment failed the chunk; the last: {last}", last.retry_after)
+
+    async def _affordable(
+        self, name: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None
+    ) -> bool:
+        """The spend ledger's word on sending this chunk to ``name`` (I16): reserved there first
+        unless the attempt's hold is there already. Redis down: ``Unavailable`` (nothing is sent
+        unreserved; the attempt is handed back, as when its own reservation could not be made)."""
+        purse = current_purse()
+        if purse is None or not purse.needs(name):
+            return True
+        requests = [build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)]
+        return bool(await self._run(purse.cover, name, requests))
 
     async def _states(self) -> dict[str, BreakerState]:
         # The loop's clock (monotonic in production, virtual in the simulation, as LlmGate's).

@@ -133,3 +133,33 @@ def test_a_report_refused_alone_fails_its_attempt_with_a_readable_error(engine: 
     assert (rows[4].error or "").startswith("the report cannot be stored: it holds a character no UTF-8 column stores")
     assert [(r.attempt, r.retry_count) for r in rows] == [(1, 0)] * 4 + [(1, 1), (1, 0)]
     assert len(queue.dead_letters()) == 1 and queue.in_flight(100) == []  # acked, and dead-lettered
+
+
+class Settles:
+    """A spend ledger that only records what is settled (nothing reserved here)."""
+
+    reserves = False
+
+    def __init__(self) -> None:
+        self.items: list = []
+
+    def settle(self, items):
+        self.items.extend(items)
+
+
+def test_a_refused_reports_attempt_settles_its_spend_hold_like_any_other_end(engine: Engine, monkeypatch):
+    """The merge with the spend ledger (issue 43): the attempt failed for its report releases the
+    hold its review took, as every end does."""
+    monkeypatch.setattr(attempts, "storable_report", lambda report: report)
+    clock = ManualClock()
+    queue = InMemoryTaskQueue(clock, token_factory=lambda: "t1")
+    repo = SqlAlchemyTaskRepository(engine)
+    lease = LeasePolicy(lease_seconds=30, max_runtime_seconds=120, reaper_interval_seconds=5)
+    ledger = Settles()
+    proc = TaskProcessor(queue, repo, None, clock, RetryPolicy(), lease, "w1", ledger=ledger)  # type: ignore[arg-type]
+    submit(repo, queue, "d.md", "# T\n")
+    [attempt] = [a for a in proc.begin_batch(proc.claim_batch(1)) if isinstance(a, Attempt)]
+    attempt.hold, attempt.hold_release = "hold-1", True
+    assert proc.commit_many([(attempt, Outcome.success({"summary": "bad \ud800"}))]) == [True]
+    assert row(repo, attempt.task_id).status is TaskStatus.failed
+    assert [(i.key, i.release) for i in ledger.items] == [("hold-1", True)] and attempt.hold is None

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import update
 
 from docllm.adapters.sql.schema import task_doc_llm
-from docllm.domain.lane_figures import LANES, MAX_TOP_TENANTS, GroupFigures
+from docllm.domain.lane_figures import LANES, MAX_TOP_TENANTS, OTHERS, GroupFigures
 from docllm.domain.model import Task
 from tests.contract import test_task_repository_contract as repository_contract
 from tests.support.memory.repository import InMemoryTaskRepository
@@ -59,8 +59,10 @@ def test_depth_in_flight_finished_and_waits_per_lane_and_tenant(repo):
 
     figures = repo.lane_figures(3600, 10)
     assert by_name(figures.lanes) == {"interactive": (0, 1, 1, 1), "default": (0, 0, 1, 1), "bulk": (2, 1, 0, 1)}
-    assert by_name(figures.tenants) == {"A": (2, 1, 0, 1), "B": (0, 1, 1, 1)}  # None: no work left
-    assert [g.name for g in figures.tenants] == ["A", "B"] and figures.tenants_with_work == 2
+    # The rows without a tenant have no work left but ended in the window: ranked with what they did
+    # (issue 44: a tenant whose work all ended used to vanish from the figures).
+    assert by_name(figures.tenants) == {"A": (2, 1, 0, 1), "B": (0, 1, 1, 1), None: (0, 0, 1, 1)}
+    assert [g.name for g in figures.tenants] == ["A", "B", None] and figures.tenants_with_work == 2
     lane = {g.name: g for g in figures.lanes}
     assert lane["bulk"].wait_quantile(0.95) is not None and lane["bulk"].oldest_pending_s is not None
     assert lane["interactive"].oldest_pending_s is None  # nothing pending
@@ -88,7 +90,12 @@ def test_tenants_are_the_top_n_by_depth_then_in_flight(repo):
     figures = repo.lane_figures(3600, 3)
     assert [g.name for g in figures.tenants] == ["A", None, "C"]  # ties: no tenant before names
     assert figures.tenants_with_work == 4  # named tenants with work, shown or not
+    others = figures.others  # every tenant beyond the top N as one, "(other)" (issue 44): B and D
+    assert others is not None and (others.name, others.depth, others.in_flight) == (OTHERS, 1, 1)
     assert [g.name for g in repo.lane_figures(3600, 10).tenants] == ["A", None, "C", "B", "D"]
+    assert repo.lane_figures(3600, 10).others is None
     assert repo.lane_figures(3600, 0).tenants == ()
+    everyone = repo.lane_figures(3600, 0).others
+    assert everyone is not None and (everyone.depth, everyone.in_flight) == (8, 1)
     with pytest.raises(ValueError, match="top tenants"):
         repo.lane_figures(3600, MAX_TOP_TENANTS + 1)

@@ -60,8 +60,12 @@ def test_waits_are_start_minus_creation_in_buckets(engine):
     assert (lane["bulk"].wait_samples, lane["bulk"].wait_quantile(0.5)) == (5, 3600)
     assert (lane["bulk"].finished, lane["bulk"].in_flight) == (5, 1)
     tenant = {g.name: g for g in figures.tenants}
-    assert list(tenant) == ["A"]  # B has no work left, so it is not ranked
+    # B's work all ended within the window: it is ranked still, with its waits and done count
+    # (issue 44: it used to disappear, and its figures with it), after A, which has work in flight.
+    assert list(tenant) == ["A", "B"]
     assert tenant["A"].wait_quantile(0.95) == 3600
+    assert (tenant["B"].finished, tenant["B"].wait_quantile(0.5), tenant["B"].wait_quantile(0.95)) == (20, 0.5, 0.5)
+    assert figures.per_minute(tenant["B"]) == round(20 / 60, 3) and figures.others is None
 
 
 def test_oldest_pending_age_is_utc_whatever_the_session_zone(engine):

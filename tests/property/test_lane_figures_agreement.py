@@ -68,7 +68,8 @@ def comparable(figures):
     def strip(groups):
         return [(replace(g, oldest_pending_s=None), g.oldest_pending_s) for g in groups]
 
-    return figures.window_s, strip(figures.lanes), strip(figures.tenants), figures.tenants_with_work
+    tenants = strip(figures.tenants) + strip([figures.others] if figures.others is not None else [])
+    return figures.window_s, strip(figures.lanes), tenants, figures.tenants_with_work
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

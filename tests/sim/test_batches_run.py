@@ -96,8 +96,8 @@ def test_a_commit_without_its_fence_is_caught_when_two_pollers_apply_one_batch(m
     and the check of the locked rows): the second poller of a race commits a batched task again
     (I4, the first half of I15)."""
 
-    def unfenced(kind: Any, writes: Any) -> Any:
-        statement, params = fenced(kind, writes)
+    def unfenced(kind: Any, writes: Any, *texts: Any) -> Any:
+        statement, params = fenced(kind, writes, *texts)
         statement = statement._generate()  # a copy: the shape is shared
         statement._where_criteria = (tasks.c.task_id.in_([w.task_id for w in writes]),)  # the rows named
         return statement, params

@@ -58,12 +58,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import json
 import random
 import re
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -167,7 +169,9 @@ class FakeLLM:
         lose_files: Pick = 0,
         fail_batches: Pick = 0,
         cancel_delay_s: float = 0.0,
+        shapes: Sequence[str] = (),
     ):
+        self.shapes = [parse_shape(rule) for rule in shapes]
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
         self.cached_tokens, self.cached_as = cached_tokens, cached_as
         self.served: list[tuple[float, str, int, int]] = []
@@ -307,9 +311,38 @@ class FakeLLM:
         if self.reject_json_schema and (body.get("response_format") or {}).get("type") == "json_schema":
             return error(400, "response_format.type 'json_schema' is not supported; use 'json_object'")
         answer = smart_answer(body)
+        text = json.dumps(body.get("messages", []), ensure_ascii=False)
+        for marker, shape in self.shapes:
+            if marker in text:
+                answer = shaped(answer, shape)
         if self.cached_tokens:
             answer = with_cached(answer, self.cached_tokens, self.cached_as)
         return Reply(body=answer)
+
+
+def parse_shape(rule: str) -> tuple[str, str]:
+    """``MARKER=surrogate`` or ``MARKER=pad:BYTES`` (``--shape-answer``)."""
+    marker, _, shape = rule.partition("=")
+    if not marker or not (shape == "surrogate" or (shape.startswith("pad:") and shape[4:].isdigit())):
+        raise ValueError(f"--shape-answer takes MARKER=surrogate or MARKER=pad:BYTES, got {rule!r}")
+    return marker, shape
+
+
+def shaped(answer: dict, shape: str) -> dict:
+    """``answer`` with its report's summary changed: a lone surrogate escape in it (valid JSON that
+    no UTF-8 column stores), or padded to about BYTES bytes of JSON (quotes included, which a
+    MySQL driver escapes)."""
+    content = answer["choices"][0]["message"]["content"]
+    report = json.loads(content)
+    if shape == "surrogate":
+        report["summary"] += " \ud800"  # one lone surrogate: json.dumps below sends it as the escape
+    else:
+        size = int(shape.removeprefix("pad:"))
+        piece = 'a "quoted" padding word; '
+        report["summary"] += " " + piece * max(0, (size - len(content)) // (len(json.dumps(piece)) - 2))
+    answer = copy.deepcopy(answer)
+    answer["choices"][0]["message"]["content"] = json.dumps(report)
+    return answer
 
 
 def _per_model(limit: int | dict[str, int] | None, model: str) -> int | None:
@@ -385,6 +418,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lose-files", type=pick_from_cli, default=0, help=f"batches whose result files 404: {pick}")
     p.add_argument("--fail-batches", type=pick_from_cli, default=0, help=f"batches that end failed: {pick}")
     p.add_argument("--cancel-delay-s", type=float, default=0.0, help="seconds a cancelled batch stays cancelling")
+    p.add_argument(
+        "--shape-answer",
+        action="append",
+        default=[],
+        help="MARKER=surrogate (a lone surrogate escape in the report) or MARKER=pad:BYTES (a report of "
+        "about BYTES bytes) for the chats whose messages contain MARKER (repeatable)",
+    )
     args = p.parse_args(argv)
     low, _, high = args.latency_ms.partition("-")
     delay_low, _, delay_high = args.batch_delay_s.partition("-")
@@ -403,6 +443,7 @@ def main(argv: list[str] | None = None) -> None:
         lose_files=args.lose_files,
         fail_batches=args.fail_batches,
         cancel_delay_s=args.cancel_delay_s,
+        shapes=args.shape_answer,
     )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

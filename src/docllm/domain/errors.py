@@ -11,6 +11,11 @@ class BadPayload(DocllmError):
     """A queue payload that cannot be turned into a task reference."""
 
 
+class BadLabel(BadPayload):
+    """A payload whose lane or tenant no claim takes: the task it names cannot run as its producer
+    asked, so its pending row fails with the reason (issue 44)."""
+
+
 class TransientError(DocllmError):
     """Worth retrying: a timeout, a dropped connection, a 429 or 5xx.
 
@@ -33,6 +38,11 @@ class ProviderUnavailable(TransientError):
 
 class PermanentError(DocllmError):
     """Retrying cannot help this task: it ends ``failed`` with this message."""
+
+
+class Unstorable(PermanentError):
+    """The database refuses a write for what it holds, not for an outage (a value no column takes,
+    a statement over the server's packet limit): the message says what, for a person (issue 44)."""
 
 
 class OverCostCap(PermanentError):

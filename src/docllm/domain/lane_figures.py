@@ -80,8 +80,20 @@ class GroupFigures:
 class LaneFigures:
     window_s: int  # ``finished`` and the wait samples of ended rows cover this many seconds
     lanes: tuple[GroupFigures, ...]  # every lane of LANES in that order, then unknown names found
-    tenants: tuple[GroupFigures, ...]  # the top tenants by depth, then in flight, then name
+    # The top tenants by depth, then in flight, then done in the window, then name: a tenant whose
+    # work all ended within the window is ranked too (issue 44), with its waits and done count.
+    tenants: tuple[GroupFigures, ...]
     tenants_with_work: int = 0  # named tenants with pending or processing rows, shown or not
+    others: GroupFigures | None = None  # every other tenant's rows of the window, as one (``OTHERS``)
+
+    def per_minute(self, g: GroupFigures) -> float:
+        """``g``'s tasks ended per minute over the window."""
+        return round(g.finished * 60 / self.window_s, 3) if self.window_s else 0.0
+
+
+# The name of the tenants beyond the top N, folded into one (metrics' labels stay bounded); no
+# tenant can be so named (``lanes.TENANT`` has no parentheses), as "(none)" for rows without one.
+OTHERS = "(other)"
 
 
 @dataclass
@@ -114,9 +126,10 @@ class Tally:
         return tuple(sorted((self.groups.get(n) or GroupFigures(n) for n in names), key=top_tenants_order))
 
 
-def top_tenants_order(g: GroupFigures) -> tuple[int, int, bool, str]:
-    """Deepest first, then most in flight, then by name (no tenant first, as SQL sorts NULL)."""
-    return (-g.depth, -g.in_flight, g.name is not None, g.name or "")
+def top_tenants_order(g: GroupFigures) -> tuple[int, int, int, bool, str]:
+    """Deepest first, then most in flight, then most done in the window, then by name (no tenant
+    first, as SQL sorts NULL)."""
+    return (-g.depth, -g.in_flight, -g.finished, g.name is not None, g.name or "")
 
 
 def _by_name(item: tuple[str | None, GroupFigures]) -> str:

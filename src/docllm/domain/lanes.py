@@ -26,6 +26,7 @@ class LanePolicy:
     tenant_cap: int = 0
     tenant_caps: Mapping[str, int] = field(default_factory=dict)
     serves: tuple[str, ...] = ()  # the lanes claimed from (empty: every lane); the batch lane's split
+    batch: bool = False  # the batch lane's claim: its members neither wait for nor count against a tenant cap
 
     def __post_init__(self) -> None:
         if unknown := [lane for lane in self.serves if lane not in LANES]:
@@ -35,16 +36,22 @@ class LanePolicy:
         """The same weights and caps, claiming from ``lanes`` only."""
         return replace(self, serves=tuple(lanes))
 
+    def batching(self, lanes: tuple[str, ...]) -> LanePolicy:
+        """The batch lane's claim from ``lanes``: a tenant cap bounds realtime work in flight (its
+        interactive tasks must not wait for its bulk ones a provider batch holds for hours), so the
+        members neither wait for it nor count against it; the batcher's own bound holds them."""
+        return replace(self, serves=tuple(lanes), batch=True)
+
     def cap_of(self, tenant: str) -> int:
         return self.tenant_caps.get(tenant, self.tenant_cap)
 
     def script_arg(self) -> str:
         """``"8,3,1;0;acme=4,beta=2;interactive,default"``: weights in LANES order; default cap;
-        overrides; the lanes served (empty: every lane)."""
+        overrides; the lanes served (empty: every lane); then ``;batch`` for the batch lane's claim."""
         weights = ",".join(str(self.weights[lane]) for lane in LANES)
         caps = ",".join(f"{t}={c}" for t, c in sorted(self.tenant_caps.items()))
-        served = f";{','.join(self.serves)}" if self.serves else ""
-        return f"{weights};{self.tenant_cap};{caps}{served}"
+        served = f";{','.join(self.serves)}" if self.serves or self.batch else ""
+        return f"{weights};{self.tenant_cap};{caps}{served}{';batch' if self.batch else ''}"
 
 
 def parse_weights(text: str) -> dict[str, int]:

@@ -41,7 +41,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from docllm.domain.errors import BadPayload
+from docllm.domain.errors import BadLabel, BadPayload
 from docllm.domain.lanes import DEFAULT_LANE, lane_error, tenant_error
 from docllm.domain.model import Task, TaskRef
 from docllm.domain.tracing import valid_traceparent
@@ -82,6 +82,19 @@ def parse_payload(raw: str | bytes, max_bytes: int) -> TaskRef:
         tenant=_label(members.get(b'"tenant"'), "tenant", tenant_error),
         traceparent=valid_traceparent(json.loads(trace)) if trace.startswith(b'"') else None,
     )
+
+
+def named_task_id(raw: str | bytes) -> int | None:
+    """The task id a payload names by the rule above, whatever its other members hold (None when
+    it names none): the row of a payload whose lane or tenant no claim takes is failed with the
+    reason, not left pending for the reconciler to push again (issue 44)."""
+    try:
+        data = raw.encode("utf-8") if isinstance(raw, str) else raw
+        data.decode("utf-8")
+        token = _members(data).get(b'"task_id"')
+        return None if token is None else _task_id(token)
+    except (UnicodeError, BadPayload):
+        return None
 
 
 def task_id_of(raw: str | bytes) -> int | None:
@@ -125,7 +138,7 @@ def _label(token: bytes | None, what: str, error: Callable[[str], str | None]) -
     plain = _PLAIN_STRING.fullmatch(token)
     reason = error(text[1:-1]) if plain else f"{what} must be a plain JSON string, got {text[:80]}"
     if reason:
-        raise BadPayload(reason)
+        raise BadLabel(reason)
     return text[1:-1]
 
 

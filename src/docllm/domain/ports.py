@@ -57,8 +57,9 @@ class Claims(Protocol):
         self, worker_id: str, lease_ms: int, limit: int, lanes: tuple[str, ...] | None = None
     ) -> list[Delivery]:
         """``claim`` up to ``limit`` times in one atomic step (one round trip), oldest first.
-        ``lanes``: claim from these lanes only (the batch lane's batcher: ``("bulk",)``); None:
-        the lanes of the queue's policy (``LanePolicy.serves``)."""
+        ``lanes``: claim from these lanes only (the batch lane's batcher: ``("bulk",)``), its
+        leases counted against no tenant cap (``LanePolicy.batching``); None: the lanes of the
+        queue's policy (``LanePolicy.serves``)."""
 
     def stage(self, timeout_s: float) -> str | None:
         """Block until ready holds a payload (at most ``timeout_s``; 0: do not block) and move it

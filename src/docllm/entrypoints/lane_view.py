@@ -15,6 +15,7 @@ COLUMNS = {
     "depth": "depth",
     "in_flight": "running",
     "finished": "done",
+    "done_per_min": "done/min",
     "wait_p50_s": "wait p50",
     "wait_p95_s": "wait p95",
     "wait_samples": "waits",
@@ -22,13 +23,14 @@ COLUMNS = {
 }
 
 
-def group_json(g: GroupFigures, key: str) -> dict[str, Any]:
+def group_json(g: GroupFigures, key: str, figures: LaneFigures) -> dict[str, Any]:
     oldest = None if g.oldest_pending_s is None else round(g.oldest_pending_s, 1)
     return {
         key: g.name,
         "depth": g.depth,
         "in_flight": g.in_flight,
         "finished": g.finished,
+        "done_per_min": figures.per_minute(g),
         "wait_p50_s": g.wait_quantile(0.5),
         "wait_p95_s": g.wait_quantile(0.95),
         "wait_samples": g.wait_samples,
@@ -37,12 +39,16 @@ def group_json(g: GroupFigures, key: str) -> dict[str, Any]:
 
 
 def lanes_json(figures: LaneFigures) -> dict[str, Any]:
-    """``stats --json`` -> "lanes": the window, a row per lane, the top tenants (``tenant`` null:
-    rows without a tenant) and how many named tenants have work in all."""
+    """``stats --json`` -> "lanes": the window, a row per lane, the top tenants of the window
+    (``tenant`` null: rows without a tenant; a tenant whose work all ended in the window is one),
+    every other tenant's rows as one (``other_tenants``, tenant "(other)"; null when none), and
+    how many named tenants have work in all."""
+    others = figures.others
     return {
         "window_s": figures.window_s,
-        "by_lane": [group_json(g, "lane") for g in figures.lanes],
-        "by_tenant": [group_json(g, "tenant") for g in figures.tenants],
+        "by_lane": [group_json(g, "lane", figures) for g in figures.lanes],
+        "by_tenant": [group_json(g, "tenant", figures) for g in figures.tenants],
+        "other_tenants": None if others is None else group_json(others, "tenant", figures),
         "tenants_with_work": figures.tenants_with_work,
     }
 
@@ -53,9 +59,10 @@ def lane_tables(stats: dict[str, Any]) -> list[Table]:
         return []
     hours = f"{lanes['window_s'] / 3600:g} h"
     by_tenant = f"top tenants by depth ({len(lanes['by_tenant'])} shown, {lanes['tenants_with_work']} with work)"
+    others = [lanes["other_tenants"]] if lanes.get("other_tenants") else []
     return [
         _table(f"lanes (done and waits: last {hours}; seconds, waits as bucket bounds)", "lane", lanes["by_lane"]),
-        _table(by_tenant, "tenant", lanes["by_tenant"]),
+        _table(by_tenant, "tenant", lanes["by_tenant"] + others),
     ]
 
 

@@ -14,12 +14,17 @@ linger plus the groups ahead of it. Each waiter sleeps on a condition of its own
 linger is over at most: a group's end wakes its members and the oldest sleeping waiter (who may
 lead the next group), not every waiting thread (with 32 port threads, waking them all at each
 group's end cost a third of the grouping's CPU).
-A group that fails (the server is down) fails every item it carried with the same error: each
-caller retries as it would a single call.
+A group that fails for an outage (``Unavailable``: the server is down) fails every item it carried
+with the same error: each caller retries as it would a single call. A group that fails for any other
+reason (one item the server refuses: a report it cannot store) is sent again as two halves, and so
+on down to single items (``send_bisected``): only the item that still fails alone hears of its
+error, and the others get their answers (issue 44).
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import time
 from collections import deque
@@ -27,10 +32,14 @@ from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from docllm.domain.errors import Unavailable
+
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 
 MAX_GROUP = 64
+
+log = logging.getLogger("docllm.groups")
 MAX_IN_FLIGHT = 2
 
 
@@ -48,6 +57,44 @@ def check_answers(group: Sized, answers: Sized) -> None:
     """A ``send`` answers one per item: otherwise an item's caller would wait for ever."""
     if len(answers) != len(group):
         raise RuntimeError(f"a group of {len(group)} got {len(answers)} answers")
+
+
+@dataclass(frozen=True)
+class Failed:
+    """An item's answer in ``send_bisected``: the error its group (or it alone) failed with."""
+
+    error: Exception
+
+
+def send_bisected(send: Callable[[list[Item]], Sequence[Answer]], items: list[Item]) -> list[Answer | Failed]:
+    """``send(items)``'s answers, one per item. An outage fails the items it hit; any other error
+    sends the group again as two halves, down to single items: an item that fails alone gets
+    its error (a ``Failed``), and the others their answers. An outage met while halving fails only
+    the half it hit (the other half landed: its callers must not retry as if it had not)."""
+    try:
+        answers = list(send(items))
+        check_answers(items, answers)
+        return answers  # type: ignore[return-value]  # Answer is not a Failed
+    except Unavailable as exc:
+        return [Failed(exc)] * len(items)
+    except Exception as exc:  # noqa: BLE001 - whose fault it is shows when it is alone
+        if len(items) == 1:
+            return [Failed(exc)]
+        log.warning(
+            "a group of %d was refused (%s: %.300s); sending it again in halves", len(items), type(exc).__name__, exc
+        )
+    half = len(items) // 2
+    return send_bisected(send, items[:half]) + send_bisected(send, items[half:])
+
+
+def bisecting(send: Callable[[list[Item]], Sequence[Answer]]) -> Callable[[list[Item]], list[Answer | Failed]]:
+    """``send`` as ``send_bisected`` sends (named as ``send`` is, for the port calls' counts)."""
+
+    @functools.wraps(send)
+    def bisected(items: list[Item]) -> list[Answer | Failed]:
+        return send_bisected(send, items)
+
+    return bisected
 
 
 @dataclass
@@ -149,8 +196,7 @@ class Grouper(Generic[Item, Answer]):
 
     def _send(self, group: list[_Waiting[Item, Answer]]) -> None:
         try:
-            answers = list(self.send([w.item for w in group]))
-            check_answers(group, answers)
+            answers = send_bisected(self.send, [w.item for w in group])
         except BaseException as exc:  # noqa: BLE001 - every item of the group hears of it
             with self._lock:
                 for waiting in group:
@@ -160,6 +206,10 @@ class Grouper(Generic[Item, Answer]):
         with self._lock:
             self.groups += 1
             self.requests += len(group)
-            for waiting, answer in zip(group, answers, strict=True):  # counted above
-                waiting.answer, waiting.done = answer, True
+            for waiting, answer in zip(group, answers, strict=True):  # one per item (send_bisected)
+                if isinstance(answer, Failed):
+                    waiting.error = answer.error
+                else:
+                    waiting.answer = answer
+                waiting.done = True
                 waiting.wake.notify()

@@ -8,10 +8,11 @@ A group goes as ``grouper.Grouper`` lets one go, on the loop instead of the port
 - one group is in flight and ``max_in_flight`` allows another: once the oldest waiting item has
   lingered ``linger_s``, or a full group (``max_group``) is waiting (``grouper.may_go``).
 
-A group that fails fails every item it carried with the same error: each caller retries as it
-would a single call. A caller that stops waiting (its ``wait_for`` ran out) leaves its item in
-the group it is in, whose call goes on; an item not yet in a group is dropped, as a port call not
-yet started is.
+A group that fails for an outage fails every item it carried with the same error: each caller
+retries as it would a single call; one that fails for another reason is halved down to the item
+that fails alone (``grouper.send_bisected``), in the same port call. A caller that stops waiting
+(its ``wait_for`` ran out) leaves its item in the group it is in, whose call goes on; an item not
+yet in a group is dropped, as a port call not yet started is.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from docllm.runtime.grouper import MAX_GROUP, MAX_IN_FLIGHT, check_answers, may_go
+from docllm.runtime.grouper import MAX_GROUP, MAX_IN_FLIGHT, Failed, bisecting, may_go
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -81,8 +82,9 @@ class LoopGrouper(Generic[Item, Answer]):
 
     async def _run(self, group: list[tuple[Item, asyncio.Future[Answer], float]]) -> None:
         try:
-            answers = await self.calls.call(self.send, [item for item, _, _ in group])
-            check_answers(group, answers)
+            answers = await self.calls.call(
+                bisecting(self.send), [item for item, _, _ in group]
+            )  # halved down to a refused item
         except asyncio.CancelledError:  # the loop is being torn down
             for _, answer, _ in group:
                 answer.cancel()
@@ -92,8 +94,12 @@ class LoopGrouper(Generic[Item, Answer]):
                 if not answer.done():
                     answer.set_exception(exc)
         else:
-            for (_, answer, _), result in zip(group, answers, strict=False):
-                if not answer.done():
+            for (_, answer, _), result in zip(group, answers, strict=True):  # one per item (send_bisected)
+                if answer.done():
+                    continue
+                if isinstance(result, Failed):
+                    answer.set_exception(result.error)
+                else:
                     answer.set_result(result)
         finally:
             self.in_flight -= 1

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from docllm.domain import events as ev
-from docllm.domain.backoff import Backoff
+from docllm.domain.backoff import Backoff, jittered
 from docllm.domain.errors import Unavailable
 from docllm.domain.model import Attempt, Delivery
 from docllm.domain.services.attempts import TaskProcessor
@@ -83,7 +83,7 @@ class Worker:
         self.paused = False  # the dispatcher waits (the breaker, the spend cap, the database)
         self._refilled = asyncio.Event()  # set when ends may be written (``refilling`` is over)
         self.commits = LoopGrouper(calls, proc.commit_many, linger_s)  # the ends with a report, grouped on the loop
-        self.outage = Outage("redis/database", logger)
+        self.outage = Outage("redis/database", logger, draw=proc.retry.rng.random)  # jittered
         self.stop_requested = asyncio.Event()
         self.releasing = False  # the shutdown grace is over: whatever runs goes back to ready
         self.resume_at = 0.0  # event-loop time before which nothing is claimed (the database is down)
@@ -345,8 +345,9 @@ class Worker:
         return await self.calls.call(self.proc.finish, attempt, outcome)
 
     async def _persist(self, what: str, write: Callable[..., Awaitable[object]], *args: object) -> None:
-        """Write while Redis or the database is down, for about one lease. Retrying is safe: the
-        writes are fenced and token-checked. Past that the lease expires and the reaper settles it."""
+        """Write while Redis or the database is down, for about one lease, the waits jittered. Retrying
+        is safe: the writes are fenced and token-checked. Past that the lease expires and the reaper
+        settles it."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.lease.lease_seconds
         backoff = Backoff(0.2, 5.0)
@@ -362,7 +363,9 @@ class Worker:
                 self.log.warning("could not record the %s in time; the reaper will settle it", what)
                 return
             except Unavailable as exc:
-                delay = backoff.next()
+                # Jittered: the attempts of one failed group (and of other workers) do not all try
+                # again in the same instant and form the same group again (issue 44).
+                delay = jittered(backoff.next(), 0.5, self.proc.retry.rng.random())
                 if loop.time() + delay > give_up:
                     self.log.warning("could not record the %s (%s); the reaper will settle it", what, exc)
                     return

@@ -16,7 +16,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from docllm.domain.lane_figures import Kind, LaneFigures, Tally, checked_top, lane_of, top_tenants_order, wait_bucket
+from docllm.domain.lane_figures import (
+    OTHERS,
+    Kind,
+    LaneFigures,
+    Tally,
+    checked_top,
+    lane_of,
+    top_tenants_order,
+    wait_bucket,
+)
 from docllm.domain.model import FencedWrite, GroupOutcome, StartOutcome, StartRequest, StartResult, Task, TaskStatus
 from docllm.domain.ports import Clock
 from docllm.domain.store_groups import one_at_a_time
@@ -117,6 +126,7 @@ class InMemoryTaskRepository:
         with self._lock:
             rows = [r for r in self._rows.values() if not r.status.terminal or (r.updated_at or now) >= since]
         lanes, tenants = Tally(), Tally()
+        seen = []
         for r in rows:
             kind = Kind.pending if r.status == PENDING else Kind.processing if r.status == PROCESSING else Kind.finished
             created, started = r.created_at or now, r.processing_started_at
@@ -125,9 +135,15 @@ class InMemoryTaskRepository:
             age = max(0.0, (now - created).total_seconds())
             lanes.add(lane_of(r.priority), kind, bucket, 1, age)
             tenants.add(r.tenant, kind, bucket, 1, age)
+            seen.append((r.tenant, kind, bucket, age))
         working = {r.tenant for r in rows if not r.status.terminal}
-        names = [g.name for g in sorted((tenants.groups[n] for n in working), key=top_tenants_order)][:top]
-        return LaneFigures(window_s, lanes.lanes(), tenants.ranked(names), len(working - {None}))
+        names = [g.name for g in sorted(tenants.groups.values(), key=top_tenants_order)][:top]
+        others = Tally()
+        for tenant, kind, bucket, age in seen:
+            if tenant not in names:
+                others.add(OTHERS, kind, bucket, 1, age)
+        ranked = tenants.ranked(names)
+        return LaneFigures(window_s, lanes.lanes(), ranked, len(working - {None}), others.groups.get(OTHERS))
 
     def non_terminal_after(self, cursor: tuple[Any, int] | None, limit: int) -> list[Task]:
         with self._lock:

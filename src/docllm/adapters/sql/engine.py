@@ -54,7 +54,16 @@ REFUSED = {
     1792: "read-only transaction (transaction_read_only after a failover)",
     1836: "running in read-only mode (InnoDB read-only)",
     2003: "cannot connect",
+    # Full: the server cannot write anything now (issue 44: an outage of the store, no report's
+    # fault; read as a refusal, a group would be halved and each report failed for good).
+    3: "error writing a file (the disk is full)",
+    1021: "disk full",
+    1114: "the table is full",
 }
+
+
+# SQLite's errors of the same kinds, by their text (its driver gives no code).
+SQLITE_TRANSIENT = ("database is locked", "database table is locked", "database or disk is full")
 
 
 def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: float = 60, pool_size: int = 8) -> Engine:
@@ -83,6 +92,7 @@ def make_engine(url: str | URL, *, connect_timeout: float = 10, io_timeout: floa
             },
         )
         _end_abandoned_transactions(engine, idle_seconds=max(1, math.ceil(2 * io_timeout)))
+        _read_packet_limit(engine)
         ping_when_idle(engine, IDLE_PING_SECONDS)
         return engine
     if backend == "sqlite":
@@ -133,6 +143,23 @@ def _end_abandoned_transactions(engine: Engine, idle_seconds: int) -> None:
             cursor.execute(f"SET SESSION wait_timeout = {idle_seconds}")
         finally:
             cursor.close()
+
+
+def _read_packet_limit(engine: Engine) -> None:
+    """Each connection keeps the server's ``max_allowed_packet`` as the server reports it to that
+    connection (``info["max_allowed_packet"]``): the store bounds a group's statements below it. A
+    statement over it is not refused but cut off (the server drops the connection), which would
+    read as an outage and be retried for ever (issue 44)."""
+
+    @event.listens_for(engine, "connect")
+    def _packet_limit(dbapi_connection, record):
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SELECT @@max_allowed_packet")
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        record.info["max_allowed_packet"] = int(row[0]) if row and row[0] else None
 
 
 def _sqlite_engine(url: URL, pool_size: int) -> Engine:
@@ -192,7 +219,9 @@ def error_kind(exc: BaseException) -> str | None:
         return "lost"
     if isinstance(code, int) and code in REFUSED:
         return "transient"
-    if "database is locked" in str(orig) or "database table is locked" in str(orig):
+    if any(
+        text in str(orig) for text in ("database is locked", "database table is locked", "database or disk is full")
+    ):
         return "transient"
     return None
 

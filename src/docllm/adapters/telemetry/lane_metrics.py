@@ -6,9 +6,11 @@ fleet of N processes scraped every 15 s costs the database at most N grouped rea
 ``EVERY_S`` (each bounded, lanes.py).
 
 Label cardinality is bounded: ``lane`` takes the fixed names of ``LANES`` only (rows under any
-other name are in ``docllm stats``, not here); ``tenant`` only the top ``SHOWN_TOP_TENANTS`` by
-depth (``(none)`` for rows without a tenant), so at most that many series per tenant gauge exist at
-once; a tenant that leaves the top N stops being exported rather than keeping a stale value.
+other name are in ``docllm stats``, not here); ``tenant`` only the top ``SHOWN_TOP_TENANTS`` of the
+window (``(none)`` for rows without a tenant) and ``(other)`` for all the rest, so at most that many
+plus one series per tenant gauge exist at once; a tenant that leaves the top N stops being
+exported rather than keeping a stale value. A tenant whose work all ended within the window keeps
+its waits and done count (issue 44).
 """
 
 from __future__ import annotations
@@ -68,8 +70,30 @@ class LaneGauges:
         running = GaugeMetricFamily(
             "docllm_tenant_in_flight", "Tasks processing of the deepest tenants", labels=["tenant"]
         )
-        for g in f.tenants:
-            depth.add_metric([g.name or NO_TENANT], g.depth)
-            running.add_metric([g.name or NO_TENANT], g.in_flight)
+        done = GaugeMetricFamily(
+            "docllm_tenant_finished", f"Tasks that ended in the last {f.window_s} s per tenant", labels=["tenant"]
+        )
+        per_minute = GaugeMetricFamily(
+            "docllm_tenant_done_per_minute", f"Tasks ended per minute over the last {f.window_s} s", labels=["tenant"]
+        )
+        tenant_wait = GaugeMetricFamily(
+            "docllm_tenant_wait_seconds",
+            "Creation to first attempt start per tenant, upper bound of the quantile's bucket",
+            labels=["tenant", "quantile"],
+        )
+        shown = [*f.tenants, *([f.others] if f.others is not None else [])]  # the top N, then "(other)"
+        for g in shown:
+            label = g.name or NO_TENANT
+            depth.add_metric([label], g.depth)
+            running.add_metric([label], g.in_flight)
+            done.add_metric([label], g.finished)
+            per_minute.add_metric([label], f.per_minute(g))
+            for q in QUANTILES:
+                value = g.wait_quantile(q)
+                if value is not None:
+                    tenant_wait.add_metric([label, str(q)], value)
         yield depth
         yield running
+        yield done
+        yield per_minute
+        yield tenant_wait

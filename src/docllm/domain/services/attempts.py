@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from docllm.domain import events as ev
 from docllm.domain.budget import Settle
-from docllm.domain.errors import BadPayload, RubricError, Unavailable
+from docllm.domain.errors import BadLabel, BadPayload, RubricError, Unavailable, Unstorable
 from docllm.domain.events import NullEvents
 from docllm.domain.model import (
     Attempt,
@@ -27,7 +27,7 @@ from docllm.domain.model import (
     TaskStatus,
     WriteKind,
 )
-from docllm.domain.payload import parse_payload
+from docllm.domain.payload import named_task_id, parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import (
     CancelMarks,
@@ -43,6 +43,7 @@ from docllm.domain.ports import (
 from docllm.domain.rubric import Rubric
 from docllm.domain.services.ledger import Purse, SpendLedger, shares, spending
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
+from docllm.domain.storable import storable_report
 from docllm.domain.tracing import NullTracer, Span, Tracer, traced, within
 from docllm.domain.usage import metering
 from docllm.domain.verdict import Facts, Happened, decide, facts_of
@@ -133,8 +134,22 @@ class TaskProcessor:
         try:
             return parse_payload(delivery.raw, self.limits.max_payload_bytes)
         except BadPayload as exc:
-            self._dead_letter(delivery, Reason.malformed_payload, f"malformed payload: {exc}", None)
+            error = f"malformed payload: {exc}"
+            task_id = named_task_id(delivery.raw) if isinstance(exc, BadLabel) else None
+            if task_id is not None and self._unclaimable(task_id, error):
+                self._dead_letter(delivery, Reason.malformed_payload, error, task_id)
+            else:
+                self._dead_letter(delivery, Reason.malformed_payload, error, None)
             return None
+
+    def _unclaimable(self, task_id: int, error: str) -> bool:
+        """A pending row whose payload names a lane or tenant no claim takes (a producer's raw push,
+        or a row written with such a value): failed with the reason, fenced on its attempt, rather
+        than run in another lane or pushed again for ever by the reconciler (issue 44)."""
+        row = self.repo.get(task_id)
+        if row is None or row.status is not TaskStatus.pending:
+            return False
+        return self.repo.cancel_pending(task_id, row.attempt, error)
 
     def _begun(self, delivery: Delivery, ref: TaskRef, started: StartOutcome, opened_ns: int) -> Attempt | None:
         """What a delivery's start found, settled: run it, or dead-letter it, or ack a duplicate."""
@@ -357,19 +372,20 @@ class TaskProcessor:
         False if it was stale. Safe to call again after an ``Unavailable``, as ``finish`` is."""
         spans = [a.span.child("docllm.finish") if a.span.recording else a.span for a, _ in ends]
         writes = [
-            FencedWrite(WriteKind.commit, a.task_id, a.number, result=o.report or {}, usage=a.usage) for a, o in ends
+            FencedWrite(WriteKind.commit, a.task_id, a.number, result=storable_report(o.report or {}), usage=a.usage)
+            for a, o in ends
         ]
         try:
-            written = self.repo.write_group(writes).written
-            landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
-            self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
+            landed, refused = self._commit_group(ends, writes)
         except BaseException as exc:
-            for a, _ in ends:  # its writes may have landed: a retried finish reads its row (``_wrote``)
-                a.meta["unsure"] = True
-            for (a, _), span in zip(ends, spans, strict=True):
-                if span is not a.span:
-                    span.end(exc)
+            if not isinstance(exc, Unstorable):  # a refused group sent nothing, or rolled back: it did not land
+                for a, _ in ends:  # its writes may have landed: a retried finish reads its row (``_wrote``)
+                    a.meta["unsure"] = True
+            _end_spans(ends, spans, exc)
             raise
+        if refused is not None:  # nothing was written: the attempt fails with the reason
+            _end_spans(ends, spans, refused)
+            return [self._unstorable(ends[0][0], refused)]
         for (a, o), ok, span in zip(ends, landed, spans, strict=True):
             if ok:
                 self.events.emit(ev.SUCCEEDED, task_id=a.task_id, attempt=a.number, worker=self.worker_id)
@@ -380,6 +396,28 @@ class TaskProcessor:
             self._ended(a, o, ok)
         self._settle(list(zip([a for a, _ in ends], landed, strict=True)))
         return landed
+
+    def _commit_group(
+        self, ends: Sequence[tuple[Attempt, Outcome]], writes: list[FencedWrite]
+    ) -> tuple[list[bool], Unstorable | None]:
+        """The group's commits, then the acks of those that landed; or, for a group of one, the
+        store's refusal of what its report holds (a bigger group's goes up: the grouper halves it,
+        ``grouper.send_bisected``; any other error of the store is no one report's)."""
+        try:
+            written = self.repo.write_group(writes).written
+        except Unstorable as exc:
+            if len(ends) > 1:
+                raise
+            return [], exc
+        landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
+        self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
+        return landed, None
+
+    def _unstorable(self, attempt: Attempt, exc: Unstorable) -> bool:
+        """A report the store refuses on its own, for what it holds (``Unstorable``: not an outage,
+        nor any other error of the store's): the attempt fails with the reason, a person can read
+        it, and nothing else is charged (issue 44)."""
+        return self.finish(attempt, Outcome.permanent(f"the report cannot be stored: {exc}", Reason.unstorable_report))
 
     def _finish(self, attempt: Attempt, outcome: Outcome) -> bool:
         task, n, usage = attempt.task, attempt.number, attempt.usage
@@ -510,3 +548,10 @@ class TaskProcessor:
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
         self.queue.dead_letter(delivery.token, delivery.raw, error, task_id)
         self.events.emit(ev.DEAD_LETTERED, reason=reason, error=error, task_id=task_id, worker=self.worker_id)
+
+
+def _end_spans(ends: Sequence[tuple[Attempt, Outcome]], spans: Sequence[Span], exc: BaseException) -> None:
+    """The ``docllm.finish`` child spans of a group that did not land, ended with its error."""
+    for (a, _), span in zip(ends, spans, strict=True):
+        if span is not a.span:
+            span.end(exc)

@@ -54,6 +54,7 @@ class Reason(enum.StrEnum):
     task_failed = "task_failed"  # the reaper found the row already failed (its worker died after)
     unsettled = "unsettled"  # the reaper could not settle a lease (an unexpected error)
     cancelled = "cancelled"  # an operator's ``docllm cancel``
+    unstorable_report = "unstorable_report"  # the store refused the report alone (not an outage): failed
     other = "other"
 
 

@@ -19,6 +19,7 @@ from docllm.domain.ports import (
     TaskRepository,
     TaskStore,
 )
+from docllm.domain.storable import lone_surrogate_at
 from docllm.domain.tracing import NullTracer, Tracer, running
 
 
@@ -44,11 +45,15 @@ def submit(
     ``rubric`` names the rubric its review follows; it is looked up in ``rubrics`` first, so an
     unknown or invalid one raises RubricError with nothing written or queued. ``priority`` (a lane
     of domain/lanes.py) and ``tenant`` go on the row and in the payload; a bad one raises
-    ValueError, also with nothing written. With tracing on, the submit span starts the task's
-    trace: row and payload carry its traceparent."""
-    for reason in (priority and lane_error(priority), tenant is not None and tenant_error(tenant)):
+    ValueError, also with nothing written, as does a name or document no UTF-8 column stores. With
+    tracing on, the submit span starts the task's trace: row and payload carry its traceparent."""
+    # ``is not None``: an empty name is a value the claim refuses (issue 44), not "the default".
+    for reason in (priority is not None and lane_error(priority), tenant is not None and tenant_error(tenant)):
         if reason:
             raise ValueError(reason)
+    for what, text in (("task name", task_name), ("document", document)):
+        if isinstance(text, str) and (at := lone_surrogate_at(text)) is not None:
+            raise ValueError(f"the {what} holds a character no UTF-8 column stores (a lone surrogate at {at})")
     if rubric is not None:
         if rubrics is None:
             raise RubricError(f"rubric {rubric!r}: no rubrics are configured here")

@@ -80,13 +80,16 @@ local function tq_pop(lane, t)
   return raw, true
 end
 
--- The ring was deleted (or Redis forgot it) while tenants still have work: rebuild it from the
--- queues. Runs only when the ring is empty and "#n" says more tenants have work than are parked;
--- "#n" is recounted, so a wrong count costs one rebuild, not one per claim.
+-- The ring lost tenants (Redis forgot it, or it was deleted) while they still have work: every
+-- tenant with work is in the ring or parked, so when "#n" (tenants with work) is more than the
+-- ring and the parked set hold, the missing ones go back to the ring's end. O(1) per claim while
+-- the counts agree; a rebuild recounts "#n", so a wrong count costs one rebuild, not one per claim
+-- (issue 44: a ring rebuilt only when empty starved every tenant but the one that joined it).
 local function heal_ring(lane)
-  if redis.call('LLEN', RING[lane]) > 0 then return end
   local n = tonumber(redis.call('HGET', TQ[lane], '#n') or '0')
-  if n <= redis.call('SCARD', PARKED[lane]) then return end
+  if n <= redis.call('LLEN', RING[lane]) + redis.call('SCARD', PARKED[lane]) then return end
+  local listed = {}
+  for _, t in ipairs(redis.call('LRANGE', RING[lane], 0, -1)) do listed[t] = true end
   local count = 0
   for _, f in ipairs(redis.call('HKEYS', TQ[lane])) do
     local t = string.match(f, '^(.+)|t$')
@@ -94,7 +97,10 @@ local function heal_ring(lane)
       local h, tl = tq_bounds(lane, t)
       if tl > h then
         count = count + 1
-        if redis.call('SISMEMBER', PARKED[lane], t) == 0 then redis.call('LPUSH', RING[lane], t) end
+        if not listed[t] and redis.call('SISMEMBER', PARKED[lane], t) == 0 then
+          redis.call('LPUSH', RING[lane], t)
+          listed[t] = true
+        end
       end
     end
   end
@@ -117,8 +123,10 @@ end
 -- LanePolicy.script_arg): weights, tenant cap, per-tenant caps, and the lanes this claim serves
 -- (empty or absent: every lane; the batch lane's batcher claims "bulk" alone, issue 28).
 local function parse_policy(arg)
-  local w, cap, overrides, served = string.match(arg, '^([%d,]*);(%d*);([^;]*);?([%a,]*)$')
-  local policy = {weights = {}, cap = tonumber(cap) or 0, caps = {}, serves = {}}
+  local w, cap, overrides, served, kind = string.match(arg, '^([%d,]*);(%d*);([^;]*);?([%a,]*);?(%a*)$')
+  -- "batch": the batch lane's claim (issue 44): tenant caps bound realtime work in flight, so its
+  -- members neither wait for a cap nor count against one (the batch lane has its own bound).
+  local policy = {weights = {}, cap = tonumber(cap) or 0, caps = {}, serves = {}, batch = kind == 'batch'}
   for _, lane in ipairs(LANES) do policy.serves[lane] = (served or '') == '' end
   for lane in string.gmatch(served or '', '%a+') do
     if PLAIN[lane] then policy.serves[lane] = true end
@@ -134,6 +142,7 @@ local function parse_policy(arg)
 end
 
 local function at_cap(policy, t)
+  if policy.batch then return false end
   local cap = policy.caps[t] or policy.cap
   return cap > 0 and tonumber(redis.call('HGET', IN_FLIGHT, t) or '0') >= cap
 end

@@ -261,17 +261,22 @@ local function take_lease(token)
   if type(lease.task_id) == 'number' then
     redis.call('HDEL', PROCESSING_TS, string.format('%d', lease.task_id))
   end
-  count_in_flight(lease.tenant, -1)
+  if not lease.uncounted then count_in_flight(lease.tenant, -1) end
   return lease
 end
 
 -- Put `raw` into processing under a new lease `token` held by `holder` until now + lease_ms.
-local function lease(raw, token, holder, now, lease_ms)
+-- `uncounted`: a batch lane member's, which its tenant's cap does not count (lanes.lua).
+local function lease(raw, token, holder, now, lease_ms, uncounted)
   redis.call('LPUSH', PROCESSING, raw)
   local task_id = task_id_of(raw)
   local _, tenant = route_of(raw)
   local data = {raw = raw, holder = holder, claimed_at = now, task_id = tonumber(task_id), tenant = tenant}
-  count_in_flight(tenant, 1)
+  if uncounted then
+    data.uncounted = true
+  else
+    count_in_flight(tenant, 1)
+  end
   redis.call('HSET', LEASES, token, cjson.encode(data))
   redis.call('ZADD', LEASE_INDEX, now + lease_ms, token)
   if task_id then

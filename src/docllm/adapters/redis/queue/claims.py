@@ -22,7 +22,8 @@ class ClaimsOps(QueueBase):
             return []
         now = self._clock.now_ms()
         tokens = [self._new_token() for _ in range(limit)]
-        policy = self._lanes if lanes is None else self._policy.serving(lanes).script_arg()
+        # Explicit lanes: the batch lane's batcher, whose members a tenant cap does not count.
+        policy = self._lanes if lanes is None else self._policy.batching(lanes).script_arg()
         found = self._run("claim", now, lease_ms, worker_id, self._promote_batch, policy, *tokens)
         return [
             Delivery(text(raw), token, now + lease_ms, worker_id, now, cancelled=bool(marked))

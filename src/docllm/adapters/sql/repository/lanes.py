@@ -8,12 +8,12 @@ tenants, says which index serves the tenants' ranking on a big backlog).
 
 from __future__ import annotations
 
-from sqlalchemy import and_, case, distinct, func, or_, select
+from sqlalchemy import and_, case, distinct, func, literal, or_, select
 
 from docllm.adapters.sql.repository.base import FAILED, PENDING, PROCESSING, SUCCESS, RepositoryBase
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.adapters.sql.timestamps import seconds_between, utc_ago, utcnow
-from docllm.domain.lane_figures import WAIT_BUCKETS, Kind, LaneFigures, Tally, checked_top, lane_of
+from docllm.domain.lane_figures import OTHERS, WAIT_BUCKETS, Kind, LaneFigures, Tally, checked_top, lane_of
 
 KIND = case(
     (t.c.status == PENDING.value, Kind.pending.value),
@@ -45,15 +45,27 @@ def grouped(column, window_s: int):
     return select(column, KIND, BUCKET, func.count(), oldest).where(in_scope(window_s)).group_by(column, KIND, BUCKET)
 
 
-def ranking(top: int):
+def ranking(top: int, window_s: int):
+    """The top tenants of the window's rows (``lane_figures.top_tenants_order``): a tenant whose
+    work all ended within the window ranks by what it did."""
     depth = func.sum(case((t.c.status == PENDING.value, 1), else_=0))
+    running = func.sum(case((t.c.status == PROCESSING.value, 1), else_=0))
+    ended = func.sum(case((NOT_ENDED, 0), else_=1))
     return (
         select(t.c.tenant)
-        .where(NOT_ENDED)
+        .where(in_scope(window_s))
         .group_by(t.c.tenant)
-        .order_by(depth.desc(), func.count().desc(), t.c.tenant)
+        .order_by(depth.desc(), running.desc(), ended.desc(), t.c.tenant)
         .limit(top)
     )
+
+
+def beyond(names: list[str | None]):
+    """The rows of every tenant not in ``names`` (rows without a tenant among them unless None is)."""
+    named = [n for n in names if n is not None]
+    if None in names:
+        return and_(t.c.tenant.is_not(None), t.c.tenant.not_in(named))
+    return or_(t.c.tenant.is_(None), t.c.tenant.not_in(named))
 
 
 def of_tenants(names: list[str | None]):
@@ -72,13 +84,16 @@ class LaneViewsOps(RepositoryBase):
             lanes, tenants = Tally(), Tally()
             for priority, kind, bucket, n, oldest in conn.execute(grouped(t.c.priority, window_s)):
                 lanes.add(lane_of(priority), Kind(kind), bucket, n, _float(oldest))
-            names = [row[0] for row in conn.execute(ranking(top))] if top else []
+            names = [row[0] for row in conn.execute(ranking(top, window_s))] if top else []
             if names:
                 stmt = grouped(t.c.tenant, window_s).where(of_tenants(names))
                 for tenant, kind, bucket, n, oldest in conn.execute(stmt):
                     tenants.add(tenant, Kind(kind), bucket, n, _float(oldest))
+            for _, kind, bucket, n, oldest in conn.execute(grouped(literal(OTHERS), window_s).where(beyond(names))):
+                tenants.add(OTHERS, Kind(kind), bucket, n, _float(oldest))
             working = conn.execute(select(func.count(distinct(t.c.tenant))).where(NOT_ENDED)).scalar_one()
-            return LaneFigures(window_s, lanes.lanes(), tenants.ranked(names), int(working))
+            others = tenants.groups.get(OTHERS)
+            return LaneFigures(window_s, lanes.lanes(), tenants.ranked(names), int(working), others)
 
         return self._run(work)
 

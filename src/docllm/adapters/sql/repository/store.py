@@ -9,15 +9,18 @@ fences of the rows the transaction locked first. Nothing is read, changed and wr
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, Double, Integer, String, bindparam, case, delete, false, func, insert, select, update
+from sqlalchemy.exc import DataError, IntegrityError
 
 from docllm.adapters.sql.repository.base import FAILED, FULL_ROW, PENDING, PROCESSING, RepositoryBase, task_of
-from docllm.adapters.sql.schema import USAGE_COLUMNS
+from docllm.adapters.sql.schema import USAGE_COLUMNS, LongText
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.adapters.sql.timestamps import utcnow
+from docllm.domain.errors import Unstorable
 from docllm.domain.model import (
     WRITTEN_STATUS,
     FencedWrite,
@@ -28,6 +31,7 @@ from docllm.domain.model import (
     Task,
     WriteKind,
 )
+from docllm.domain.storable import storable_error
 from docllm.domain.store_groups import GroupOfOne
 from docllm.domain.usage import Usage
 
@@ -110,17 +114,21 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
             return GroupOutcome([], [])
         lost: list[bool] = []
         ids = sorted({w.task_id for w in writes} | {s.task_id for s in starts})
+        texts = [result_text(w) for w in writes]
+        sizes = [_sent_bytes(text, w) for text, w in zip(texts, writes, strict=True)]
 
         def work(conn):
+            budget = statement_budget(conn.info.get(MAX_PACKET))
+            _refuse_oversized(writes, sizes, budget)  # before anything is sent: the others may go
             rows = self._lock(conn, ids)  # task_id -> [status, attempt], kept as the UPDATEs change them
             written = [False] * len(writes)
             for rnd in _rounds(writes):  # more than one round only when a row repeats in the group
                 fenced = {i for i in rnd if _holds(rows.get(writes[i].task_id), writes[i].attempt)}
                 for kind in WriteKind:
-                    of_kind = [i for i in rnd if writes[i].kind is kind]
-                    if of_kind:
-                        changed = conn.execute(*write_statement(kind, [writes[i] for i in of_kind])).rowcount
-                        _checked(changed, len(fenced.intersection(of_kind)), kind.value)
+                    # One UPDATE per kind, or several when its rows' bytes exceed one statement's budget.
+                    for part in _parts([i for i in rnd if writes[i].kind is kind], sizes, budget):
+                        statement = write_statement(kind, [writes[i] for i in part], [texts[i] for i in part])
+                        _checked(conn.execute(*statement).rowcount, len(fenced.intersection(part)), kind.value)
                 for i in rnd:
                     row = rows.get(writes[i].task_id)
                     written[i] = i in fenced or (bool(lost) and row is not None and _landed(row, writes[i]))
@@ -137,7 +145,14 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
             started = [StartOutcome.found(found[s.task_id], s.token) if s.task_id in found else missing for s in starts]
             return GroupOutcome(written, started)
 
-        return self._retry(lambda: self._in_transaction(work), on_lost=lambda: lost.append(True))
+        try:
+            return self._retry(lambda: self._in_transaction(work), on_lost=lambda: lost.append(True))
+        except UnicodeEncodeError as exc:  # a value the driver cannot send as UTF-8 (a lone surrogate)
+            raise Unstorable(
+                f"it holds a character no UTF-8 column stores ({exc.reason}: {exc.object[exc.start : exc.end]!r})"
+            ) from exc
+        except (DataError, IntegrityError) as exc:  # the server refuses a value (too long, not valid)
+            raise Unstorable(f"the database refused it: {exc.orig}") from exc
 
     def _in_transaction(self, work: Callable[[Any], Any]) -> Any:
         with self._engine.begin() as conn:
@@ -197,6 +212,69 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
 
 def _cancelled(row: Task | None, attempt: int, error: str) -> bool:
     return row is not None and row.attempt == attempt and row.status == FAILED and row.error == error
+
+
+# Where the engine keeps a connection's max_allowed_packet as the server reports it (engine.py);
+# absent for SQLite, whose statements have no such bound.
+MAX_PACKET = "max_allowed_packet"
+# What a statement sends beyond its rows' values (its SQL), and each row beyond its result and
+# error (its id, attempt, usage, and its CASE branches in the SQL), with a wide margin.
+STATEMENT_BYTES = 64 * 1024
+ROW_BYTES = 4 * 1024
+
+
+def statement_budget(max_packet: int | None) -> int | None:
+    """The bytes a group's statement may carry for its rows' values: below the server's packet
+    limit by the statement's own text (None: no limit)."""
+    return None if not max_packet else max(max_packet - STATEMENT_BYTES, max_packet // 2)
+
+
+def result_text(write: FencedWrite) -> str | None:
+    """A commit's report as the ``result`` column stores it (``schema.JsonText``), serialised once:
+    its size bounds the statement, and the statement sends it."""
+    return json.dumps(write.result or {}, ensure_ascii=False) if write.kind is WriteKind.commit else None
+
+
+def _sent_bytes(text: str | None, write: FencedWrite) -> int:
+    """What a write adds to its statement on the wire, at most: its values' UTF-8 bytes, each quote
+    and backslash escaped (PyMySQL sends the values inside the statement's text)."""
+    size = ROW_BYTES
+    for value in (text, write.error):
+        if value:
+            size += (len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))) + sum(
+                value.count(c) for c in "\\\"'"
+            )
+    return size
+
+
+def _refuse_oversized(writes: Sequence[FencedWrite], sizes: Sequence[int], budget: int | None) -> None:
+    """A write that would not fit one statement alone is the group's guilty item: refused before
+    the group sends anything (the server would drop the connection, which reads as an outage)."""
+    if budget is None:
+        return
+    for write, size in zip(writes, sizes, strict=True):
+        if size > budget:
+            what = "report" if write.kind is WriteKind.commit else "write"
+            raise Unstorable(
+                f"the {what} of task {write.task_id} is {size:,} bytes, over the {budget:,} bytes a statement "
+                f"may carry below the database's max_allowed_packet"
+            )
+
+
+def _parts(indexes: list[int], sizes: Sequence[int], budget: int | None) -> list[list[int]]:
+    """``indexes`` in consecutive parts whose ``sizes`` add up to at most ``budget`` each (one part
+    when there is no budget; none when there is no index)."""
+    if budget is None or sum(sizes[i] for i in indexes) <= budget:
+        return [indexes] if indexes else []
+    parts: list[list[int]] = [[]]
+    used = 0
+    for i in indexes:
+        if parts[-1] and used + sizes[i] > budget:
+            parts.append([])
+            used = 0
+        parts[-1].append(i)
+        used += sizes[i]
+    return parts
 
 
 # What a fence reads of a row, and a statement that takes SQLite's write lock and changes nothing.
@@ -281,8 +359,8 @@ def _write_shape(kind: WriteKind, n: int, usage: bool) -> Any:
     values: dict[str, Any] = {"status": WRITTEN_STATUS[kind].value, "updated_at": utcnow()}
     if usage:
         values.update(_usage_values(by_row))
-    if kind is WriteKind.commit:
-        values.update(result=by_row("result", t.c.result.type), error=None, finished_at=utcnow())
+    if kind is WriteKind.commit:  # the report bound as its JSON text (``result_text``), serialised once
+        values.update(result=by_row("result", LongText), error=None, finished_at=utcnow())
     else:
         values["error"] = by_row("error", String())
     if kind in (WriteKind.retry, WriteKind.fail):
@@ -297,17 +375,20 @@ def _write_shape(kind: WriteKind, n: int, usage: bool) -> Any:
     return update(t).where(*fence).values(**values)
 
 
-def write_statement(kind: WriteKind, writes: Sequence[FencedWrite]) -> tuple[Any, dict[str, Any]]:
-    """The UPDATE of the writes of one kind (each row at most once) and its values."""
+def write_statement(
+    kind: WriteKind, writes: Sequence[FencedWrite], texts: Sequence[str | None] | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """The UPDATE of the writes of one kind (each row at most once) and its values; ``texts``: the
+    commits' ``result_text``, when already made."""
     usage = any(w.usage is not None and w.usage.calls for w in writes)
     params: dict[str, Any] = {}
     for i, w in enumerate(writes):
         row = f"r{i}_"
         params[row + "id"], params[row + "attempt"] = w.task_id, w.attempt
         if kind is WriteKind.commit:
-            params[row + "result"] = w.result or {}
+            params[row + "result"] = texts[i] if texts is not None else result_text(w)
         else:
-            params[row + "error"] = w.error or ""
+            params[row + "error"] = storable_error(w.error or "")
         if kind is WriteKind.hand_back:
             params[row + "counted"] = 1 if w.counted else 0
         if usage:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from docllm.adapters.redis.batch_leases import RedisBatchLeases
 from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.model import Delivery
@@ -52,15 +53,25 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
         yield conn
 
 
-def process(client: redis.Redis, authority: Authority) -> RedisTaskQueue:
-    """A new process: its clock has not read the server yet."""
-    clock = RedisServerClock(
+def new_clock(authority: Authority) -> RedisServerClock:
+    """A new process's clock: it has not read the server yet."""
+    return RedisServerClock(
         authority,  # type: ignore[arg-type]  # what it reads is TIME
         resync_seconds=BEAT,
         monotonic=authority.monotonic,
         lease_ms=LEASE,
     )
-    return RedisTaskQueue(client, clock=clock)
+
+
+def process(client: redis.Redis, authority: Authority) -> RedisTaskQueue:
+    """A new process's queue adapter."""
+    return RedisTaskQueue(client, clock=new_clock(authority))
+
+
+def poller(client: redis.Redis, authority: Authority) -> RedisBatchLeases:
+    """A new process's batch leases (the batch lane's pollers)."""
+    queue = process(client, authority)
+    return RedisBatchLeases(client, queue.keys, queue._clock, queue)
 
 
 def claim(queue: RedisTaskQueue, task_id: int) -> Delivery:
@@ -171,3 +182,28 @@ def test_a_started_reapers_first_verdict_comes_half_a_lease_after_its_first_read
     assert started.expired(10) == []
     t.passes(0.1)
     assert [d.token for d in started.expired(10)] == [dead.token]
+
+
+def test_a_batch_lease_holds_across_a_forward_step_and_against_a_poller_started_after_it(client: redis.Redis) -> None:
+    # A batch's poller holds its lease (batch_lease.lua); the server's clock steps an hour ahead and
+    # another process's poller starts. To the new clock the lease ran out an hour ago: the newcomer
+    # must not take it before the holder could renew, and the holder may renew it.
+    t = Authority()
+    holder = poller(client, t)
+    token = holder.acquire("b1", "p1", LEASE)  # a free lease: taken at once, even by a new clock
+    assert token is not None
+    t.passes(BEAT)
+    assert holder.renew("b1", token, LEASE)
+    t.passes(BEAT - 1)
+    t.step(HOUR)
+    t.passes(0.5)
+    started = poller(client, t)
+    assert started.acquire("b1", "p2", LEASE) is None  # its first reading cannot judge the lease
+    t.passes(0.5)
+    assert holder.renew("b1", token, LEASE)  # a fresh reading: it sees the step, reports it, renews
+    t.passes(LEASE / 2000)
+    assert started.acquire("b1", "p2", LEASE) is None  # live
+    # The holder stops; once its lease and the step's quiet window are over, the lease is free.
+    t.passes(LEASE / 1000 + 1)
+    assert started.acquire("b1", "p2", LEASE) is not None
+    assert not holder.renew("b1", token, LEASE)

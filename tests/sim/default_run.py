@@ -13,7 +13,7 @@ from sim import report
 from sim.crash_scenarios import execute, parse_args, plan
 from sim.runner import Options
 
-SHARES = 4
+SHARES = 8
 
 
 def default_runs() -> list[tuple[str, str, int]]:

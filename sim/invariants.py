@@ -46,9 +46,10 @@ from sim.ledger import FAILED, PROCESSING, TERMINAL
 if TYPE_CHECKING:  # pragma: no cover
     from sim.system import System
 
-REAP_BLOCKERS = ("redis", "db", "no_reaper")
+# no_ready_reaper: no reaper that has read the clock for half a lease (sim.actors.ReaperActor)
+REAP_BLOCKERS = ("redis", "db", "no_reaper", "no_ready_reaper")
 RATE_SLACK = 2  # 429s over a shared limit a run may see (a crash mid-turn, a Redis restart)
-ALL_BLOCKERS = ("redis", "db", "no_reaper", "no_reconciler")
+ALL_BLOCKERS = ("redis", "db", "no_reaper", "no_ready_reaper", "no_reconciler")
 TIME_CHECK_MS = 1_000
 LOSS_CHECK_MS = 10_000
 STALL_MS = 60_000  # HEALTH: how far back a stall may be explained by an outage or a pause

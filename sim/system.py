@@ -396,7 +396,9 @@ class System:
         # a provider's hold stored in the fleet's limiter lasts past the faults.
         host = 60 if self.world.fault_counts["llm_partition"] else 0
         hold = max(0, self.llm.hold_until - self.faults_end_ms) / 1000
-        return int((per_task + queueing + reconcile + breaker + host + hold + sc.restart_s[1] + 30) * 1000)
+        # A reaper restarted at the end gives its first verdict half a lease after it starts (I1).
+        restart = sc.restart_s[1] + s.lease_seconds / 2
+        return int((per_task + queueing + reconcile + breaker + host + hold + restart + 30) * 1000)
 
     def quiescent(self) -> bool:
         raise NotImplementedError

@@ -1,12 +1,9 @@
-"""The product survives every scenario: the default run of the harness reports no violation."""
+"""The product survives every scenario: the default run of the harness reports no violation (run by
+tests/sim/test_default_run_<k>.py, a share each)."""
 
 from __future__ import annotations
 
-import time
-
-import pytest
-
-from sim.crash_scenarios import main, parse_args, plan
+from sim.crash_scenarios import parse_args, plan
 from sim.scenarios import names
 
 
@@ -19,24 +16,18 @@ def test_the_default_run_covers_the_issue_minimum():
     assert sum(default_tasks(name) for name, _, _ in runs) >= 1_000
 
 
-# The suite runs the first 3 seeds of each (``scripts/sim`` runs the default run's 2 to 6): this
-# test took 256 s of a 14-minute suite beside the other test processes at 5.
-SUITE_SEEDS = 3
+def test_the_suite_runs_the_whole_default_run():
+    """tests/sim/test_default_run_<k>.py run one share each: together, every run of the default run, once."""
+    from pathlib import Path
 
+    from tests.sim.default_run import SHARES, default_runs, share
 
-@pytest.mark.timeout(900)  # about 20 s alone; beside the other test processes, several times that
-@pytest.mark.long(160)
-def test_the_default_run_has_no_violation(capsys):
-    """Every named scenario of the default run but ``random`` (tests/sim/test_random_run.py runs
-    that one: two files, so two test processes share the default run's time)."""
-    scenarios = [name for name in names() if name != "random"]
-    started = time.perf_counter()
-    named = (arg for name in scenarios for arg in ("--scenario", name))
-    status = main(["--jobs", "2", "--seeds", str(SUITE_SEEDS), *named])
-    out = capsys.readouterr().out
-    print(f"default run without random: {time.perf_counter() - started:.1f}s")
-    assert status == 0, out
-    assert "no violations" in out
+    shares = [share(k) for k in range(SHARES)]
+    assert sorted(run for part in shares for run in part) == sorted(default_runs())
+    files = sorted(p.name for p in Path(__file__).parent.glob("test_default_run_*.py"))
+    assert files == [f"test_default_run_{k}.py" for k in range(SHARES)]
+    for k in range(SHARES):
+        assert f"check_share({k})" in (Path(__file__).parent / files[k]).read_text("utf-8")
 
 
 def test_a_backward_step_of_the_redis_clock_does_not_hold_the_fleets_rate_limit():

@@ -37,10 +37,10 @@ def test_installed_for_the_suite_and_twice_is_once():
 def test_a_docllm_script_is_compiled_once_and_runs_each_call_with_its_own_keys_and_args():
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     lease = client.register_script(script_text("batch_lease"))
-    assert lease(keys=["lease:a"], args=["acquire", "t1", 1000, 500, "w1"]) == 1
-    assert lease(keys=["lease:a"], args=["acquire", "t2", 1100, 500, "w2"]) == 0  # held by t1
-    assert lease(keys=["lease:b"], args=["acquire", "t3", 1100, 500, "w2"]) == 1  # another key
-    assert lease(keys=["lease:a"], args=["renew", "t1", 1600, 500]) == 0  # ran out at 1500
+    assert lease(keys=["lease:a", "clock"], args=["acquire", "t1", 1000, 500, "w1"]) == 1
+    assert lease(keys=["lease:a", "clock"], args=["acquire", "t2", 1100, 500, "w2"]) == 0  # held by t1
+    assert lease(keys=["lease:b", "clock"], args=["acquire", "t3", 1100, 500, "w2"]) == 1  # another key
+    assert lease(keys=["lease:a", "clock"], args=["renew", "t1", 1600, 500]) == 0  # ran out at 1500
     assert compiled(client, "batch_lease.lua") == 1
 
 

@@ -16,8 +16,10 @@ class FakeServer:
         self.mono = 100.0
         self.offset_ms = 1_700_000_000_000
         self.down = False
+        self.reads = 0
 
     def time(self) -> tuple[int, int]:
+        self.reads += 1
         if self.down:
             import redis
 
@@ -86,3 +88,28 @@ def test_a_backward_step_is_reported_too() -> None:
     now = clock.now_ms()
     assert now == before + 10_000 - 3_600_000
     assert reports == [(now, before + 10_000, 10_000, 30_000)] and clock.steps == 1
+
+
+def test_a_verdict_reads_the_servers_time_afresh_and_sees_a_step_at_once() -> None:
+    server, reports = FakeServer(), Reports()
+    clock = make(server, reports)
+    clock.now_ms()
+    server.mono += 1
+    server.offset_ms -= 3_600_000
+    assert clock.now_ms() == server.offset_ms + 3_600_000 + 101_000  # a second ago's reading, advanced
+    now = clock.fresh_ms()
+    assert now == server.offset_ms + 101_000 and server.reads == 2
+    assert len(reports) == 1  # reported before the verdict's time is handed out
+
+
+def test_no_verdict_of_expiry_for_half_a_lease_after_the_first_reading() -> None:
+    # The first reading has nothing before it to be checked against (RELIABILITY.md, clock steps).
+    server, reports = FakeServer(), Reports()
+    clock = make(server, reports)
+    assert clock.verdict_ms() is None
+    server.mono += 14.9
+    assert clock.verdict_ms() is None
+    assert clock.fresh_ms() == server.offset_ms + 114_900  # renewals do not wait
+    server.mono += 0.1
+    assert clock.verdict_ms() == server.offset_ms + 115_000
+    assert server.reads == 4

@@ -54,7 +54,9 @@ class LeasePolicy:
         return int(self.lease_seconds * 1000)
 
     def stuck_bound_seconds(self, margin: float = 1.0) -> float:
-        """I1: how long a task may stay processing after its worker stopped heartbeating."""
+        """I1: how long a task may stay processing after its worker stopped heartbeating, while a
+        reaper runs that started at least half a lease ago (its first verdict waits that long:
+        ARCHITECTURE.md, Clocks); after a restart of every reaper, half a lease more."""
         return self.lease_seconds + self.reaper_interval_seconds + margin
 
 

@@ -34,6 +34,14 @@ class RedisServerClock:
     reported to the fleet (``watch_steps``: the queue records it in Redis) before this clock hands
     out the new time, so that no process reclaims leases across the step before every live worker
     could renew them on the new clock.
+
+    A verdict on a lease ("expired", "too far out", "may be renewed") reads ``TIME`` afresh
+    (``fresh_ms``, ``verdict_ms``): a reading taken before a step this clock has not seen yet
+    would judge a deadline written on the new clock with the old one. And a verdict that a lease
+    is expired or too far out waits until this clock has read the server for half a lease
+    (``verdict_ms``): its first reading has nothing before it to be checked against, so a step
+    just before it is seen only by the processes that read the clock earlier; each worker that
+    holds a lease re-reads it at its next heartbeat (a third of a lease) and reports the step.
     """
 
     def __init__(
@@ -54,6 +62,9 @@ class RedisServerClock:
         self._read_at = 0.0
         self._report: StepReport | None = None
         self._pending: tuple[int, int, int, int] | None = None  # a step not yet recorded in Redis
+        self._first_read_at: float | None = None
+        # A third of a lease for every lease holder's next heartbeat, a sixth for a late one.
+        self._verdict_wait_seconds = lease_ms / 2000
         self.steps = 0
 
     def watch_steps(self, report: StepReport) -> None:
@@ -63,11 +74,29 @@ class RedisServerClock:
         with self._lock:
             if self._server_ms is None or self._monotonic() - self._read_at >= self._resync_seconds:
                 self._read_server_time()
-            if self._pending is not None and self._report is not None:
-                self._report(*self._pending)  # raises while Redis is unreachable: no new time yet
-                self._pending = None
-            assert self._server_ms is not None
-            return self._server_ms + int((self._monotonic() - self._read_at) * 1000)
+            return self._handed_out()
+
+    def fresh_ms(self) -> int:
+        """The server's time read now, for a verdict on a process's own leases (renewable or not)."""
+        with self._lock:
+            self._read_server_time()
+            return self._handed_out()
+
+    def verdict_ms(self) -> int | None:
+        """The server's time read now, for a verdict on other processes' leases (expired, too far
+        out); None while this clock has read the server for less than half a lease."""
+        with self._lock:
+            self._read_server_time()
+            now = self._handed_out()
+            assert self._first_read_at is not None
+            return now if self._monotonic() - self._first_read_at >= self._verdict_wait_seconds else None
+
+    def _handed_out(self) -> int:
+        if self._pending is not None and self._report is not None:
+            self._report(*self._pending)  # raises while Redis is unreachable: no new time yet
+            self._pending = None
+        assert self._server_ms is not None
+        return self._server_ms + int((self._monotonic() - self._read_at) * 1000)
 
     def _read_server_time(self) -> None:
         sent = self._monotonic()
@@ -79,6 +108,8 @@ class RedisServerClock:
         if self._server_ms is not None:
             expected = self._server_ms + int((read_at - self._read_at) * 1000)
             self._check_step(server_ms, expected, int((read_at - self._read_at) * 1000))
+        else:
+            self._first_read_at = read_at
         self._server_ms, self._read_at = server_ms, read_at
 
     def _check_step(self, server_ms: int, expected: int, since_ms: int) -> None:

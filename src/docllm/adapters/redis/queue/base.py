@@ -108,6 +108,17 @@ class QueueBase:
     def now_ms(self) -> int:
         return self._clock.now_ms()
 
+    def _fresh_ms(self) -> int:
+        """The authority's time read now, to renew this process's leases (RedisServerClock.fresh_ms)."""
+        clock = self._clock
+        return clock.fresh_ms() if isinstance(clock, RedisServerClock) else clock.now_ms()
+
+    def _verdict_ms(self) -> int | None:
+        """The authority's time read now, to find other processes' leases expired or too far out;
+        None while the clock has nothing to check its reading against (RedisServerClock.verdict_ms)."""
+        clock = self._clock
+        return clock.verdict_ms() if isinstance(clock, RedisServerClock) else clock.now_ms()
+
     def note_clock_step(self, new_ms: int, old_ms: int, since_ms: int, lease_ms: int) -> None:
         """The clock step log's (step_log.py); declared here because ``__init__`` hands it to the clock."""
         raise NotImplementedError

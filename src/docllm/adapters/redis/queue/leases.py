@@ -12,7 +12,7 @@ class LeasesOps(QueueBase):
     def extend_many(self, tokens: list[str], lease_ms: int) -> list[bool]:
         if not tokens:
             return []
-        return [bool(ok) for ok in self._run("extend_many", self._clock.now_ms(), lease_ms, *tokens)]
+        return [bool(ok) for ok in self._run("extend_many", self._fresh_ms(), lease_ms, *tokens)]
 
     def lease_exists(self, token: str) -> bool:
         with self._errors("lease_exists"):

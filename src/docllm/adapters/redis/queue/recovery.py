@@ -16,9 +16,10 @@ class RecoveryOps(QueueBase):
     def expired(self, limit: int, start: float = 0.0) -> list[Delivery]:
         """Only the expired members of the lease index are read. An index entry without lease data
         (no script writes one) is removed by the script and not returned: nothing to recover."""
-        if limit <= 0:
+        now = self._verdict_ms() if limit > 0 else None
+        if now is None:  # (or no verdict yet: a clock just started, after a step it could not see)
             return []
-        flat = self._run("expired", self._clock.now_ms(), limit, repr(min(max(start, 0.0), 0.999999)))
+        flat = self._run("expired", now, limit, repr(min(max(start, 0.0), 0.999999)))
         return [delivery_of(flat[i], flat[i + 1], json.loads(text(flat[i + 2]))) for i in range(0, len(flat), 3)]
 
     def unstage(self, grace_ms: int, limit: int) -> int:
@@ -36,4 +37,7 @@ class RecoveryOps(QueueBase):
         return moved
 
     def clamp(self, lease_ms: int, max_delay_ms: int, limit: int) -> int:
-        return int(self._run("clamp", self._clock.now_ms(), lease_ms, max_delay_ms, limit, CLAMP_SLACK_MS))
+        now = self._verdict_ms()  # a clock just started could clamp on the new side of a step it cannot see
+        if now is None:
+            return 0
+        return int(self._run("clamp", now, lease_ms, max_delay_ms, limit, CLAMP_SLACK_MS))

@@ -113,8 +113,8 @@ def _count(raw: dict[str, Any], key: str, bad: Any) -> int | None:
     value = raw.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise bad(key, "must be an integer of at least 1 (leave it out: no limit)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
+        raise bad(key, "must be an integer from 1 to 1e9 (leave it out: no limit)")
     return value
 
 

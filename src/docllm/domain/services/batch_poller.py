@@ -169,7 +169,7 @@ class BatchPoller:
             self._return(batch, attempts, str(exc))
             return
         t = self.target
-        chunks = {a.task_id: self._chunks(a) for a in attempts}
+        chunks = {a.task_id: self._chunks(a, batch) for a in attempts}
         # Every member's lines are read, so the batch's cost is what the provider charged for all of
         # them, whoever applies which member (a poller whose lease lapsed mid-apply left the rest to
         # another); only the members still on their attempt are applied, with their chunk counts.
@@ -205,13 +205,15 @@ class BatchPoller:
         )
         self.proc.events.emit(ev.BATCH_APPLIED, ref=batch.ref, tasks=len(attempts), worker=self.worker_id)
 
-    def _chunks(self, attempt: Attempt) -> list[Chunk]:
-        """The task's document split as the batcher split it (read now: a visit's rows leave it out)."""
+    def _chunks(self, attempt: Attempt, batch: Batch) -> list[Chunk]:
+        """The task's document split as the batcher split it (read now: a visit's rows leave it out),
+        by the chunking recorded with the batch: DOCLLM_LLM_MAX_CHUNK_CHARS may have changed since."""
         document = attempt.task.document
         if document is None:
             row = self.proc.repo.get(attempt.task_id)
             document = row.document if row is not None else None
-        return split_markdown(require_reviewable(document or ""), self.target.max_chunk_chars)
+        size = batch.max_chunk_chars or self.target.max_chunk_chars  # None: recorded before it was kept
+        return split_markdown(require_reviewable(document or ""), size)
 
     def _stamped(self, attempt: Attempt, report: dict[str, Any]) -> dict[str, Any]:
         """Which rubric, at which version, the report followed (as realtime records it)."""

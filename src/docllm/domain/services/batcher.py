@@ -155,7 +155,9 @@ class Batcher:
 
     def _submit(self, attempts: list[Attempt], lines: dict[int, list[dict[str, Any]]]) -> str | None:
         ref, clock = uuid.uuid4().hex, self.proc.clock
-        self.store.open(ref, self.target.deployment, [(a.task_id, a.number) for a in attempts], clock.now_ms())
+        members = [(a.task_id, a.number) for a in attempts]
+        # The chunking is recorded with the batch: the poller places its answers by the same split.
+        self.store.open(ref, self.target.deployment, members, clock.now_ms(), self.target.max_chunk_chars)
         token = self._hold(ref)
         if token is None:  # a poller took it at once (it gives open batches a grace first): theirs now
             return ref

@@ -201,6 +201,7 @@ def _batch_poller(settings: Settings, processor, store, leases, api, target, bud
         bound_ms=int(settings.batch_give_up_seconds * 1000),
         budget=budget() if _counts_spend(settings, target) else None,
         views=views,
+        create_timeout_ms=int(settings.llm_timeout_seconds * 1000),  # the Batch API client's (_batch_api)
     )
 
 

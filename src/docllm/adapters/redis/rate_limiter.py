@@ -64,6 +64,7 @@ class RedisRateLimiter:
         model: str,
         rpm: int | None = None,
         tpm: int | None = None,
+        *,
         name: str | None = None,  # the deployment's, with several (``deployment_digest``)
     ):
         self.key = limit_key(RedisKeys.of(keys_or_prefix), base_url, model, name)

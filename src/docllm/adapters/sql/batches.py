@@ -61,8 +61,8 @@ class SqlAlchemyBatchStore:
             batch = Batch(
                 ref, deployment, BatchState.open, len(chosen), when, when, chosen, max_chunk_chars=max_chunk_chars
             )
-            row = {"ref": ref, "deployment": deployment, "state": batch.state.value, "tasks": batch.tasks}
-            row |= {"max_chunk_chars": max_chunk_chars}
+            row: dict[str, Any] = {"ref": ref, "deployment": deployment, "state": batch.state.value}
+            row |= {"tasks": batch.tasks, "max_chunk_chars": max_chunk_chars}
             conn.execute(insert(b).values(**row, created_at=when, updated_at=when))
             if chosen:
                 conn.execute(insert(m), [{"ref": ref, "task_id": x.task_id, "attempt": x.attempt} for x in chosen])

@@ -30,6 +30,7 @@ from docllm.domain.model import Attempt
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget, TaskViews
 from docllm.domain.report import require_reviewable
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.batch_bound import return_all
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all, member_attempts
 from docllm.domain.services.outcome import Outcome
 from docllm.domain.verdict import decide
@@ -52,11 +53,15 @@ class BatchPoller:
         budget: SpendBudget | None = None,
         limit: int = 100,
         views: TaskViews | None = None,
+        create_timeout_ms: int = 0,
     ):
         self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
         self.poll_ms, self.batch_lease_ms, self.bound_ms = poll_ms, batch_lease_ms, bound_ms
         # An open or uploaded batch idle this long lost its batcher (which holds its lease meanwhile).
         self.adopt_grace_ms = batch_lease_ms if adopt_grace_ms is None else adopt_grace_ms
+        # An uploaded batch is adopted only once its batcher's create has timed out too: a batcher
+        # whose batch lease lapsed mid-create may still be making it (issue 43: two billed batches).
+        self.create_timeout_ms = create_timeout_ms
         self.budget, self.limit = budget, limit
         self.views = views  # the members' rows in one query per visit (without documents)
         self._asked: dict[str, int] = {}  # ref -> authority ms this process last asked the provider
@@ -119,7 +124,7 @@ class BatchPoller:
         attempts = [a for a in attempts if a.task_id not in cancelled]
         now = self.proc.clock.now_ms()
         if batch.age_ms(now) > self.bound_ms:
-            self._return(batch, attempts, "the batch outlived its window and margin", cancel=True)
+            self._return(batch, attempts, "the batch outlived its window and margin", cancel=True, counted=True)
         elif lapsed:
             # Wait for the reaper (within a reaper interval): it hands a lapsed member back uncharged
             # only while its batch is unfinished; ending the batch first would have it charged.
@@ -135,14 +140,15 @@ class BatchPoller:
             if seen.status == COMPLETED:
                 self._apply(batch, seen, attempts, token)
             elif seen.status not in RUNNING:  # failed, expired, cancelled (or a status we do not know)
-                self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}")
+                self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}", counted=True)
             elif seen.status != batch.provider_status:
                 self.store.advance(ref, BatchState.submitted, BatchState.submitted, now, provider_status=seen.status)
 
     def _adopt(self, batch: Batch, attempts: list[Attempt], now: int) -> None:
         """A batch left ``open`` or ``uploaded`` by a batcher that died (or failed to create it)."""
-        if batch.idle_ms(now) < self.adopt_grace_ms:
-            return  # its batcher may still be at it
+        grace = self.adopt_grace_ms + (self.create_timeout_ms if batch.state is BatchState.uploaded else 0)
+        if batch.idle_ms(now) < grace:
+            return  # its batcher may still be at it (uploaded: its create may be in flight until its timeout)
         found = self.api.find(batch.ref)
         if found is None and batch.state is BatchState.open:
             self._return(batch, attempts, "its batcher stopped before the upload")
@@ -166,7 +172,7 @@ class BatchPoller:
         try:
             lines = [line for f in (seen.output_file_id, seen.error_file_id) if f for line in self.api.content(f)]
         except BatchFileLost as exc:
-            self._return(batch, attempts, str(exc))
+            self._return(batch, attempts, str(exc), counted=True)
             return
         t = self.target
         chunks = {a.task_id: self._chunks(a, batch) for a in attempts}
@@ -227,10 +233,18 @@ class BatchPoller:
         if usd and self.budget is not None:
             self.budget.add(round(usd * 1_000_000))
 
-    def _return(self, batch: Batch, attempts: list[Attempt], why: str, cancel: bool = False) -> None:
-        """Hand every member still on its attempt back uncharged, then mark the batch ``returned``."""
+    def _return(
+        self, batch: Batch, attempts: list[Attempt], why: str, cancel: bool = False, counted: bool = False
+    ) -> None:
+        """Hand every member still on its attempt back uncharged, then mark the batch ``returned``.
+        ``counted``: an end that returns the members without their answers (the provider failed or
+        expired it, its files were lost, it outlived its window): counted, and bounded
+        (``batch_bound``); else (its batcher stopped before the upload) uncounted."""
         if cancel and batch.batch_id is not None:
             self.api.cancel(batch.batch_id)
-        handed = hand_back_all(self.proc, attempts, f"batch {batch.ref}: {why}; handed back uncharged")
+        if counted:
+            handed = return_all(self.proc, attempts, f"batch {batch.ref}: {why}")
+        else:
+            handed = hand_back_all(self.proc, attempts, f"batch {batch.ref}: {why}; handed back uncharged")
         if self.store.advance(batch.ref, batch.state, BatchState.returned, self.proc.clock.now_ms(), error=why):
             self.proc.events.emit(ev.BATCH_RETURNED, ref=batch.ref, tasks=handed, error=why, worker=self.worker_id)

@@ -32,6 +32,7 @@ from docllm.domain.model import Attempt, Delivery
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget
 from docllm.domain.prices import PriceTable
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.batch_bound import leaving, to_realtime
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all
 from docllm.domain.verdict import Happened, decide, facts_of
 
@@ -117,6 +118,9 @@ class Batcher:
                 self.proc.queue.requeue(delivery.token, front=True)
             elif begun is not None:
                 attempts.append(begun)
+        attempts, leaving_lane = leaving(self.proc, attempts)
+        for a in leaving_lane:  # handed back by batches to the bound (issue 43): reviewed realtime
+            to_realtime(self.proc, a)
         with self._lock:
             self._sending = attempts
         try:
@@ -183,7 +187,7 @@ class Batcher:
                 made = self.api.create(file_id, ref)
             except DocllmError:  # maybe created (a lost answer): a poller finds it by ref, or creates it
                 return ref
-            self.store.advance(
+            recorded = self.store.advance(
                 ref,
                 BatchState.uploaded,
                 BatchState.submitted,
@@ -191,11 +195,25 @@ class Batcher:
                 batch_id=made.id,
                 provider_status=made.status,
             )
+            if not recorded:
+                self._unrecorded(ref, made.id)
+                return ref
             self.proc.events.emit(ev.BATCH_SUBMITTED, ref=ref, batch_id=made.id, worker=self.worker_id)
             return ref
         finally:
             if token is not None:
                 self.leases.release(ref, token)
+
+    def _unrecorded(self, ref: str, batch_id: str) -> None:
+        """The record moved on without this create (a poller took the batch over while the create
+        was in flight, its lease lost): cancel it at the provider, unless the record is this very
+        batch (the poller found it by its docllm_ref). One billed batch per record (issue 43)."""
+        now = self.store.get(ref)
+        if now is not None and now.batch_id == batch_id:
+            return
+        self.api.cancel(batch_id)
+        why = f"the provider's batch {batch_id} was made after its record moved on: cancelled at the provider"
+        self.proc.events.emit(ev.BATCH_CALL_FAILED, ref=ref, error=why, worker=self.worker_id)
 
     def _hold(self, ref: str) -> str | None:
         """Take the batch's lease, and have ``keep`` renew it while this batcher sends; None: taken."""

@@ -53,6 +53,9 @@ class Reason(enum.StrEnum):
     task_failed = "task_failed"  # the reaper found the row already failed (its worker died after)
     unsettled = "unsettled"  # the reaper could not settle a lease (an unexpected error)
     cancelled = "cancelled"  # an operator's ``docllm cancel``
+    batch_returned = "batch_returned"  # a batch ended without its answer (failed, expired, lost): handed back, counted
+    handbacks_exhausted = "handbacks_exhausted"  # a batch's end would count it past DOCLLM_MAX_HANDBACKS: failed
+    to_realtime = "to_realtime"  # handed back by batches to its bound: the realtime lanes review it
     other = "other"
 
 

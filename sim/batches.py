@@ -268,8 +268,8 @@ class BatchRecord:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._store, attr)
 
-    def open(self, ref: str, deployment: str, members: Any, now_ms: int) -> Any:
-        done = self._store.open(ref, deployment, members, now_ms)
+    def open(self, ref: str, deployment: str, members: Any, now_ms: int, max_chunk_chars: int | None = None) -> Any:
+        done = self._store.open(ref, deployment, members, now_ms, max_chunk_chars)
         for task_id, attempt in members:
             self.sys.batch_watch.opened(int(task_id), int(attempt), ref)
         return done
@@ -310,11 +310,16 @@ class BatchWatch:
             "batch_leases": Faulty(Gate(leases, sys.down, "redis", sys.ledger), actor.budget, "batch_leases"),
         }
 
+    def monotonic(self) -> float:
+        """A process's own clock, on virtual time (seconds): the poller watches a batch's idle time on it."""
+        return float(self.sys.world.now) / 1000
+
     def scaled(self, parts: Any) -> None:
         """The product's poller given the scenario's window (its ``bound_ms``, the one number the
         product derives from the provider's 24 h)."""
         if parts.poller is not None:
             parts.poller.bound_ms = self.give_up_ms
+            parts.poller.monotonic = self.monotonic
 
 
 def batch_lane_for(name: str) -> tuple[str, str | None]:

@@ -7,6 +7,7 @@ Entrypoints build one container; tests and the simulation override providers
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 from dependency_injector import containers, providers
@@ -202,6 +203,7 @@ def _batch_poller(settings: Settings, processor, store, leases, api, target, bud
         budget=budget() if _counts_spend(settings, target) else None,
         views=views,
         create_timeout_ms=int(settings.llm_timeout_seconds * 1000),  # the Batch API client's (_batch_api)
+        monotonic=time.monotonic,
     )
 
 

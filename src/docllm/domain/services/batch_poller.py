@@ -17,12 +17,13 @@ once: every end is fenced on (task, attempt, processing).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from docllm.domain import events as ev
 from docllm.domain.batch_results import State, read_results
 from docllm.domain.batch_verdict import task_facts
-from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch
+from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch, ms_of
 from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.clock_steps import waited
 from docllm.domain.errors import BatchFileLost, DocllmError, TransientError
@@ -54,6 +55,7 @@ class BatchPoller:
         limit: int = 100,
         views: TaskViews | None = None,
         create_timeout_ms: int = 0,
+        monotonic: Callable[[], float] | None = None,
     ):
         self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
         self.poll_ms, self.batch_lease_ms, self.bound_ms = poll_ms, batch_lease_ms, bound_ms
@@ -62,6 +64,11 @@ class BatchPoller:
         # An uploaded batch is adopted only once its batcher's create has timed out too: a batcher
         # whose batch lease lapsed mid-create may still be making it (issue 43: two billed batches).
         self.create_timeout_ms = create_timeout_ms
+        # This process's own clock (seconds): a batch's idle time is watched on it, so a step of the
+        # authority clock neither cuts the wait short nor holds it for the step's length. None: the
+        # record's time on the authority clock.
+        self.monotonic = monotonic
+        self._idle: dict[str, tuple[tuple[BatchState, Any], float]] = {}  # ref -> ((state, updated_at), first seen)
         self.budget, self.limit = budget, limit
         self.views = views  # the members' rows in one query per visit (without documents)
         self._asked: dict[str, int] = {}  # ref -> authority ms this process last asked the provider
@@ -109,6 +116,7 @@ class BatchPoller:
         batch = self.store.get(ref)
         if batch is None or batch.state.terminal:
             self._asked.pop(ref, None)
+            self._idle.pop(ref, None)
             return
         attempts = member_attempts(self.proc, batch.members, self.views)
         lapsed = 0  # members still on their attempt whose leases ran out (nobody polled in time)
@@ -147,8 +155,9 @@ class BatchPoller:
     def _adopt(self, batch: Batch, attempts: list[Attempt], now: int) -> None:
         """A batch left ``open`` or ``uploaded`` by a batcher that died (or failed to create it)."""
         grace = self.adopt_grace_ms + (self.create_timeout_ms if batch.state is BatchState.uploaded else 0)
-        if batch.idle_ms(now) < grace:
+        if not self._left_for(batch, now, grace):
             return  # its batcher may still be at it (uploaded: its create may be in flight until its timeout)
+        self._idle.pop(batch.ref, None)
         found = self.api.find(batch.ref)
         if found is None and batch.state is BatchState.open:
             self._return(batch, attempts, "its batcher stopped before the upload")
@@ -167,6 +176,20 @@ class BatchPoller:
         )
         if moved:
             self.proc.events.emit(ev.BATCH_ADOPTED, ref=batch.ref, batch_id=found.id, worker=self.worker_id)
+
+    def _left_for(self, batch: Batch, now: int, grace_ms: int) -> bool:
+        """Whether the batch has been left as it is for ``grace_ms``. On this process's own clock,
+        from when it first saw the batch so: the batcher's create began before the record said
+        ``uploaded``, so it has timed out once this poller has watched that long, whatever the
+        authority clock did meanwhile (a step back would hold adoption for the step's length; one
+        forward would adopt while the create may still make its batch: two billed)."""
+        if self.monotonic is None:
+            return waited(now, ms_of(batch.updated_at), grace_ms)
+        mark, mono = (batch.state, batch.updated_at), self.monotonic()
+        seen = self._idle.get(batch.ref)
+        if seen is None or seen[0] != mark:
+            self._idle[batch.ref] = seen = (mark, mono)
+        return (mono - seen[1]) * 1000 >= grace_ms
 
     def _apply(self, batch: Batch, seen: ProviderBatch, attempts: list[Attempt], token: str) -> None:
         try:

@@ -18,11 +18,10 @@ kill: ``check_batch_charges``), and leaves ``processing`` within the batch windo
 product's margin (``Checker.check_batched``), plus any Redis, database or provider outage and,
 after a Redis data loss, the reconciler's recovery.
 
-Not checked: I12's bound on uncharged hand-backs for the hand-backs at a batch's end. The batch
-lane hands the members of an expired batch (a lost file, a batcher that stopped) back uncharged and
-uncounted, so a task whose batches keep expiring is handed back without bound while the provider
-serves others; I12 as written forbids that (seed 20 of this scenario: 4 such hand-backs of one
-task with DOCLLM_MAX_HANDBACKS=3). They are counted apart (``BatchWatch.batch_handbacks``).
+The hand-backs at a batch's end (expired, lost file) count towards DOCLLM_MAX_HANDBACKS since
+issue 43 (I12's counted bound applies to them; the ``batch-failures`` ending of sim/endings.py
+checks them per task, BOUND). Those of a batcher that stopped before its upload stay uncounted and
+are counted apart (``BatchWatch.batch_handbacks``).
 """
 
 from __future__ import annotations

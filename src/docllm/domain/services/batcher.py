@@ -120,7 +120,10 @@ class Batcher:
                 attempts.append(begun)
         attempts, leaving_lane = leaving(self.proc, attempts)
         for a in leaving_lane:  # handed back by batches to the bound (issue 43): reviewed realtime
-            to_realtime(self.proc, a)
+            try:
+                to_realtime(self.proc, a)
+            except Unavailable:  # not moved (Redis or the database): it goes by this batch after all
+                attempts.append(a)
         with self._lock:
             self._sending = attempts
         try:

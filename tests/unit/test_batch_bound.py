@@ -23,7 +23,7 @@ def test_a_task_leaves_the_lane_at_half_the_bound_rounded_up_and_at_least_one(bo
 @pytest.mark.parametrize("bound", range(0, 6))
 def test_a_batch_end_counts_each_return_and_fails_the_task_past_the_bound(bound):
     for n in range(bound + 3):
-        outcome = returned(member(n), "batch r: the provider's batch b ended failed", bound)  # type: ignore[arg-type]
+        outcome = returned(member(n), "batch r: the provider's batch b ended failed", bound)
         if n < bound:
             assert (outcome.kind, outcome.counted, outcome.reason) == (OutcomeKind.release, True, Reason.batch_returned)
             assert f"({n + 1}/{bound})" in (outcome.error or "")

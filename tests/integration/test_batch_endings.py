@@ -83,7 +83,8 @@ def test_a_batch_end_past_the_hand_back_bound_fails_its_tasks_saying_why(rig_for
         assert service.wait(30)
     for row in rig.rows(ids):
         assert row.status is TaskStatus.failed and row.attempt == 1
-        assert "ended failed" in row.error and "DOCLLM_MAX_HANDBACKS=0" in row.error, row.error
+        assert "ended failed (failed: The batch failed (test server).)" in row.error, row.error  # the provider's why
+        assert "DOCLLM_MAX_HANDBACKS=0" in row.error, row.error
     assert len(rig.batches()) == 1  # one batch, failed once: nothing sent again
 
 

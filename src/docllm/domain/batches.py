@@ -110,6 +110,7 @@ class ProviderBatch:
     output_file_id: str | None = None
     error_file_id: str | None = None
     ref: str | None = None  # its metadata's docllm_ref
+    error: str | None = None  # why the provider failed it (its first error: "token_limit_exceeded: ..."), if said
 
 
 @dataclass(frozen=True)

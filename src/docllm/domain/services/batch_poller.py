@@ -148,7 +148,8 @@ class BatchPoller:
             if seen.status == COMPLETED:
                 self._apply(batch, seen, attempts, token)
             elif seen.status not in RUNNING:  # failed, expired, cancelled (or a status we do not know)
-                self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}", counted=True)
+                said = f" ({seen.error})" if seen.error else ""
+                self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}{said}", counted=True)
             elif seen.status != batch.provider_status:
                 self.store.advance(ref, BatchState.submitted, BatchState.submitted, now, provider_status=seen.status)
 

@@ -82,7 +82,11 @@ class BatchPoller:
     # -- the loop's two calls ------------------------------------------------------------------
     def step(self) -> bool:
         """Visit every unfinished batch (oldest first) whose lease is free."""
-        for batch in self.store.unfinished(self.limit):
+        unfinished = self.store.unfinished(self.limit)
+        listed = {b.ref for b in unfinished}
+        for ref in [ref for ref in self._idle if ref not in listed]:  # ended by another poller
+            del self._idle[ref]
+        for batch in unfinished:
             try:
                 self.poll(batch.ref)
             except TransientError:

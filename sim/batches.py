@@ -20,8 +20,8 @@ after a Redis data loss, the reconciler's recovery.
 
 The hand-backs at a batch's end (expired, lost file) count towards DOCLLM_MAX_HANDBACKS since
 issue 43 (I12's counted bound applies to them; the ``batch-failures`` ending of sim/endings.py
-checks them per task, BOUND). Those of a batcher that stopped before its upload stay uncounted and
-are counted apart (``BatchWatch.batch_handbacks``).
+checks them per task, BOUND), as are a failed upload's. Those of a batcher that stopped before its
+upload stay uncounted and are counted apart (``BatchWatch.batch_handbacks``).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from sim.scenarios import SCENARIOS, Scenario
 
 REFUSED = "401 invalid_api_key (simulated refusal by deployment {name}: its key revoked)"
 REFUSAL_S = (240.0, 600.0)  # each stretch of refusals
-UNCOUNTED = ("its upload failed", "its batcher stopped")  # a batch's ends that count nothing, by design
+UNCOUNTED = ("its batcher stopped",)  # a batch's end that counts nothing, by design (the provider never had it)
 SMALL_CHUNK, LARGE_CHUNK = 300, 12_000  # DOCLLM_LLM_MAX_CHUNK_CHARS before and after the change
 SLOW_CREATES = 0.4  # of the creates during the faults, the share the provider makes late
 

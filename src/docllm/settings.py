@@ -30,6 +30,7 @@ BATCH_WINDOW_SECONDS = 24 * 3600  # the completion window every batch is created
 # Every numeric setting is finite and within 0..MAX_NUMBER (each may be narrower): a duration past
 # it, or inf, would overflow a timer or a millisecond count (DOCLLM_BATCH_MAX_WAIT_SECONDS=inf did).
 MAX_NUMBER = 1e9
+YEAR_S = 31_536_000  # the longest timeout MySQL and its driver take (connect_timeout, idle_transaction_timeout)
 
 
 class SettingsError(ConfigurationError):
@@ -218,6 +219,18 @@ class Settings:
             "database_timeout_seconds",
         ):
             need(getattr(self, name) > 0, name, "must be greater than 0")
+        # The database's own bounds (MAX_NUMBER is a guard, not a range): PyMySQL refuses a connect
+        # timeout over a year; twice the I/O timeout is the session's idle_transaction_timeout.
+        need(
+            self.database_connect_timeout_seconds <= YEAR_S,
+            "database_connect_timeout_seconds",
+            "must be at most 31536000 (a year)",
+        )
+        need(
+            self.database_timeout_seconds <= YEAR_S / 2,
+            "database_timeout_seconds",
+            "must be at most 15768000 (half a year)",
+        )
         for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds", "store_linger_ms"):
             need(getattr(self, name) >= 0, name, "must not be negative")
         need(

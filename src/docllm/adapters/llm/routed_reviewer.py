@@ -21,7 +21,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
@@ -102,7 +102,9 @@ class RoutedReviewer:
         last: ProviderUnavailable | None = None
         refused: dict[str, ConfigurationError] = {}  # deployments that refused it (401, 403, 404, no quota)
         limited: list[tuple[float, str]] = []  # (wait, name): passed over for their rate limits
-        while (d := route(self.deployments, await self._states(), tried, self._draw())) is not None:
+        probed: set[str] = set()
+        report: dict[str, Any] | None = None
+        while report is None and (d := route(self.deployments, await self._states(), tried, self._draw())) is not None:
             tried.add(d.name)
             r = self.routes[d.name]
             probing = self._state(d.name) is BreakerState.half_open
@@ -110,9 +112,8 @@ class RoutedReviewer:
                 continue  # another process probes it: this chunk goes on to the next
             try:
                 # A probe waits for its turn: the probe lease is this process's until it answers.
-                return await self._ask(
-                    r, probing, None if probing else self._max_wait, task_name, chunk, part, parts, rubric
-                )
+                max_wait = None if probing else self._max_wait
+                report = await self._ask(r, probing, max_wait, task_name, chunk, part, parts, rubric)
             except OverBudget as exc:  # our own limits, not a failure: its breaker hears nothing
                 limited.append((exc.wait, d.name))
             except ProviderUnavailable as exc:
@@ -120,28 +121,38 @@ class RoutedReviewer:
                 log.info("deployment %s failed a chunk, falling back: %s", d.name, exc)
             except ConfigurationError as exc:  # this deployment's key, model or quota: its failure alone
                 refused[d.name] = exc
+                probed |= {d.name} if probing else set()  # a probe reported it already
                 log.warning("deployment %s refused a chunk, falling back: %s", d.name, exc)
-        if limited:  # the others failed or are open: wait for the nearest turn (a wait is never the document's, I12)
+        if report is None and limited:  # the others failed or are open: wait for the nearest turn (I12)
             r = self.routes[min(limited)[1]]
             try:
-                return await self._ask(r, False, None, task_name, chunk, part, parts, rubric)
+                report = await self._ask(r, False, None, task_name, chunk, part, parts, rubric)
             except ProviderUnavailable as exc:
                 last = exc
             except ConfigurationError as exc:
                 refused[r.deployment.name] = exc
-        return self._none_served(last, refused)
+        every_refused = bool(refused) and len(refused) == len(self.deployments)
+        if not every_refused:  # the refusers' failures, now that the chunk is known not to be refused by all
+            for name in [n for n in refused if n not in probed]:
+                await self._outcome(self.routes[name], False, ok=False)
+        if report is not None:
+            return report
+        raise self._none_served(last, refused, every_refused)
 
-    def _none_served(self, last: ProviderUnavailable | None, refused: dict[str, ConfigurationError]) -> NoReturn:
+    def _none_served(
+        self, last: ProviderUnavailable | None, refused: dict[str, ConfigurationError], every_refused: bool
+    ) -> DocllmError:
         """No deployment served the chunk. A refusal is the document's only when every deployment
-        refused it (a filter saying no, or every key revoked: the fleet's check then tells which);
-        else it is the provider's, judged as one provider's failure."""
-        if refused and len(refused) == len(self.deployments):
-            raise ConfigurationError(f"every LLM deployment refused the chunk; the last: {list(refused.values())[-1]}")
+        refused it (a filter saying no, or every key revoked: the fleet's check then tells which),
+        and then no deployment's breaker heard it; else it is the provider's, judged as one
+        provider's failure."""
+        if every_refused:
+            return ConfigurationError(f"every LLM deployment refused the chunk; the last: {list(refused.values())[-1]}")
         if last is None and not refused:  # every one half-open, each probed by another process: none may take it now
-            raise ProviderUnavailable("every LLM deployment is being probed by another process")
+            return ProviderUnavailable("every LLM deployment is being probed by another process")
         what = "failed" if not refused else "failed or refused"
         said = last if last is not None else list(refused.values())[-1]
-        raise ProviderUnavailable(
+        return ProviderUnavailable(
             f"every LLM deployment {what} the chunk; the last: {said}", last.retry_after if last else None
         )
 
@@ -156,18 +167,23 @@ class RoutedReviewer:
         parts: int,
         rubric: Rubric | None,
     ) -> dict[str, Any]:
-        """One deployment's report of the chunk, its outcome in the deployment's breaker: served,
-        or failed (``ProviderUnavailable``, or a refusal: ``ConfigurationError``). A probe reports
-        whatever ends it, so its lease is never left held until it runs out: an answer the document
-        is to blame for (an invalid report, a 400) says the deployment serves; a cancellation or an
-        unexpected error ends the probe as failed (the breaker stays open one more interval)."""
+        """One deployment's report of the chunk, its outcome in the deployment's breaker: served, or
+        failed (``ProviderUnavailable``). A refusal (``ConfigurationError``) is recorded by the caller
+        once it knows whether every deployment refused the chunk (then it is the document's: a
+        content filter, not the deployments). A probe reports whatever ends it, so its lease is never
+        left held until it runs out: an answer the document is to blame for (an invalid report, a
+        400) says the deployment serves; a refusal, a cancellation or an unexpected error ends the
+        probe as failed (the breaker stays open one more interval)."""
         ok: bool | None = None  # None: nothing to record (our own limits; or an error that is not the deployment's)
         try:
             report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric, max_wait)
             ok = True
             return report
-        except (ProviderUnavailable, ConfigurationError):
+        except ProviderUnavailable:
             ok = False
+            raise
+        except ConfigurationError:
+            ok = False if probing else None  # not a probe: recorded by ``_routed`` (see above)
             raise
         except (OverBudget, Unavailable):  # our limits, or Redis: nothing the deployment did
             raise

@@ -32,8 +32,8 @@ from docllm.domain.model import Attempt, Delivery
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget
 from docllm.domain.prices import PriceTable
 from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.batch_bound import leaving, to_realtime
-from docllm.domain.services.batch_members import BatchTarget, hand_back_all
+from docllm.domain.services.batch_bound import leaving, return_all, to_realtime
+from docllm.domain.services.batch_members import BatchTarget
 from docllm.domain.verdict import Happened, decide, facts_of
 
 
@@ -174,7 +174,9 @@ class Batcher:
             try:
                 file_id = self.api.upload(jsonl, f"docllm-{ref}.jsonl")
             except DocllmError as exc:  # nothing at the provider refers to ``ref``: hand back at once
-                hand_back_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc}); handed back uncharged")
+                # Counted (issue 43): an upload the provider keeps refusing (a key without the Files
+                # API) would otherwise send the same tasks round for ever; at the bound they go realtime.
+                return_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc})")
                 self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
                 return None
             if not self.leases.renew(ref, token, self.batch_lease_ms):
@@ -214,8 +216,17 @@ class Batcher:
         now = self.store.get(ref)
         if now is not None and now.batch_id == batch_id:
             return
-        self.api.cancel(batch_id)
         why = f"the provider's batch {batch_id} was made after its record moved on: cancelled at the provider"
+        try:
+            self.api.cancel(batch_id)
+        except DocllmError as exc:  # recorded as a batch of no member: the pollers cancel it, until they can
+            orphan, at = uuid.uuid4().hex, self.proc.clock.now_ms()
+            self.store.open(orphan, self.target.deployment, [], at, self.target.max_chunk_chars)
+            self.store.advance(orphan, BatchState.open, BatchState.submitted, at, batch_id=batch_id)
+            why = (
+                f"the provider's batch {batch_id} was made after its record moved on; its cancel failed ({exc}): "
+                f"recorded as {orphan} for the pollers to cancel"
+            )
         self.proc.events.emit(ev.BATCH_CALL_FAILED, ref=ref, error=why, worker=self.worker_id)
 
     def _hold(self, ref: str) -> str | None:

@@ -131,6 +131,8 @@ def _weight(raw: dict[str, Any], bad: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise bad("weight", "must be a number greater than 0")
+    if value > 1e9:  # the weights are summed: near 1e308 the sum is inf and the draw always lands last
+        raise bad("weight", "must be at most 1e9")
     return float(value)
 
 

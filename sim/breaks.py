@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from docllm.adapters.redis.queue import RedisTaskQueue
+from docllm.domain.budget import Grant
 from docllm.domain.errors import BadPayload
 from docllm.domain.model import Attempt, TaskStatus, WriteKind
 from docllm.domain.payload import parse_payload
@@ -291,6 +292,43 @@ class FailingPauseGate:
         return float(await self._gate.pause())
 
 
+class UnheldReservations:
+    """The spend ledger's Redis side granting every reservation (of the keys ``which`` picks)
+    without holding anything or looking at a cap: spend is only counted after the fact (I16)."""
+
+    def __init__(self, budget: Any, which: Callable[[str], bool] = lambda key: True):
+        self._budget, self._which = budget, which
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._budget, attr)
+
+    def reserve(self, key: str, deployment: str, micro_usd: int, hold_ms: int, deployment_cap: Any) -> Grant:
+        if not self._which(key):
+            return self._budget.reserve(key, deployment, micro_usd, hold_ms, deployment_cap)  # type: ignore[no-any-return]
+        return Grant(True, "", self._budget.view())
+
+
+class RowSaysLanded:
+    """A refused write read as landed whenever the row shows the same status at the same attempt
+    (the rule before issue 43): a second poller's commit of one batch is counted as its own, and
+    its spend counted twice."""
+
+    def __init__(self, repo: Any):
+        self._repo = repo
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._repo, attr)
+
+    def write_group(self, writes: Any, starts: Any = ()) -> Any:
+        done = self._repo.write_group(writes, starts)
+        written = list(done.written)
+        for i, (write, ok) in enumerate(zip(writes, written, strict=True)):
+            row = None if ok else self._repo.get(write.task_id)
+            if row is not None and row.attempt == write.attempt and row.status is write.status:
+                written[i] = True
+        return replace(done, written=written)
+
+
 @dataclass(frozen=True)
 class Break:
     name: str
@@ -306,6 +344,10 @@ class Break:
     gate_wrapper: Callable[[Any], Any] | None = None  # around each worker's LlmGate
     retry_changes: dict[str, Any] | None = None  # the RetryPolicy's numbers changed
     registry_wrapper: Callable[[Any], Any] | None = None  # around the worker registry
+    budget_wrapper: Callable[[Any], Any] | None = None  # around the spend ledger's Redis side
+
+    def wrap_budget(self, budget: Any) -> Any:
+        return self.budget_wrapper(budget) if self.budget_wrapper else budget
 
     def wrap_registry(self, registry: Any) -> Any:
         return self.registry_wrapper(registry) if self.registry_wrapper else registry
@@ -400,6 +442,25 @@ BREAKS = {
             hints_parser=unbounded_hints,
         ),
         Break("no-presence", "workers never beat the registry", "d1", registry_wrapper=SilentRegistry),
+        Break(
+            "no-reservation",
+            "the spend ledger grants every reservation without a cap: spend is counted only after the fact",
+            "money",
+            budget_wrapper=UnheldReservations,
+        ),
+        Break(
+            "unheld-batches",
+            "a batch is created without reserving its lines' estimate (spend added at apply, as before)",
+            "money",
+            budget_wrapper=lambda budget: UnheldReservations(budget, lambda key: key.startswith("batch:")),
+        ),
+        Break(
+            "landed-from-row",
+            "a refused commit is read as landed when the row is success at the same attempt: two pollers "
+            "applying one batch count its spend twice",
+            "money",
+            repo_wrapper=RowSaysLanded,
+        ),
         Break(
             "dead-dispatcher",
             "a bug kills a worker's dispatcher; the process runs on, its health check must tell",

@@ -54,7 +54,8 @@ LOSS_CHECK_MS = 10_000
 STALL_MS = 60_000  # HEALTH: how far back a stall may be explained by an outage or a pause
 TIMEOUT_CHARGE = "attempt exceeded PROCESSING_TIMEOUT_SECONDS"  # domain.verdict: a timeout's error
 WAIT_SLACK_MS = 1_000  # I12 (b): rounding of the runtime's timers against the harness's measure
-NOT_LLM = (STORE_DOWN, WAITED)  # hand-backs "handed back uncharged" for reasons other than the LLM
+# Hand-backs "handed back uncharged" for reasons other than the LLM (a daily spend cap: the operator's, I16).
+NOT_LLM = (STORE_DOWN, WAITED, "SpendCapReached:")
 # A host's check is answered (or not) within this much of its hand-back (SimLLM.check: 0.05-0.5 s).
 CHECK_MS = 1_000
 
@@ -462,6 +463,9 @@ class Checker:
                     )
             if led.nonterminal == 0:
                 led.violate("I2", None, f"every task finished but the queue is not empty: {s.leftovers()}")
+        money = getattr(s, "money", None)
+        if money is not None:
+            money.final()  # SPEND's books (sim/money.py)
         rpm, refused = s.scenario.llm.provider_rpm, s.llm.limit_429s
         if rpm and refused > RATE_SLACK:
             led.violate("RATE", None, f"the LLM refused {refused} calls over its limit of {rpm} a minute", key="rate")

@@ -121,6 +121,8 @@ class SimLLM:
     ):
         self.profile, self.rng = profile, rng
         self.deployment = deployment  # one of several deployments (sim.deployments), or the one provider
+        self.prices: Any = None  # a PriceTable: calls are priced (the spend ledger's runs, sim/money.py)
+        self.spent_at: str | None = None  # the deployment name its calls' spend is counted under
         self.on_end, self.now = on_end, now
         self.calls = self.checks = 0
         self.down_since: int | None = None  # a provider outage since (virtual ms), or None
@@ -280,7 +282,8 @@ class SimLLM:
             reported = {"prompt_tokens": 800, "completion_tokens": 200, "total_tokens": 1000}
         tokens = self.parse_usage({"usage": reported})  # the answer's body, as the reviewer decodes it
         prompt, completion, cached = tokens or (0, 0, 0)
-        record(LlmCall("sim-llm", "ok", latency_ms / 1000, prompt, completion, cached_tokens=cached))
+        cost = self.prices.cost("sim-llm", prompt, completion, cached) if self.prices is not None else None
+        record(LlmCall("sim-llm", "ok", latency_ms / 1000, prompt, completion, cost, cached, self.spent_at))
         if ticket is not None:
             ticket.hints = self.parse_hints(self._headers())
             if tokens is not None:

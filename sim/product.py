@@ -16,6 +16,8 @@ import logging
 from types import SimpleNamespace
 from typing import Any
 
+from dependency_injector import providers
+
 from docllm.adapters.redis.breaker import RedisLlmBreaker
 from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.queue import RedisTaskQueue
@@ -36,6 +38,7 @@ from sim.breaks import get as get_break
 from sim.deployments import DeploymentWatch
 from sim.fault_injection import CrashBudget
 from sim.lanes import LaneWatch
+from sim.money import MoneyWatch
 from sim.observers import Gate, QueueObserver, RepoObserver, task_of
 from sim.system import System
 
@@ -145,6 +148,13 @@ class ProductSystem(System):
         if brk and brk.hints_parser:
             self.llm.parse_hints = brk.hints_parser
         c.events.override(self.events)
+        # The spend ledger's Redis side, watched (SPEND, sim/money.py), when the run prices calls.
+        self.money = MoneyWatch(self) if s.price_table.entries else None
+        if self.money is not None:
+            c.spend_budget.override(self.money.port)
+            self.llm.prices, self.llm.spent_at = s.price_table, "default"
+        else:  # nothing priced, no cap: no spend gate (runs as before the ledger)
+            c.spend_budget.override(providers.Object(None))
         retry = RetryPolicy(
             max_attempts=s.max_attempts,
             max_handbacks=s.max_handbacks,
@@ -198,6 +208,8 @@ class ProductSystem(System):
         super().heal()
         if self.deploy is not None:
             self.deploy.heal()
+        if self.money is not None:
+            self.money.heal()
 
     def ports_for(self, actor: Any) -> tuple[Any, Any]:
         brk = self.brk

@@ -336,6 +336,41 @@ SCENARIOS: dict[str, Scenario] = {
             default_run=False,  # run when named (tests/sim/test_batches_run.py), not in the default run
         ),
         Scenario(
+            "money",
+            "the spend ledger (issue 43, I16): priced calls, a fleet's daily cap reached mid-run by the "
+            "realtime lane and the batch lane together (each reserves before the provider is asked), "
+            "batches read by two racing pollers and twice over, workers killed mid-poll and after a "
+            "create, Redis down and failing over; the operator raises the cap as the faults stop. "
+            "SPEND: the day's spend and holds never pass the cap by more than answers beyond their "
+            "estimates, and never more is counted than the rows' writes that landed recorded",
+            tasks=32,
+            seeds=4,
+            workers=3,
+            reapers=1,
+            arrival_s=300.0,
+            faults_s=600.0,
+            llm=LlmProfile(median_s=3.0, timeout_s=20.0, p_500=0.03),
+            faults={
+                **CRASHES,
+                "worker:after_create": (1, 0.0, 0.7),
+                "worker:mid_poll": (2, 0.0, 0.8),
+                "redis_failover": (0.5, 0.1, 0.6),
+                "redis_down": 0.5,
+                "db_down": 0.3,
+            },
+            settings_changes={
+                "reaper_interval_seconds": 10.0,
+                "batch_max_tasks": 3,
+                "batch_max_wait_seconds": 15.0,
+                "batch_poll_seconds": 10.0,
+                "llm_model": "sim-llm",
+                "llm_prices": "sim-llm=2/8",
+                "spend_cap_usd_per_day": 0.025,
+            },
+            batches=BatchProfile(window_s=180.0, p_expire=0.1, p_lost=0.05, p_twice=0.3, p_race=0.6),
+            default_run=False,  # run when named (tests/sim/test_money_run.py)
+        ),
+        Scenario(
             "storm",
             "many workers crashing again and again, reapers too",
             tasks=12,

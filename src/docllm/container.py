@@ -128,6 +128,37 @@ def _spend_budget(client, settings: Settings, clock):
     return RedisSpendBudget(client, settings.queue_prefix, clock, settings.spend_cap_usd_per_day)
 
 
+def _spend_ledger(settings: Settings, budget):
+    """The spend ledger (I16): every cap checked at one reservation, spend settled per write that
+    landed, in Redis (nothing is reserved or counted for an unpriced deployment)."""
+    from docllm.domain.services.ledger import SpendLedger
+
+    hold_ms = int(2 * (settings.processing_timeout_seconds + settings.lease_seconds) * 1000)
+    return SpendLedger(
+        budget(),
+        priced_deployments(settings) if settings.llm_provider == "openai" else [],  # offline checks cost nothing
+        settings.task_max_cost_usd or None,
+        settings.llm_max_chunk_chars,
+        hold_ms,
+    )
+
+
+def priced_deployments(settings: Settings) -> list:
+    """Each deployment as the ledger prices it: its own price, else DOCLLM_LLM_PRICES' for its model."""
+    from docllm.domain.ledger import Priced
+
+    return [
+        Priced(
+            d.name,
+            d.model,
+            d.price if d.price is not None else settings.price_table.price(d.model),
+            d.spend_cap_usd,
+            d.order,
+        )
+        for d in settings.deployments
+    ]
+
+
 def _batch_store(engine):
     """The durable record of provider batches (issue 28), beside the tasks."""
     from docllm.adapters.sql.batches import SqlAlchemyBatchStore
@@ -165,27 +196,32 @@ def _batch_target(settings: Settings):
         model=d.model,
         price=batch_price(price, d.batch_prices) if price is not None else None,
         max_chunk_chars=settings.llm_max_chunk_chars,
-        max_task_cost_usd=settings.task_max_cost_usd or None,
+        cap_usd=d.spend_cap_usd,
     )
 
 
-def _batcher(settings: Settings, processor, store, leases, api, target, budget):
+def _batcher(settings: Settings, processor, store, leases, api, target, ledger):
     """The batch lane's batcher (issue 28); None when batching is off."""
     if target is None:
         return None
     from docllm.domain.services.batcher import Batcher
 
     max_wait_ms, lease_ms = int(settings.batch_max_wait_seconds * 1000), int(settings.batch_lease_seconds * 1000)
-    spend = budget() if _counts_spend(settings, target) else None
-    return Batcher(processor, store, leases, api, target, settings.batch_max_tasks, max_wait_ms, lease_ms, spend)
+    return Batcher(
+        processor,
+        store,
+        leases,
+        api,
+        target,
+        settings.batch_max_tasks,
+        max_wait_ms,
+        lease_ms,
+        ledger,
+        hold_ms=int(settings.batch_bound_seconds * 1000),
+    )
 
 
-def _counts_spend(settings: Settings, target) -> bool:
-    """Spend is counted only where calls are priced (as the realtime worker's)."""
-    return bool(settings.price_table.entries) or target.price is not None
-
-
-def _batch_poller(settings: Settings, processor, store, leases, api, target, budget, views):
+def _batch_poller(settings: Settings, processor, store, leases, api, target, ledger, views):
     """The batch lane's poller (any worker process polls any batch); None when batching is off."""
     if target is None:
         return None
@@ -200,7 +236,7 @@ def _batch_poller(settings: Settings, processor, store, leases, api, target, bud
         poll_ms=int(settings.batch_poll_seconds * 1000),
         batch_lease_ms=int(settings.batch_lease_seconds * 1000),
         bound_ms=int(settings.batch_give_up_seconds * 1000),
-        budget=budget() if _counts_spend(settings, target) else None,
+        ledger=ledger,
         views=views,
         create_timeout_ms=int(settings.llm_timeout_seconds * 1000),  # the Batch API client's (_batch_api)
         monotonic=time.monotonic,
@@ -310,7 +346,6 @@ def _deployment_reviewer(settings: Settings, d, metrics=None, rate_gate=None, na
         max_connections=settings.concurrency * settings.llm_chunk_parallelism + 4,
         chunk_parallelism=settings.llm_chunk_parallelism,
         prices=PriceTable(((d.model, d.price),)) if d.price is not None else settings.price_table,
-        max_task_cost_usd=settings.task_max_cost_usd or None,
         on_call=metrics.llm_call if metrics else None,
         gate=rate_gate,
         deployment=d.name if named else None,
@@ -390,6 +425,7 @@ class Container(containers.DeclarativeContainer):
     rubrics = providers.Singleton(_rubrics, settings)
     breaker = providers.Singleton(_breaker, redis_client, settings, clock)  # the fleet's, in Redis
     spend_budget = providers.Singleton(_spend_budget, redis_client, settings, clock)  # the fleet's, in Redis
+    spend_ledger = providers.Singleton(_spend_ledger, settings, spend_budget.provider)  # every cap, one place (I16)
     batch_store = providers.Singleton(_batch_store, engine)  # the batch lane's (issue 28)
     batch_leases = providers.Singleton(_batch_leases, redis_client, settings, clock, queue)
     batch_api = providers.Singleton(_batch_api, settings)  # None: batching is off
@@ -432,6 +468,7 @@ class Container(containers.DeclarativeContainer):
         events=events,
         rubrics=rubrics,
         tracer=tracer,
+        ledger=spend_ledger,
     )
     reaper = providers.Factory(
         Reaper,
@@ -444,10 +481,11 @@ class Container(containers.DeclarativeContainer):
         worker_id=settings.provided.worker_id,
         tracer=tracer,
         batches=providers.Callable(_reaper_batches, settings, batch_store.provider),
+        ledger=spend_ledger,
     )
     # The batch lane (issue 28): run by ``docllm worker`` when some deployment offers batches.
     batcher = providers.Factory(
-        _batcher, settings, processor, batch_store, batch_leases, batch_api, batch_target, spend_budget.provider
+        _batcher, settings, processor, batch_store, batch_leases, batch_api, batch_target, spend_ledger
     )
     batch_poller = providers.Factory(
         _batch_poller,
@@ -457,7 +495,7 @@ class Container(containers.DeclarativeContainer):
         batch_leases,
         batch_api,
         batch_target,
-        spend_budget.provider,
+        spend_ledger,
         repository,
     )
     reconcile_grace_ms = providers.Callable(

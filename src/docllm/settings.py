@@ -262,10 +262,10 @@ class Settings:
                 "llm_prices",
                 f"has no price for {self.llm_model!r} (DOCLLM_LLM_MODEL): add it, or a '*' entry",
             )
-        for name in ("spend_cap_usd_per_day", "task_max_cost_usd"):  # spend is counted only where priced
+        for name in ("spend_cap_usd_per_day", "task_max_cost_usd"):
             value = getattr(self, name)
             need(math.isfinite(value) and value >= 0, name, "must be a number >= 0 (0: off)")
-            need(not value or bool(prices.entries), name, "needs prices to count spend: set DOCLLM_LLM_PRICES")
+        self._validate_priced(need, prices)
         need(self.breaker_window_seconds >= 1, "breaker_window_seconds", "must be at least 1")
         need(self.breaker_open_seconds > 0, "breaker_open_seconds", "must be greater than 0")
         need(0 < self.breaker_failure_ratio <= 1, "breaker_failure_ratio", "must be greater than 0 and at most 1")
@@ -306,6 +306,25 @@ class Settings:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 ok = math.isfinite(value) and at_least <= value <= MAX_NUMBER
                 need(ok, f.name, f"must be a finite number from 0 to {MAX_NUMBER:g}")
+
+    def _validate_priced(self, need: Callable[[bool, str, str], None], prices: PriceTable) -> None:
+        """With any cap set, every deployment is priced (its own prices, else DOCLLM_LLM_PRICES'):
+        the spend ledger reserves and counts at those prices, and an unpriced one would spend
+        uncounted past every cap (I16)."""
+        settings = [n for n in ("spend_cap_usd_per_day", "task_max_cost_usd") if getattr(self, n) > 0]
+        if not self.llm_deployments:
+            for name in settings:
+                need(bool(prices.entries), name, "needs prices to count spend: set DOCLLM_LLM_PRICES")
+            return
+        caps = [_VARIABLES[n][0] for n in settings]
+        caps += [f"{d.name}'s spend_cap_usd_per_day" for d in self.llm_deployments if d.spend_cap_usd]
+        for d in self.llm_deployments if caps else ():
+            need(
+                d.price is not None or prices.price(d.model) is not None,
+                "llm_deployments",
+                f"deployment {d.name!r} has no price for {d.model!r} and {caps[0]} is set: give it "
+                '"prices", or price its model in DOCLLM_LLM_PRICES',
+            )
 
     def _validate_redis(self, need: Callable[[bool, str, str], None]) -> None:
         from docllm.adapters.redis.urls import hash_tag, is_cluster_url, parse_redis_url  # stdlib only
@@ -531,5 +550,6 @@ def redact_url(url: str) -> str:
 
 def _shown(name: str, value: Any) -> str:
     if name in SECRETS or name == "llm_deployments":  # inline JSON may hold API keys
-        return "<hidden>" if name in SECRETS or str(value).startswith(("[", "{")) else repr(value)
+        parsed = isinstance(value, tuple)  # the deployments read: named by the message instead
+        return "<hidden>" if name in SECRETS or parsed or str(value).startswith(("[", "{")) else repr(value)
     return repr(redact_url(value)) if name in ("redis_url", "database_url") else repr(value)

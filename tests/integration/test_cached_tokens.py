@@ -88,19 +88,14 @@ def test_the_row_stores_cached_tokens_and_stats_and_show_report_them(tmp_path):
 
 
 def test_a_document_over_the_per_task_cap_fails_before_any_call():
+    """The per-task cap is the spend ledger's (I16): the attempt's reservation refuses the document
+    before the reviewer sends anything."""
     from docllm.domain.errors import OverCostCap
+    from docllm.domain.ledger import Priced
+    from docllm.domain.services.ledger import SpendLedger
     from docllm.domain.verdict import Happened, happened_of
 
-    with FakeLLM() as llm:
-
-        async def run() -> None:
-            reviewer = OpenAIReviewer(llm.base_url, "sk-test", "test-model", 5, prices=PRICES, max_task_cost_usd=1e-6)
-            try:
-                await reviewer.review("install.md", DOCUMENT)
-            finally:
-                await reviewer.close()
-
-        with pytest.raises(OverCostCap, match="DOCLLM_TASK_MAX_COST_USD") as raised:
-            asyncio.run(run())
-        assert llm.requests == []  # nothing sent
+    ledger = SpendLedger(None, [Priced("default", "test-model", PRICES.price("test-model"))], task_cap_usd=1e-6)
+    with pytest.raises(OverCostCap, match="DOCLLM_TASK_MAX_COST_USD") as raised:
+        ledger.reserve_attempt(1, 1, "install.md", DOCUMENT, None)
     assert happened_of(raised.value) is Happened.invalid_document  # fails now, never "served"

@@ -1,13 +1,12 @@
 """Each LLM deployment's share of the fleet's spend today (issue 27; domain/budget.py), on the real
 Redis: a routed review over two scripted servers at different prices counts each chunk's calls at
-the deployment that served it, the worker's gate adds both shares with the fleet's total in one
+the deployment that served it, the spend ledger settles both shares with the fleet's total in one
 script call, and a new authority-clock day starts every deployment at nothing while yesterday's
 counts expire on their own."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import redis
@@ -17,11 +16,11 @@ from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
 from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.domain.breaker import BreakerPolicy
-from docllm.domain.budget import DAY_MS, KEEP_MS, day_of, micro
+from docllm.domain.budget import DAY_MS, KEEP_MS, Settle, day_of, micro
 from docllm.domain.deployments import Deployment
 from docllm.domain.prices import PriceTable
+from docllm.domain.services.ledger import SpendLedger, shares
 from docllm.domain.usage import UsageMeter, metering
-from docllm.runtime.budget_gate import BudgetGate
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, error
 from tests.support.memory.breaker import InMemoryLlmBreaker
@@ -69,10 +68,8 @@ def test_two_deployments_spend_lands_apart_and_rolls_over_with_the_day(redis_url
                 report = await reviewer.review("doc", document(3))
             await reviewer.close()
         assert report["deployments"] == ["west", "east", "east"]
-        gate = BudgetGate(budget, Inline(), logging.getLogger("test"))  # type: ignore[arg-type]
-        gate.spent(meter.total.cost_usd, meter.cost_by_deployment)
-        assert gate.sending is not None
-        await gate.sending
+        ledger = SpendLedger(budget, [])  # as an attempt's write that landed settles it
+        ledger.settle([Settle(None, True, shares(meter.cost_by_deployment, meter.total.cost_usd))])
 
     asyncio.run(main())
     east_usd, west_usd = meter.cost_by_deployment["east"], meter.cost_by_deployment["west"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -21,12 +21,14 @@ from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain import events as ev
 from docllm.domain.breaker import BreakerPolicy
-from docllm.domain.budget import BudgetView
+from docllm.domain.budget import BudgetView, Settle
 from docllm.domain.events import NullEvents
+from docllm.domain.ledger import Priced
 from docllm.domain.model import TaskStatus
 from docllm.domain.policies import LeasePolicy, RetryPolicy
 from docllm.domain.prices import PriceTable
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.ledger import SpendLedger
 from docllm.domain.services.producer import submit
 from docllm.domain.usage import UsageMeter, metering
 from docllm.runtime.budget_gate import POLL_SECONDS, BudgetGate
@@ -63,12 +65,12 @@ class StartTimes(NullEvents):
 
 
 class WatchedBudget(RedisSpendBudget):
-    """Notes when an add crosses the cap: the crossing, as recorded in Redis (shared by both)."""
+    """Notes when a settlement crosses the cap: the crossing, as recorded in Redis (shared by both)."""
 
     crossed: list[float]
 
-    def add(self, micro_usd: int, by_deployment: Mapping[str, int] | None = None) -> BudgetView:
-        view = super().add(micro_usd, by_deployment)
+    def settle(self, items: Sequence[Settle]) -> BudgetView:
+        view = super().settle(items)
         if view.over and not self.crossed:
             self.crossed.append(time.monotonic())
         return view
@@ -117,7 +119,10 @@ def run_fleet(redis_url: str, gate_on: bool = True) -> dict[str, Any]:
             gate = BudgetGate(budget, calls, log)
             if not gate_on:  # the broken mechanism: the gate never pauses
                 gate.pause = _never  # type: ignore[method-assign]
-            proc = TaskProcessor(queue, repo, reviewer, clock, retry, lease, name, events=starts)
+            # Counted as each write lands; unpriced for the ledger, so nothing is reserved: the cap is
+            # kept by the gate alone here (reservations: tests/integration/test_spend_ledger.py).
+            ledger = SpendLedger(budget, [Priced("default", "test-model", None)])
+            proc = TaskProcessor(queue, repo, reviewer, clock, retry, lease, name, events=starts, ledger=ledger)
             llm_gate = LlmGate(reviewer, breaker, calls, name, log, base=0.05, cap=0.2)
             worker = Worker(proc, calls, llm_gate, 2, idle_wait_seconds=0.05, budget=gate)
             runtimes.append((worker, calls, reviewer))

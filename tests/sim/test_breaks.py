@@ -26,6 +26,9 @@ EXPECTED = {
     "believe-hints": {"RATE"},
     "no-presence": {"PRESENCE"},
     "dead-dispatcher": {"HEALTH"},
+    "no-reservation": {"SPEND"},
+    "unheld-batches": {"SPEND"},
+    "landed-from-row": {"SPEND"},
 }
 
 

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from docllm.domain.errors import (
     ConfigurationError,
+    OverCostCap,
     PermanentError,
     ProviderUnavailable,
+    SpendCapReached,
     TransientError,
     Unavailable,
 )
@@ -33,6 +35,9 @@ TABLE = [
     (H.reviewer_bug, False, False, None, 0, CHARGE, Reason.reviewer_bug, False),
     (H.waited_too_long, False, False, None, 0, BACK, Reason.rate_limited, False),
     (H.waited_too_long, False, False, None, 9, BACK, Reason.rate_limited, False),
+    # a daily spend cap refused the reservation (I16): the operator's, never counted, never charged
+    (H.over_spend_cap, False, False, None, 0, BACK, Reason.spend_cap, False),
+    (H.over_spend_cap, False, False, None, 99, BACK, Reason.spend_cap, False),
     # a provider failure nobody judged (no gate): no evidence against the document's fault
     (H.provider_failed, False, False, None, 0, CHARGE, Reason.llm_unavailable, False),
     (H.refused, False, False, None, 0, CHARGE, Reason.refused_document, False),
@@ -90,10 +95,13 @@ def test_errors_map_to_what_happened():
         TransientError("not JSON"): H.invalid_answer,
         PermanentError("unreviewable"): H.permanent,
         KeyError("x"): H.reviewer_bug,
+        SpendCapReached("the fleet's cap", 60.0): H.over_spend_cap,
+        OverCostCap("over the per-task cap"): H.invalid_document,
     }
     for exc, happened in cases.items():
         assert facts_of(exc).happened is happened
     assert facts_of(ProviderUnavailable("429", retry_after=3)).retry_after == 3
+    assert facts_of(SpendCapReached("cap", 60.0)).retry_after == 60.0  # the hand-back waits
     assert facts_of(PermanentError("unreviewable")).error == "unreviewable"
 
 

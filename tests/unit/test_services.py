@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from docllm.domain import events as ev
-from docllm.domain.errors import PermanentError, TransientError
+from docllm.domain.errors import PermanentError, TransientError, Unavailable
 from docllm.domain.events import RecordingEvents
 from docllm.domain.model import TaskStatus
 from docllm.domain.payload import make_payload
@@ -379,9 +379,29 @@ def test_a_retried_commit_whose_answer_was_lost_is_acknowledged(w):
     w.submit()
     proc = w.worker()
     attempt = proc.begin(proc.claim())
-    w.repo.commit(attempt.task_id, attempt.number, {"summary": "landed"})  # first try landed, answer lost
-    assert proc.finish(attempt, Outcome.success({"summary": "landed"}))
+    real = w.repo.write_group
+
+    def lost_answer(writes, starts=()):  # the first try lands, its answer is lost
+        w.repo.write_group = real
+        real(writes, starts)
+        raise Unavailable("the database's answer was lost")
+
+    w.repo.write_group = lost_answer
+    with pytest.raises(Unavailable):
+        proc.finish(attempt, Outcome.success({"summary": "landed"}))
+    assert proc.finish(attempt, Outcome.success({"summary": "landed"}))  # the retry reads its row
     assert w.queue.stats().processing == 0 and ev.STALE not in w.events.names()
+
+
+def test_a_commit_refused_because_another_writer_landed_the_same_is_not_ours(w):
+    """Issue 43 (4): two pollers of one batch write the same success on the same attempt; the one
+    whose write was refused did not land it (its spend and its event are the other's)."""
+    w.submit()
+    proc = w.worker()
+    attempt = proc.begin(proc.claim())
+    w.repo.commit(attempt.task_id, attempt.number, {"summary": "landed"})  # the other poller's write
+    assert not proc.finish(attempt, Outcome.success({"summary": "landed"}))
+    assert ev.SUCCEEDED not in w.events.names()
 
 
 def test_one_lease_that_cannot_be_settled_does_not_block_the_others(w):

@@ -1,5 +1,5 @@
-"""The fleet's spend budget (DESIGN I14): what was spent on the LLM today, on the authority clock,
-against a cap; and the per-task cap's estimate, checked before any call.
+"""The fleet's spend budget (DESIGN I14, I16): what was spent on the LLM today and what is reserved,
+on the authority clock, against a cap; and the estimate the reservations are made of.
 
 Spend is kept in whole micro-dollars (an integer Redis can add atomically). The day is the
 authority clock's UTC day (``day_of``): its key changes when the day does, so the count rolls
@@ -13,7 +13,8 @@ attempt starts past the next look, and the overshoot is at most what was in flig
 
 Each deployment's share of the day's spend (DOCLLM_LLM_DEPLOYMENTS; the single-URL settings are the
 one deployment "default") is added in the same atomic step as the fleet's, kept for the same day
-and expiring with it: shown per deployment, never a cap of its own.
+and expiring with it, against the deployment's own cap when it has one (``spend_cap_usd_per_day``).
+How spend is reserved and settled is ``domain/services/ledger.py`` (the spend ledger, I16).
 """
 
 from __future__ import annotations
@@ -45,15 +46,22 @@ class BudgetView:
     cap_micro: int | None  # None: no cap
     source: str  # where the cap comes from: "setting", "fleet" (set in Redis), or "off"
     by_deployment: Mapping[str, int] = field(default_factory=dict)  # name -> micro-dollars spent today
+    held_micro: int = 0  # the spend ledger's reservations in flight (I16)
+    held_by_deployment: Mapping[str, int] = field(default_factory=dict)  # name -> micro-dollars held
 
     @property
     def over(self) -> bool:
-        """At or past the cap: no new attempt starts (I14)."""
+        """Spent at or past the cap."""
         return self.cap_micro is not None and self.spent_micro >= self.cap_micro
 
     @property
+    def full(self) -> bool:
+        """Spent and held at or past the cap: no reservation can be granted, so nothing is claimed (I14)."""
+        return self.cap_micro is not None and self.spent_micro + self.held_micro >= self.cap_micro
+
+    @property
     def claims(self) -> bool:
-        return not self.over
+        return not self.full
 
     @property
     def spent_usd(self) -> float:
@@ -66,6 +74,29 @@ class BudgetView:
     @property
     def cap_usd(self) -> float | None:
         return None if self.cap_micro is None else self.cap_micro / MICRO
+
+    @property
+    def held_usd(self) -> float:
+        return self.held_micro / MICRO
+
+
+@dataclass(frozen=True)
+class Settle:
+    """One settlement: what a write that landed spent (micro-dollars per deployment; "" for the
+    fleet's count alone), taken off ``key``'s hold; ``release``: the rest of the hold goes too."""
+
+    key: str | None
+    release: bool = True
+    by_deployment: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The spend ledger's answer to one reservation: granted, or refused by which cap."""
+
+    granted: bool
+    refused_by: str  # "fleet", "deployment" or "" (granted)
+    view: BudgetView
 
 
 def cap_in_force(setting_usd: float, fleet_micro: int | None) -> tuple[int | None, str]:

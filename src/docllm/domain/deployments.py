@@ -15,7 +15,21 @@ from docllm.domain.breaker import BreakerState
 from docllm.domain.prices import BATCH_PRICE_KEYS, Price
 
 KEYS = frozenset(
-    {"name", "base_url", "api_key", "api_key_env", "model", "rpm", "tpm", "prices", "order", "weight", "batch", "tags"}
+    {
+        "name",
+        "base_url",
+        "api_key",
+        "api_key_env",
+        "model",
+        "rpm",
+        "tpm",
+        "prices",
+        "order",
+        "weight",
+        "batch",
+        "tags",
+        "spend_cap_usd_per_day",
+    }
 )
 PRICE_KEYS = frozenset({"input", "cached_input", "output", *BATCH_PRICE_KEYS})
 
@@ -34,6 +48,7 @@ class Deployment:
     batch: bool = False  # offers the Batch API
     batch_prices: dict[str, float] = field(default_factory=dict)  # its own batch rates; see prices.batch_price
     tags: Any = field(default_factory=dict)  # free: an object or a list, kept as written
+    spend_cap_usd: float | None = None  # its own daily spend cap (the spend ledger, I16); None: none
 
 
 def parse_deployments(data: Any, env: Mapping[str, str]) -> tuple[Deployment, ...]:
@@ -93,6 +108,7 @@ def _one(i: int, raw: Any, env: Mapping[str, str]) -> Deployment:
         batch=raw.get("batch", False),
         batch_prices=batch_prices,
         tags=tags,
+        spend_cap_usd=_cap(raw, bad),
     )
 
 
@@ -134,6 +150,15 @@ def _weight(raw: dict[str, Any], bad: Any) -> float | None:
     if value > 1e9:  # the weights are summed: near 1e308 the sum is inf and the draw always lands last
         raise bad("weight", "must be at most 1e9")
     return float(value)
+
+
+def _cap(raw: dict[str, Any], bad: Any) -> float | None:
+    value = raw.get("spend_cap_usd_per_day")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise bad("spend_cap_usd_per_day", "must be a number >= 0 (USD per day; 0 or left out: no cap)")
+    return float(value) or None
 
 
 def _prices(value: Any, bad: Any) -> tuple[Price | None, dict[str, float]]:

@@ -40,6 +40,16 @@ class OverCostCap(PermanentError):
     it fails before any LLM call, like a document over the size limit."""
 
 
+class SpendCapReached(DocllmError):
+    """The spend ledger refused a reservation: what it would hold does not fit under the fleet's
+    daily cap or the deployment's (I16). Nothing was sent; not the document's doing, so its attempt
+    is handed back uncharged and uncounted, after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class ConfigurationError(DocllmError):
     """The deployment is wrong (bad setting, 401/403, unknown model): no task is to blame."""
 

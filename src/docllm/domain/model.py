@@ -220,6 +220,10 @@ class Attempt:
     meta: dict[str, Any] = field(default_factory=dict)
     meter: UsageMeter = field(default_factory=UsageMeter)  # this attempt's LLM calls so far
     span: Span = field(default=NULL_SPAN, repr=False, compare=False)  # its span in the task's trace
+    hold: str | None = None  # the spend ledger's key its spend is reserved under (I16); None: none
+    hold_release: bool = True  # its end releases the hold (a batch member's only draws on its batch's)
+    hold_at: str | None = None  # the deployment ``hold`` is at (a routed chunk sent elsewhere reserves there)
+    chunk_holds: list[str] = field(default_factory=list)  # those chunk reservations' keys
 
     @property
     def usage(self) -> Usage:

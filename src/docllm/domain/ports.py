@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from docllm.domain.batches import Batch, BatchCount, BatchMember, BatchState, ProviderBatch
 from docllm.domain.breaker import BreakerView
-from docllm.domain.budget import BudgetView
+from docllm.domain.budget import BudgetView, Grant, Settle
 from docllm.domain.lane_figures import LaneFigures
 from docllm.domain.model import (
     DeadLetter,
@@ -513,7 +513,17 @@ class SpendBudget(Protocol):
         micro-dollars) to its own, in one atomic step; the view after it."""
 
     def view(self) -> BudgetView:
-        """Today's spend and the cap in force."""
+        """Today's spend, what is held, and the cap in force."""
+
+    def reserve(self, key: str, deployment: str, micro_usd: int, hold_ms: int, deployment_cap: int | None) -> Grant:
+        """Hold ``micro_usd`` under ``key`` at ``deployment`` for at most ``hold_ms``, in one atomic
+        step, only when it fits under the fleet's cap and ``deployment_cap`` (micro-dollars; None:
+        none) beside today's spend and every hold (``domain/services/ledger.py``, I16). A key held
+        already is granted again, unchanged."""
+
+    def settle(self, items: Sequence[Settle]) -> BudgetView:
+        """Count each item's spend (today, and each deployment's share) and take it off its key's
+        hold, releasing what is left when the item says so; one atomic step."""
 
     def set_cap(self, usd: float | None) -> BudgetView:
         """The fleet's cap, over every process's setting (0: no cap); None: back to the settings."""

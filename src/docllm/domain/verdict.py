@@ -9,7 +9,8 @@ writes. Its verdicts, and who pays:
 - hand back (``release``): not the document's fault: the provider's (an outage), this host's (it
   cannot reach a provider that serves others), our own (shutdown, lease loss, Redis or the
   database down, an attempt held by the fleet's limits or a provider's hold longer than its
-  runtime bound: a wait is never the document's, I12). The row goes back to pending without
+  runtime bound: a wait is never the document's, I12; a reservation the spend ledger refused at
+  a daily cap, I16). The row goes back to pending without
   using the budget. The hand-backs made while the provider demonstrably serves this host (it
   answers this host's own check: ``counted``) are bounded per task by ``max_handbacks``: past it
   the next such failure is charged (I12), so a poison document that fails every call together
@@ -31,6 +32,7 @@ from docllm.domain.errors import (
     OverCostCap,
     PermanentError,
     ProviderUnavailable,
+    SpendCapReached,
     TransientError,
     Unavailable,
 )
@@ -57,6 +59,7 @@ class Happened(enum.Enum):
     cancelled = "cancelled"  # the operator's cancel
     shutdown = "shutdown"  # the worker's shutdown grace ended
     lease_lost = "lease_lost"  # the heartbeat found the lease gone
+    over_spend_cap = "over_spend_cap"  # the spend ledger refused its reservation: nothing was sent
 
 
 # What the LLM gate must judge before ``decide`` can say whose fault it is.
@@ -92,6 +95,8 @@ def happened_of(exc: BaseException) -> Happened:
         return Happened.provider_failed
     if isinstance(exc, TransientError):
         return Happened.invalid_answer
+    if isinstance(exc, SpendCapReached):
+        return Happened.over_spend_cap
     if isinstance(exc, OverCostCap):
         return Happened.invalid_document  # never sent: the provider did not serve it
     if isinstance(exc, PermanentError):
@@ -100,7 +105,7 @@ def happened_of(exc: BaseException) -> Happened:
 
 
 def facts_of(exc: BaseException, **context: object) -> Facts:
-    retry_after = exc.retry_after if isinstance(exc, TransientError) else None
+    retry_after = exc.retry_after if isinstance(exc, TransientError | SpendCapReached) else None
     error = str(exc) if isinstance(exc, PermanentError) else f"{type(exc).__name__}: {exc}"
     return Facts(happened_of(exc), error=error, retry_after=retry_after, **context)  # type: ignore[arg-type]
 
@@ -130,6 +135,8 @@ def decide(f: Facts) -> Outcome:
         return Outcome.retryable(f.error, f.retry_after, Reason.transient_error)
     if h is Happened.reviewer_bug:
         return Outcome.retryable(f.error, reason=Reason.reviewer_bug)
+    if h is Happened.over_spend_cap:  # ours: a cap the operator set, never the document's
+        return _release(f, f.error, Reason.spend_cap)
     if h is Happened.waited_too_long:  # ours: the fleet's limits or the provider's hold (I12)
         return _release(f, f"{WAITED}: {f.error}" if f.error else WAITED, Reason.rate_limited)
     if h is Happened.answered:

@@ -56,9 +56,10 @@ def build_parts(
         processor=container.processor() if workers else None,
         reviewer=container.reviewer() if workers else None,
         breaker=container.breaker() if workers else None,
-        # Spend is counted only where calls are priced (DOCLLM_LLM_PRICES, or a deployment's own
-        # prices); a cap without prices is refused at start.
-        budget=container.spend_budget() if workers and _priced(container.settings()) else None,
+        # The fleet's spend cap gates every worker's claims (I14): counted where calls are priced
+        # (DOCLLM_LLM_PRICES, or a deployment's own prices); an unpriced deployment stops claims
+        # while a cap is in force (set in Redis: a cap in the settings refuses it at start).
+        budget=container.spend_budget() if workers else None,
         reaper=container.reaper() if reaper else None,
         reconciler=container.reconciler() if (reaper if reconciler is None else reconciler) else None,
         metrics=metrics,
@@ -81,7 +82,3 @@ def _dashboard(container: Container) -> object:
     from docllm.entrypoints.dashboard.wiring import build_app
 
     return build_app(container)
-
-
-def _priced(settings: Settings) -> bool:
-    return bool(settings.price_table.entries) or any(d.price is not None for d in settings.llm_deployments)

@@ -112,8 +112,9 @@ def deployment_json(
 def budget_json(view: BudgetView) -> dict[str, Any]:
     """The fleet's spend budget (I14) as ``stats --json`` shows it under "llm" -> "budget"."""
     return {
-        "claims": "stopped: the spend cap is reached" if view.over else "allowed",
+        "claims": "stopped: the spend cap is reached" if view.full else "allowed",
         "spent_usd_today": round(view.spent_usd, 6),
+        "held_usd": round(view.held_usd, 6),  # reserved by work in flight (the spend ledger, I16)
         "cap_usd_per_day": view.cap_usd,
         "cap_from": view.source,  # setting (DOCLLM_SPEND_CAP_USD_PER_DAY), fleet (docllm budget set) or off
         "day": view.day,  # days since the epoch on the authority clock (UTC): the count's key

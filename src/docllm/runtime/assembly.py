@@ -58,7 +58,9 @@ def build_worker(
     gate: Any = LlmGate(reviewer, breaker, calls, worker_id, w.log("llm"), events, cap=breaker_open_seconds)
     if w.adapt is not None:
         processor, gate = w.adapt(processor, gate)
-    spend = BudgetGate(budget, calls, w.log("budget"), events) if budget is not None else None
+    ledger = getattr(processor, "ledger", None)
+    unpriced = ledger.unpriced if ledger is not None else ()
+    spend = BudgetGate(budget, calls, w.log("budget"), events, unpriced=unpriced) if budget is not None else None
     log = w.log("worker")
     return Worker(processor, calls, gate, concurrency, w.idle_wait_seconds, log, budget=spend, linger_s=linger_s)
 

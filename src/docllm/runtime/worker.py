@@ -31,7 +31,7 @@ from docllm.domain.errors import Unavailable
 from docllm.domain.model import Attempt, Delivery
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
-from docllm.domain.verdict import JUDGED, Happened, decide
+from docllm.domain.verdict import JUDGED, Facts, Happened, decide
 from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.loop_grouper import LoopGrouper
@@ -260,11 +260,7 @@ class Worker:
         run = Running(attempt, started=loop.time())
         self.running[delivery.token] = run
         try:
-            try:
-                outcome = await self._review(run)
-            finally:  # counted now, before its slot is free: the spend cap sees it before a next claim (I14)
-                if self.budget is not None:  # whatever the end: what was spent was spent
-                    self.budget.spent(attempt.meter.total.cost_usd, attempt.meter.cost_by_deployment)
+            outcome = await self._review(run)  # its spend is settled with its write (the ledger, I16)
             run.settling = True
             self.writing.add(delivery.token)  # its slot is free: the next claim need not wait for the write
             self._slot_freed.set()
@@ -283,7 +279,7 @@ class Worker:
             return self.proc.ending(run.attempt, Happened.shutdown)
         loop = asyncio.get_running_loop()
         run.timer = loop.call_later(self.lease.max_runtime_seconds, self._overran, run)
-        run.review = asyncio.create_task(self.proc.observe(run.attempt), name=f"review-{run.attempt.token}")
+        run.review = asyncio.create_task(self._observe(run.attempt), name=f"review-{run.attempt.token}")
         try:
             seen = await run.review
         except asyncio.CancelledError:
@@ -298,11 +294,22 @@ class Worker:
         if isinstance(seen, Outcome):  # a report to commit
             self.gate.served()
             return seen
+        if seen.happened is Happened.over_spend_cap and self.budget is not None:
+            self.budget.refused()  # claims wait: the cap is not freed by handing this one back
         if seen.happened in SERVED:
             self.gate.served()
         if seen.happened in JUDGED:
             seen = await self.gate.judge(seen)
         return run.verdict if run.abandoned else decide(seen)
+
+    async def _observe(self, attempt: Attempt) -> Outcome | Facts:
+        """The spend ledger's reservation (a port call), then the review (I16)."""
+        ledger = getattr(self.proc, "ledger", None)
+        if ledger is not None and ledger.reserves:
+            refused = await self.calls.call(self.proc.reserve, attempt)
+            if refused is not None:
+                return refused
+        return await self.proc.observe(attempt)
 
     def _overran(self, run: Running) -> None:
         """The runtime bound (I8), on the attempt's own running time: time its requests spent

@@ -39,7 +39,6 @@ from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.clients import client_options, translate, where_of
 from docllm.adapters.llm.lean_http import LeanAioHttpClient
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
-from docllm.domain.budget import estimated_cost
 from docllm.domain.chat import (
     RUNGS,
     about_response_format,
@@ -49,7 +48,7 @@ from docllm.domain.chat import (
     reported_tokens,
 )
 from docllm.domain.chunking import Chunk, split_markdown
-from docllm.domain.errors import ConfigurationError, DocllmError, OverCostCap, TransientError
+from docllm.domain.errors import ConfigurationError, DocllmError, TransientError
 from docllm.domain.prices import PriceTable
 from docllm.domain.prompt import build_messages, repair_messages
 from docllm.domain.rate_limits import estimate_tokens
@@ -87,7 +86,6 @@ class OpenAIReviewer:
         prices: PriceTable | None = None,
         on_call: Callable[[LlmCall], None] | None = None,
         deployment: str | None = None,
-        max_task_cost_usd: float | None = None,
         spent_at: str | None = None,
     ):
         if not model:
@@ -106,7 +104,6 @@ class OpenAIReviewer:
         self._parallelism = max(1, chunk_parallelism)
         self._prices = prices or PriceTable()
         self._on_call = on_call  # each call's usage, for metrics (the attempt's meter gets it anyway)
-        self._max_cost = max_task_cost_usd  # DOCLLM_TASK_MAX_COST_USD; None: no per-task cap
         # One connection per attempt in flight, in pools of at most POOL_CONNECTIONS: the HTTP pool assigns requests to
         # connections in time that grows with connections x waiting requests, so one pool of a
         # thousand costs more CPU than the requests themselves; several small ones do not.
@@ -165,27 +162,14 @@ class OpenAIReviewer:
             raise self._translate(e) from None
 
     async def review(self, task_name: str, document: str, rubric: Rubric | None = None) -> dict[str, Any]:
-        """Chunk by chunk (``chunked.review_chunks``: bounded parallelism, I11), merged in chunk order."""
+        """Chunk by chunk (``chunked.review_chunks``: bounded parallelism, I11), merged in chunk order.
+        What it may cost was reserved before (the spend ledger, I16: ``TaskProcessor.reserve``)."""
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
-        if self._max_cost is not None:
-            self._check_cost(task_name, chunks, rubric)
 
         async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
             return await self.review_chunk(task_name, chunk, part, parts, rubric)
 
         return merge_reports(await review_chunks(chunks, self._parallelism, one))
-
-    def _check_cost(self, task_name: str, chunks: list[Chunk], rubric: Rubric | None) -> None:
-        """Fail before any call a document whose estimated cost alone is over the per-task cap:
-        every chunk's request as it would be sent, by the rate limiter's token estimate."""
-        n = len(chunks)
-        requests = (build_messages(task_name, c.text, c.heading, i, n, rubric) for i, c in enumerate(chunks, 1))
-        cost = estimated_cost(self._prices, self.model, requests)
-        if cost is not None and self._max_cost is not None and cost > self._max_cost:
-            raise OverCostCap(
-                f"the document is estimated to cost {cost:.4f} USD ({n} chunk(s) of {self.model}), over the "
-                f"per-task cap DOCLLM_TASK_MAX_COST_USD={self._max_cost:g}: nothing was sent to the LLM"
-            )
 
     async def review_chunk(
         self,

@@ -5,10 +5,12 @@ Each chunk goes to one deployment at a time (``domain.deployments.route``): the 
 in order (or one drawn by weight); when it answers 5xx, 429, a timeout or no connection
 (``ProviderUnavailable``) the chunk goes to the next one, so the same chunk is never in flight at
 two deployments. A refusal (401, 403, 404, no quota: ``ConfigurationError``) is that deployment's
-failure too: its key, model or account, not the document. Each deployment has its own breaker in
-Redis, keyed by its name: one whose breaker is open is passed over; half-open, the chunk is its
-probe when this process wins the probe lease, and the probe reports however it ends. Only when
-every deployment failed a chunk does the attempt fail: ``ConfigurationError`` when every one
+failure too: its key, model or account, not the document. A chunk sent to a deployment the
+attempt's spend reservation is not at is reserved there first, and passed over when that
+deployment's cap or the fleet's refuses it (the spend ledger, I16). Each deployment has its own
+breaker in Redis, keyed by its name: one whose breaker is open is passed over; half-open, the chunk
+is its probe when this process wins the probe lease, and the probe reports however it ends. Only
+when every deployment failed a chunk does the attempt fail: ``ConfigurationError`` when every one
 refused it, else ``ProviderUnavailable``; the fleet's breaker (``LlmGate``) then judges it as for
 one provider: an outage of one deployment is never seen by the verdict, an outage of all of them
 pauses claims as before (I9).
@@ -28,10 +30,12 @@ from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.domain.breaker import BreakerState, BreakerView
 from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.deployments import Deployment, route
-from docllm.domain.errors import ConfigurationError, DocllmError, ProviderUnavailable, Unavailable
+from docllm.domain.errors import ConfigurationError, DocllmError, ProviderUnavailable, SpendCapReached, Unavailable
 from docllm.domain.ports import LlmBreaker
+from docllm.domain.prompt import build_messages
 from docllm.domain.report import merge_reports, require_reviewable
 from docllm.domain.rubric import Rubric
+from docllm.domain.services.ledger import REFUSED_RETRY_S, current_purse
 from docllm.domain.services.rate_gate import OverBudget
 
 log = logging.getLogger(__name__)
@@ -102,11 +106,15 @@ class RoutedReviewer:
         last: ProviderUnavailable | None = None
         refused: dict[str, ConfigurationError] = {}  # deployments that refused it (401, 403, 404, no quota)
         limited: list[tuple[float, str]] = []  # (wait, name): passed over for their rate limits
+        capped: list[str] = []  # passed over: the spend ledger refused the chunk there (I16)
         probed: set[str] = set()
         report: dict[str, Any] | None = None
         while report is None and (d := route(self.deployments, await self._states(), tried, self._draw())) is not None:
             tried.add(d.name)
             r = self.routes[d.name]
+            if not await self._affordable(d.name, task_name, chunk, part, parts, rubric):
+                capped.append(d.name)
+                continue
             probing = self._state(d.name) is BreakerState.half_open
             if probing and not await self._breaker(r.breaker.try_probe, self._worker_id):
                 continue  # another process probes it: this chunk goes on to the next
@@ -131,23 +139,36 @@ class RoutedReviewer:
                 last = exc
             except ConfigurationError as exc:
                 refused[r.deployment.name] = exc
-        every_refused = bool(refused) and len(refused) == len(self.deployments)
-        if not every_refused:  # the refusers' failures, now that the chunk is known not to be refused by all
-            for name in [n for n in refused if n not in probed]:
-                await self._outcome(self.routes[name], False, ok=False)
+        every_refused = await self._refusals(refused, probed)
         if report is not None:
             return report
-        raise self._none_served(last, refused, every_refused)
+        raise self._none_served(last, refused, every_refused, capped)
+
+    async def _refusals(self, refused: dict[str, ConfigurationError], probed: set[str]) -> bool:
+        """Whether every deployment refused the chunk (the document's: no breaker hears it); else
+        each refusal is its deployment's failure, recorded now (a probe's was already)."""
+        if refused and len(refused) == len(self.deployments):
+            return True
+        for name in [n for n in refused if n not in probed]:
+            await self._outcome(self.routes[name], False, ok=False)
+        return False
 
     def _none_served(
-        self, last: ProviderUnavailable | None, refused: dict[str, ConfigurationError], every_refused: bool
+        self,
+        last: ProviderUnavailable | None,
+        refused: dict[str, ConfigurationError],
+        every_refused: bool,
+        capped: list[str],
     ) -> DocllmError:
         """No deployment served the chunk. A refusal is the document's only when every deployment
         refused it (a filter saying no, or every key revoked: the fleet's check then tells which),
-        and then no deployment's breaker heard it; else it is the provider's, judged as one
+        and then no deployment's breaker heard it; nothing failed for an outage and some deployment
+        was passed over at a spend cap: the cap's (I16); else it is the provider's, judged as one
         provider's failure."""
         if every_refused:
             return ConfigurationError(f"every LLM deployment refused the chunk; the last: {list(refused.values())[-1]}")
+        if last is None and capped:  # nothing failed for an outage: the ones left are at a spend cap
+            return SpendCapReached(f"every LLM deployment is at a spend cap ({', '.join(capped)})", REFUSED_RETRY_S)
         if last is None and not refused:  # every one half-open, each probed by another process: none may take it now
             return ProviderUnavailable("every LLM deployment is being probed by another process")
         what = "failed" if not refused else "failed or refused"
@@ -195,6 +216,18 @@ class RoutedReviewer:
                 ok = False
             if ok is not None:
                 await self._outcome(r, probing, ok)
+
+    async def _affordable(
+        self, name: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None
+    ) -> bool:
+        """The spend ledger's word on sending this chunk to ``name`` (I16): reserved there first
+        unless the attempt's hold is there already. Redis down: ``Unavailable`` (nothing is sent
+        unreserved; the attempt is handed back, as when its own reservation could not be made)."""
+        purse = current_purse()
+        if purse is None or not purse.needs(name):
+            return True
+        requests = [build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)]
+        return bool(await self._run(purse.cover, name, requests))
 
     async def _states(self) -> dict[str, BreakerState]:
         # The loop's clock (monotonic in production, virtual in the simulation, as LlmGate's).

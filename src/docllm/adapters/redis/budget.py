@@ -1,11 +1,11 @@
-"""The SpendBudget port over Redis: one script (``lua/budget.lua``) adds an attempt's spend to
-the day's count, and each deployment's share to the day's hash of them, and reads the fleet's
-cap, atomically, in the queue's hash tag. The day is read from the authority clock (the Redis
-server's TIME), never this host's."""
+"""The SpendBudget port over Redis: one script (``lua/budget.lua``) keeps the day's spend, each
+deployment's share of it and the spend ledger's reservations in flight, and reads the fleet's cap,
+atomically, in the queue's hash tag. The day and every deadline are read from the authority clock
+(the Redis server's TIME), never this host's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
@@ -13,7 +13,7 @@ import redis
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.queue.base import script_text
-from docllm.domain.budget import KEEP_MS, BudgetView, cap_in_force, day_of, micro
+from docllm.domain.budget import KEEP_MS, BudgetView, Grant, Settle, cap_in_force, day_of, micro
 from docllm.domain.ports import Clock
 
 
@@ -24,11 +24,29 @@ class RedisSpendBudget:
         self._script = client.register_script(script_text("budget"))
 
     def add(self, micro_usd: int, by_deployment: Mapping[str, int] | None = None) -> BudgetView:
-        shares = [x for name, amount in (by_deployment or {}).items() if amount > 0 for x in (name, int(amount))]
-        return self._run("add", max(0, int(micro_usd)), shares)
+        shares = {name: int(amount) for name, amount in (by_deployment or {}).items() if amount > 0}
+        rest = max(0, int(micro_usd)) - sum(shares.values())  # spent at no deployment named
+        pairs = [*shares.items(), *([("", rest)] if rest > 0 else [])]
+        return self._run("add", [x for pair in pairs for x in pair])[1]
 
     def view(self) -> BudgetView:
-        return self._run("view")
+        return self._run("view", [])[1]
+
+    def reserve(self, key: str, deployment: str, micro_usd: int, hold_ms: int, deployment_cap: int | None) -> Grant:
+        now = self._clock.now_ms()
+        setting = micro(self.cap_usd) if self.cap_usd > 0 else -1
+        dep_cap = -1 if deployment_cap is None else max(0, int(deployment_cap))
+        args = [key, deployment, max(0, int(micro_usd)), now + max(1, int(hold_ms)), setting, dep_cap]
+        reply, view = self._run("reserve", args, now)
+        return Grant(int(reply[0]) == 1, _text(reply[1]), view)
+
+    def settle(self, items: Sequence[Settle]) -> BudgetView:
+        args: list[Any] = []
+        for item in items:
+            shares = [(name, int(amount)) for name, amount in item.by_deployment.items() if amount > 0]
+            args += [item.key or "", 1 if item.release else 0, len(shares)]
+            args += [x for share in shares for x in share]
+        return self._run("settle", args)[1]
 
     def set_cap(self, usd: float | None) -> BudgetView:
         with redis_errors("budget set"):
@@ -38,15 +56,27 @@ class RedisSpendBudget:
                 self._client.set(self._keys.spend_cap, micro(usd))
         return self.view()
 
-    def _run(self, op: str, amount: int = 0, shares: list[Any] | None = None) -> BudgetView:
-        day = day_of(self._clock.now_ms())
-        keys = [self._keys.spend(day), self._keys.spend_cap, self._keys.spend_by_deployment(day)]
+    def _run(self, op: str, args: list[Any], now: int | None = None) -> tuple[list[Any], BudgetView]:
+        now = self._clock.now_ms() if now is None else now
+        day, k = day_of(now), self._keys
+        keys = [
+            k.spend(day),
+            k.spend_cap,
+            k.spend_by_deployment(day),
+            k.spend_held,
+            k.spend_held_until,
+            k.spend_held_by_deployment,
+        ]
         with redis_errors(f"budget {op}"):
-            reply: list[Any] = self._script(keys=keys, args=[op, amount, KEEP_MS, *(shares or [])])
-        spent, fleet, flat = int(reply[0]), int(reply[1]), reply[2]
+            reply: list[Any] = self._script(keys=keys, args=[op, KEEP_MS, now, *args])
+        spent, fleet = int(reply[2]), int(reply[3])
         cap, source = cap_in_force(self.cap_usd, None if fleet < 0 else fleet)
-        by_deployment = {_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        return BudgetView(day, spent, cap, source, by_deployment)
+        view = BudgetView(day, spent, cap, source, _pairs(reply[4]), int(reply[5]), _pairs(reply[6]))
+        return reply, view
+
+
+def _pairs(flat: list[Any]) -> dict[str, int]:
+    return {_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
 def _text(name: bytes | str) -> str:

@@ -111,6 +111,21 @@ class RedisKeys:
         return f"{self.prefix}:budget:spent:{day}:deployments"
 
     @property
+    def spend_held(self) -> str:
+        """The spend ledger's reservations in flight, key -> "micro|deployment" (budget.lua)."""
+        return f"{self.prefix}:budget:held"
+
+    @property
+    def spend_held_until(self) -> str:
+        """The same reservations scored by the authority ms they lapse at (budget.lua)."""
+        return f"{self.prefix}:budget:held:until"
+
+    @property
+    def spend_held_by_deployment(self) -> str:
+        """What the reservations in flight hold per deployment, name -> micro-dollars (budget.lua)."""
+        return f"{self.prefix}:budget:held:deployments"
+
+    @property
     def spend_cap(self) -> str:
         """The fleet's daily spend cap set by an operator (``docllm budget set``), in micro-dollars."""
         return f"{self.prefix}:budget:cap"

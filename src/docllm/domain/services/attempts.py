@@ -8,10 +8,11 @@ safe to lose: whatever a crash leaves behind is a lease that expires and is sett
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from docllm.domain import events as ev
+from docllm.domain.budget import Settle
 from docllm.domain.errors import BadPayload, RubricError, Unavailable
 from docllm.domain.events import NullEvents
 from docllm.domain.model import (
@@ -40,6 +41,7 @@ from docllm.domain.ports import (
     review_with,
 )
 from docllm.domain.rubric import Rubric
+from docllm.domain.services.ledger import Purse, SpendLedger, shares, spending
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
 from docllm.domain.tracing import NullTracer, Span, Tracer, traced, within
 from docllm.domain.usage import metering
@@ -64,8 +66,10 @@ class TaskProcessor:
         events: EventSink | None = None,
         rubrics: RubricCatalog | None = None,
         tracer: Tracer | None = None,
+        ledger: SpendLedger | None = None,
     ):
         self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock
+        self.ledger = ledger  # the spend ledger (I16): reserve before the review, settle each write that landed
         self.retry, self.lease, self.worker_id, self.limits = retry, lease, worker_id, limits
         self.events = events or NullEvents()
         self.rubrics = rubrics
@@ -236,8 +240,10 @@ class TaskProcessor:
         already settled the row (the reaper reclaimed it, or a newer attempt holds it)."""
         ending = self.ending(attempt, Happened.lease_lost)
         with traced("docllm.finish", parent=attempt.span):
-            landed = self.repo.hand_back(attempt.task_id, attempt.number, ending.error or "", attempt.usage)
+            error, usage = ending.error or "", attempt.usage
+            landed = self._unsure(attempt, self.repo.hand_back, attempt.task_id, attempt.number, error, usage)
         self._ended(attempt, ending, landed)
+        self._settle([(attempt, landed)])
         if not landed:
             return False
         if not self.queue.requeue(attempt.token, front=True):  # the lease is gone (not just lapsed)
@@ -267,6 +273,27 @@ class TaskProcessor:
         """The verdict of an attempt that ends for a reason of the runtime's (shutdown, timeout...)."""
         return decide(self.facts(attempt, happened))
 
+    def reserve(self, attempt: Attempt) -> Facts | None:
+        """The spend ledger's reservation of the attempt's document, before its review sends
+        anything (blocking: a Redis call; I16). None: the review may go on (``attempt.hold`` is the
+        key held, if any); else what stopped it, for ``decide``: over the per-task cap (failed),
+        a daily cap reached (handed back uncharged), Redis down (handed back). A document the
+        review would refuse anyway (empty, too big) is left to ``observe``."""
+        document = attempt.task.document
+        if self.ledger is None or not self.ledger.reserves or document is None or not document.strip():
+            return None
+        if len(document.encode("utf-8")) > self.limits.max_document_bytes:
+            return None
+        try:
+            rubric = self._rubric(attempt.task)
+            name = attempt.task.task_name or ""
+            held = self.ledger.reserve_attempt(attempt.task_id, attempt.number, name, document, rubric)
+            attempt.hold, attempt.hold_at = held if held is not None else (None, None)
+        except Exception as exc:  # noqa: BLE001 - as observe: decide() says who pays
+            seen = facts_of(exc)
+            return self.facts(attempt, seen.happened, seen.error, seen.retry_after)
+        return None
+
     async def observe(self, attempt: Attempt) -> Outcome | Facts:
         """Run the reviewer: a success (the report to commit), or what went wrong, for ``decide``
         (after the LLM gate judged it, when ``JUDGED``). Cancellation propagates, and stops the
@@ -281,7 +308,8 @@ class TaskProcessor:
             return self.facts(attempt, Happened.invalid_document, error)
         try:
             rubric = self._rubric(attempt.task)
-            with metering(attempt.meter), within(attempt.span):
+            purse = Purse(self.ledger, attempt) if self.ledger is not None else None
+            with metering(attempt.meter), within(attempt.span), spending(purse):
                 report = await review_with(self.reviewer, attempt.task.task_name or "", document, rubric)
         except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker: decide() says who pays
             seen = facts_of(exc)
@@ -305,8 +333,8 @@ class TaskProcessor:
         return self.rubrics.get(task.rubric)
 
     async def review(self, attempt: Attempt) -> Outcome:
-        """``observe`` and ``decide``, with no LLM gate to judge a provider failure (tests, tools)."""
-        seen = await self.observe(attempt)
+        """``reserve``, ``observe`` and ``decide``, with no LLM gate to judge a provider failure (tests, tools)."""
+        seen = self.reserve(attempt) or await self.observe(attempt)
         return seen if isinstance(seen, Outcome) else decide(seen)
 
     # -- finish ------------------------------------------------------------------------------
@@ -318,8 +346,9 @@ class TaskProcessor:
         if outcome.kind is OutcomeKind.success:
             return self.commit_many([(attempt, outcome)])[0]
         with traced("docllm.finish", parent=attempt.span):
-            landed = self._finish(attempt, outcome)
+            landed = self._unsure(attempt, self._finish, attempt, outcome)
         self._ended(attempt, outcome, landed)
+        self._settle([(attempt, landed)])
         return landed
 
     def commit_many(self, ends: Sequence[tuple[Attempt, Outcome]]) -> list[bool]:
@@ -335,6 +364,8 @@ class TaskProcessor:
             landed = [self._wrote(a, TaskStatus.success, w) for (a, _), w in zip(ends, written, strict=True)]
             self.queue.ack_many([a.token for (a, _), ok in zip(ends, landed, strict=True) if ok])
         except BaseException as exc:
+            for a, _ in ends:  # its writes may have landed: a retried finish reads its row (``_wrote``)
+                a.meta["unsure"] = True
             for (a, _), span in zip(ends, spans, strict=True):
                 if span is not a.span:
                     span.end(exc)
@@ -347,6 +378,7 @@ class TaskProcessor:
             if span is not a.span:
                 span.end()
             self._ended(a, o, ok)
+        self._settle(list(zip([a for a, _ in ends], landed, strict=True)))
         return landed
 
     def _finish(self, attempt: Attempt, outcome: Outcome) -> bool:
@@ -417,13 +449,44 @@ class TaskProcessor:
         self.events.emit(ev.CANCELLED, task_id=task_id, attempt=n, worker=self.worker_id)
         return True
 
+    def _unsure(self, attempt: Attempt, write: Callable[..., bool], *args: Any) -> bool:
+        """``write(*args)``, noting on the attempt that a write that did not answer (or whose
+        next step failed) may have landed: a retried finish then reads the row (``_wrote``)."""
+        try:
+            return write(*args)
+        except BaseException:
+            attempt.meta["unsure"] = True
+            raise
+
+    def _settle(self, ends: Sequence[tuple[Attempt, bool]]) -> None:
+        """The spend ledger's settlement of these ends (I16): what each attempt's calls cost is
+        counted when its write landed, and its hold released (or drawn on, for a batch member)."""
+        if self.ledger is None:
+            return
+        items = []
+        for a, landed in ends:
+            spent = shares(a.meter.cost_by_deployment, a.usage.cost_usd) if landed else {}
+            if (a.hold is not None and a.hold_release) or spent:
+                items.append(Settle(a.hold, a.hold_release, spent))
+            items += [Settle(key, True, {}) for key in a.chunk_holds]
+            a.chunk_holds = []
+            if landed or a.hold_release:
+                a.hold = None  # settled once, whatever ``finish`` is called again for
+        if items:
+            self.ledger.settle(items)
+
     def _wrote(self, attempt: Attempt, status: TaskStatus, wrote: bool, error: str | None = None) -> bool:
-        """True when the fenced write landed now, or had landed for this attempt before (a retried
-        ``finish`` whose first answer was lost). The same attempt number is not proof enough: a
-        reaper (or the reconciler) may have failed or retried the row for this attempt, with its
-        own reason; only a row that also carries this write's ``error`` was written by it."""
+        """Whether *this* write landed: it did now, or an earlier try of it whose answer never came
+        did (a retried ``finish``; the attempt says so: ``_unsure``). A refused write is not read as
+        landed otherwise: another writer on the same attempt (a second poller of one batch) may
+        have written the same status, and counting its write as ours counts its spend twice (I16).
+        The same attempt number is not proof enough even then: a reaper (or the reconciler) may
+        have failed or retried the row for this attempt, with its own reason; only a row that also
+        carries this write's ``error`` was written by it."""
         if wrote:
             return True
+        if not attempt.meta.get("unsure"):
+            return False
         row = self.repo.get(attempt.task_id)
         return (
             row is not None

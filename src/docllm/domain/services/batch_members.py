@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from docllm.domain.batches import BatchMember
+from docllm.domain.ledger import Priced
 from docllm.domain.model import Attempt, Delivery, TaskStatus
 from docllm.domain.payload import make_payload
 from docllm.domain.ports import TaskViews
@@ -24,7 +25,12 @@ class BatchTarget:
     model: str
     price: Price | None  # the batch price (``prices.batch_price``); None: unpriced
     max_chunk_chars: int  # DOCLLM_LLM_MAX_CHUNK_CHARS: the batcher and the pollers split alike
-    max_task_cost_usd: float | None = None  # DOCLLM_TASK_MAX_COST_USD; None: no cap
+    cap_usd: float | None = None  # the deployment's own daily spend cap (the spend ledger, I16)
+
+    @property
+    def priced(self) -> Priced:
+        """The deployment at its batch prices, as the spend ledger reserves and counts it."""
+        return Priced(self.deployment, self.model, self.price, self.cap_usd)
 
 
 def member_attempts(

@@ -27,12 +27,14 @@ from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, Provide
 from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.clock_steps import waited
 from docllm.domain.errors import BatchFileLost, DocllmError, TransientError
+from docllm.domain.ledger import batch_key
 from docllm.domain.model import Attempt
-from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget, TaskViews
+from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, TaskViews
 from docllm.domain.report import require_reviewable
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.batch_bound import return_all
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all, member_attempts
+from docllm.domain.services.ledger import SpendLedger
 from docllm.domain.services.outcome import Outcome
 from docllm.domain.verdict import decide
 
@@ -51,7 +53,7 @@ class BatchPoller:
         batch_lease_ms: int,
         bound_ms: int,
         adopt_grace_ms: int | None = None,
-        budget: SpendBudget | None = None,
+        ledger: SpendLedger | None = None,
         limit: int = 100,
         views: TaskViews | None = None,
         create_timeout_ms: int = 0,
@@ -69,7 +71,7 @@ class BatchPoller:
         # record's time on the authority clock.
         self.monotonic = monotonic
         self._idle: dict[str, tuple[tuple[BatchState, Any], float]] = {}  # ref -> ((state, updated_at), first seen)
-        self.budget, self.limit = budget, limit
+        self.ledger, self.limit = ledger, limit  # the spend ledger (I16): members settle on the batch's hold
         self.views = views  # the members' rows in one query per visit (without documents)
         self._asked: dict[str, int] = {}  # ref -> authority ms this process last asked the provider
         self._holding: dict[str, tuple[str, list[Attempt]]] = {}  # ref -> (lease token, live members)
@@ -220,13 +222,16 @@ class BatchPoller:
                 return
             result = results.tasks[a.task_id]
             a.meter.total = usages[a.task_id]
+            if a.usage.cost_usd:  # the deployment's daily spend counts its batches too
+                a.meter.cost_by_deployment = {t.deployment: a.usage.cost_usd}
+            # Counted when this member's write lands (its finish says so), drawn on the batch's hold.
+            a.hold, a.hold_release = batch_key(batch.ref), False
             if result.state is State.answered:
                 outcome = Outcome.success(self._stamped(a, result.report(chunks[a.task_id], t.model, t.deployment)))
             else:
                 facts = task_facts(result, results.served, a.task.handbacks, self.proc.retry.max_handbacks, t.model)
                 outcome = decide(facts)
-            if self.proc.finish(a, outcome):
-                self._spend(a.usage.cost_usd)
+            self.proc.finish(a, outcome)
         self.store.advance(
             batch.ref,
             BatchState.submitted,
@@ -237,6 +242,7 @@ class BatchPoller:
             provider_status=seen.status,
             cost_usd=sum(u.cost_usd or 0.0 for u in usages.values()),
         )
+        self._release(batch.ref)
         self.proc.events.emit(ev.BATCH_APPLIED, ref=batch.ref, tasks=len(attempts), worker=self.worker_id)
 
     def _chunks(self, attempt: Attempt, batch: Batch) -> list[Chunk]:
@@ -257,9 +263,10 @@ class BatchPoller:
             return report
         return report if rubric is None else {**report, "rubric": rubric.ref, "rubric_version": rubric.version}
 
-    def _spend(self, usd: float | None) -> None:
-        if usd and self.budget is not None:
-            self.budget.add(round(usd * 1_000_000))
+    def _release(self, ref: str) -> None:
+        """The batch's hold goes (whatever its members did not draw); released twice is released once."""
+        if self.ledger is not None:
+            self.ledger.release(batch_key(ref))
 
     def _return(
         self, batch: Batch, attempts: list[Attempt], why: str, cancel: bool = False, counted: bool = False
@@ -274,5 +281,6 @@ class BatchPoller:
             handed = return_all(self.proc, attempts, f"batch {batch.ref}: {why}")
         else:
             handed = hand_back_all(self.proc, attempts, f"batch {batch.ref}: {why}; handed back uncharged")
+        self._release(batch.ref)
         if self.store.advance(batch.ref, batch.state, BatchState.returned, self.proc.clock.now_ms(), error=why):
             self.proc.events.emit(ev.BATCH_RETURNED, ref=batch.ref, tasks=handed, error=why, worker=self.worker_id)

@@ -24,17 +24,21 @@ from typing import Any
 from docllm.domain import events as ev
 from docllm.domain.batch_lines import request_lines
 from docllm.domain.batches import BatchState
-from docllm.domain.budget import estimated_cost
 from docllm.domain.clock_steps import waited
-from docllm.domain.errors import DocllmError, OverCostCap, Unavailable
+from docllm.domain.errors import DocllmError, Unavailable
 from docllm.domain.lanes import BATCH_LANE
+from docllm.domain.ledger import batch_key
 from docllm.domain.model import Attempt, Delivery
-from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, SpendBudget
-from docllm.domain.prices import PriceTable
+from docllm.domain.ports import BatchApi, BatchLeases, BatchStore
 from docllm.domain.services.attempts import TaskProcessor
 from docllm.domain.services.batch_bound import leaving, return_all, to_realtime
 from docllm.domain.services.batch_members import BatchTarget
+from docllm.domain.services.ledger import REFUSED_RETRY_S, SpendLedger, refusal, room_of
+from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.verdict import Happened, decide, facts_of
+
+Lines = tuple[list[dict[str, Any]], float | None]  # a member's batch lines and their estimate (USD)
+REFUSED_PAUSE_MS = 60_000  # after the ledger refused a batch, claims wait for more room at most this long
 
 
 class Batcher:
@@ -48,10 +52,15 @@ class Batcher:
         max_tasks: int,
         max_wait_ms: int,
         batch_lease_ms: int,
-        budget: SpendBudget | None = None,
+        ledger: SpendLedger | None = None,
+        hold_ms: int = 25 * 3_600_000,
     ):
         self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
-        self.budget = budget  # the fleet's spend cap (I14): at it, no batch claims
+        # The spend ledger (I16): a batch's estimate is reserved before its upload, held ``hold_ms``
+        # at most (the batch's processing bound); at a cap, no batch claims.
+        self.ledger, self.hold_ms = ledger, hold_ms
+        # After the ledger refused a batch: (authority ms, day, cap, room under the cap) then.
+        self.refused: tuple[int, int, int | None, int] | None = None
         self.max_tasks, self.max_wait_ms, self.batch_lease_ms = max_tasks, max_wait_ms, batch_lease_ms
         self.held: list[Delivery] = []  # claimed, not started: a crash leaves leases the reaper requeues uncharged
         self.first_ms: int | None = None  # authority time the oldest held delivery was claimed
@@ -70,7 +79,7 @@ class Batcher:
         tick before the next (else a provider that is down is asked again at once, without end:
         its members are handed back uncharged to the front of the lane, a full batch again)."""
         room = self.max_tasks - len(self.held)
-        if room > 0 and (self.budget is None or not self.budget.view().over):
+        if room > 0 and self._may_spend():
             found = self.proc.claim_batch(room, (BATCH_LANE,))
             now = self.proc.clock.now_ms()
             with self._lock:
@@ -85,6 +94,28 @@ class Batcher:
         with self._lock:
             deliveries, self.held, self.first_ms = self.held, [], None
         return self.send(deliveries) is not None and full
+
+    def _may_spend(self) -> bool:
+        """Whether the ledger has room for a batch: the day's spend and holds under the caps and,
+        after a refused batch, more room than then (or another cap, another day, or
+        ``REFUSED_PAUSE_MS`` later): the room there was did not fit it."""
+        if self.ledger is None:
+            return True
+        view = self.ledger.view()
+        if view is None:
+            return True
+        if self.target.price is None and view.cap_micro is not None:
+            return False  # its spend could not be counted under the cap in force (`docllm budget set`)
+        if self.refused is not None:
+            at, day, cap, room = self.refused
+            if (
+                (view.day, view.cap_micro) == (day, cap)
+                and room_of(view) <= room
+                and not waited(self.proc.clock.now_ms(), at, REFUSED_PAUSE_MS)
+            ):
+                return False
+            self.refused = None
+        return view.claims
 
     def keep(self) -> None:
         """Renew the leases this batcher holds (its held claims, the members of the batch it sends,
@@ -135,11 +166,11 @@ class Batcher:
             with self._lock:
                 self._sending, self._batch_lease = [], None
 
-    def _lines(self, attempts: list[Attempt]) -> dict[int, list[dict[str, Any]]]:
-        """Each attempt's lines; an attempt no batch can review ends now, as realtime's would."""
+    def _lines(self, attempts: list[Attempt]) -> dict[int, Lines]:
+        """Each attempt's lines and their estimate at batch prices; an attempt no batch can review
+        (over the per-task cap among them: the ledger's one check) ends now, as realtime's would."""
         t = self.target
-        prices = PriceTable(((t.model, t.price),)) if t.price is not None else None
-        found: dict[int, list[dict[str, Any]]] = {}
+        found: dict[int, Lines] = {}
         for a in attempts:
             document = a.task.document or ""
             size = len(document.encode("utf-8"))
@@ -152,15 +183,15 @@ class Batcher:
                 lines = request_lines(
                     a.task_id, a.number, a.task.task_name or "", document, rubric, t.model, t.max_chunk_chars
                 )
-                _check_cost(lines, prices, t)
+                usd = self.ledger.check_lines(t.priced, lines) if self.ledger is not None else None
             except Exception as exc:  # noqa: BLE001 - as realtime: decide() says who pays
                 seen = facts_of(exc)
                 self.proc.finish(a, decide(self.proc.facts(a, seen.happened, seen.error, seen.retry_after)))
                 continue
-            found[a.task_id] = lines
+            found[a.task_id] = (lines, usd)
         return found
 
-    def _submit(self, attempts: list[Attempt], lines: dict[int, list[dict[str, Any]]]) -> str | None:
+    def _submit(self, attempts: list[Attempt], lines: dict[int, Lines]) -> str | None:
         ref, clock = uuid.uuid4().hex, self.proc.clock
         members = [(a.task_id, a.number) for a in attempts]
         # The chunking is recorded with the batch: the poller places its answers by the same split.
@@ -170,13 +201,16 @@ class Batcher:
             return ref
         self.proc.events.emit(ev.BATCH_OPENED, ref=ref, tasks=len(attempts), worker=self.worker_id)
         try:
-            jsonl = "".join(json.dumps(line) + "\n" for a in attempts for line in lines[a.task_id]).encode()
+            if not self._reserve(ref, attempts, lines):
+                return None
+            jsonl = "".join(json.dumps(line) + "\n" for a in attempts for line in lines[a.task_id][0]).encode()
             try:
                 file_id = self.api.upload(jsonl, f"docllm-{ref}.jsonl")
             except DocllmError as exc:  # nothing at the provider refers to ``ref``: hand back at once
                 # Counted (issue 43): an upload the provider keeps refusing (a key without the Files
                 # API) would otherwise send the same tasks round for ever; at the bound they go realtime.
                 return_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc})")
+                self._release(ref)  # nothing was sent: nothing will be billed
                 self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
                 return None
             if not self.leases.renew(ref, token, self.batch_lease_ms):
@@ -229,23 +263,33 @@ class Batcher:
             )
         self.proc.events.emit(ev.BATCH_CALL_FAILED, ref=ref, error=why, worker=self.worker_id)
 
+    def _reserve(self, ref: str, attempts: list[Attempt], lines: dict[int, Lines]) -> bool:
+        """The batch's estimate reserved (I16), after its record and before anything is sent: the
+        record comes first, so a crash in between leaves an ``open`` batch a poller returns, and
+        its return releases the hold. Refused at a cap: the members are handed back uncharged and
+        uncounted, the batch is ``returned`` and no batch is claimed until there is more room."""
+        if self.ledger is None:
+            return True
+        estimates = [lines[a.task_id][1] for a in attempts]
+        usd = None if any(e is None for e in estimates) else sum(e or 0.0 for e in estimates)
+        grant = self.ledger.reserve_batch(ref, self.target.priced, usd, self.hold_ms)
+        if grant is None or grant.granted:
+            return True
+        why = refusal(grant, self.target.priced, usd)
+        v = grant.view
+        self.refused = (self.proc.clock.now_ms(), v.day, v.cap_micro, room_of(v))
+        for a in attempts:
+            self.proc.finish(a, Outcome.release(f"batch {ref}: {why}", Reason.spend_cap, retry_after=REFUSED_RETRY_S))
+        self.store.advance(ref, BatchState.open, BatchState.returned, self.proc.clock.now_ms(), error=why)
+        return False
+
+    def _release(self, ref: str) -> None:
+        if self.ledger is not None:
+            self.ledger.release(batch_key(ref))
+
     def _hold(self, ref: str) -> str | None:
         """Take the batch's lease, and have ``keep`` renew it while this batcher sends; None: taken."""
         token = self.leases.acquire(ref, self.worker_id, self.batch_lease_ms)
         with self._lock:
             self._batch_lease = None if token is None else (ref, token)
         return token
-
-
-def _check_cost(lines: list[dict[str, Any]], prices: PriceTable | None, target: BatchTarget) -> None:
-    """DOCLLM_TASK_MAX_COST_USD at batch prices, before anything is uploaded (as realtime checks
-    before its first call)."""
-    if prices is None or target.max_task_cost_usd is None:
-        return
-    cost = estimated_cost(prices, target.model, (line["body"]["messages"] for line in lines))
-    if cost is not None and cost > target.max_task_cost_usd:
-        raise OverCostCap(
-            f"the document is estimated to cost {cost:.4f} USD at batch prices ({len(lines)} chunk(s) of "
-            f"{target.model}), over the per-task cap DOCLLM_TASK_MAX_COST_USD={target.max_task_cost_usd:g}: "
-            "nothing was sent to the LLM"
-        )

@@ -43,6 +43,7 @@ class Reason(enum.StrEnum):
     provider_failed = "provider_failed"  # one call failed while the provider answers: handed back, counted (I12)
     host_unreachable = "host_unreachable"  # this host cannot reach an LLM that serves others: handed back
     rate_limited = "rate_limited"  # waited on limits or provider holds past the runtime bound: handed back
+    spend_cap = "spend_cap"  # the spend ledger refused its reservation (a daily cap): handed back uncharged
     refused_document = "refused_document"  # a 401/403/404 for one document while the configuration works
     malformed_payload = "malformed_payload"
     unknown_task = "unknown_task"

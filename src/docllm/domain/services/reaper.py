@@ -14,10 +14,12 @@ from docllm.domain import events as ev
 from docllm.domain.batches import BatchMember, BatchState
 from docllm.domain.errors import BadPayload, TransientError
 from docllm.domain.events import NullEvents
+from docllm.domain.ledger import attempt_key
 from docllm.domain.model import Delivery, Task, TaskStatus
 from docllm.domain.payload import parse_payload
 from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
 from docllm.domain.ports import BatchStore, EventSink, Leases, Recovery, TaskStore
+from docllm.domain.services.ledger import SpendLedger
 from docllm.domain.services.outcome import ORPHANED_REASON, Reason
 from docllm.domain.tracing import NullTracer, Tracer, current, running
 
@@ -43,8 +45,10 @@ class Reaper:
         rng: random.Random | None = None,
         tracer: Tracer | None = None,
         batches: BatchStore | None = None,
+        ledger: SpendLedger | None = None,
     ):
         self.queue, self.repo, self.retry = queue, repo, retry
+        self.ledger = ledger  # the spend ledger (I16): a reclaimed attempt's hold is released at once
         self.max_payload_bytes, self.batch, self.worker_id = max_payload_bytes, batch, worker_id
         self.events = events or NullEvents()
         self.lease_ms = lease_ms
@@ -130,6 +134,7 @@ class Reaper:
             # back uncharged, fenced on that attempt, and requeue rather than ack.
             if not self.repo.hand_back(row.task_id, row.attempt, ORPHANED_REASON):
                 return False
+            self._release(row)
             self.queue.requeue(delivery.token, front=True)
             self._did(ev.REQUEUED, task_id=row.task_id, reason=Reason.orphaned, worker=self.worker_id)
             return True
@@ -146,6 +151,7 @@ class Reaper:
         if row.handbacks < self.retry.max_handbacks and self._batched(row):
             if not self.repo.hand_back(task_id, row.attempt, BATCH_LEASE_EXPIRED, counted=True):
                 return False
+            self._release(row)
             self.queue.requeue(delivery.token, front=True)
             reason, worker = Reason.lease_expired, self.worker_id
             self._did(ev.REQUEUED, task_id=task_id, attempt=row.attempt, reason=reason, worker=worker)
@@ -154,10 +160,12 @@ class Reaper:
             error = f"attempts exhausted ({row.retry_count + 1}/{row.budget(self.retry.max_attempts)}): {LEASE_EXPIRED}"
             if not self.repo.fail(task_id, row.attempt, error):
                 return False
+            self._release(row)
             self._dead_letter(delivery, Reason.attempts_exhausted, error, task_id)
             return True
         if not self.repo.retry(task_id, row.attempt, LEASE_EXPIRED):
             return False
+        self._release(row)
         # The lease already spaced this attempt from the next one: no backoff on top, so that a
         # crashed worker's task runs again within lease + reaper interval (a waiting slot's BLMOVE
         # wakes at once). The attempt budget still ends a task that keeps killing its workers.
@@ -171,6 +179,12 @@ class Reaper:
             worker=self.worker_id,
         )
         return True
+
+    def _release(self, row: Task) -> None:
+        """The dead attempt's spend reservation goes now, not when it lapses: its write can no
+        longer land, so nothing it spent will be counted (docs/RELIABILITY.md, the spend ledger)."""
+        if self.ledger is not None:
+            self.ledger.release(attempt_key(row.task_id, row.attempt))
 
     def _batched(self, row: Task) -> bool:
         """Whether an unfinished batch runs this attempt of the task, or a batch that ended

@@ -18,11 +18,10 @@ kill: ``check_batch_charges``), and leaves ``processing`` within the batch windo
 product's margin (``Checker.check_batched``), plus any Redis, database or provider outage and,
 after a Redis data loss, the reconciler's recovery.
 
-Not checked: I12's bound on uncharged hand-backs for the hand-backs at a batch's end. The batch
-lane hands the members of an expired batch (a lost file, a batcher that stopped) back uncharged and
-uncounted, so a task whose batches keep expiring is handed back without bound while the provider
-serves others; I12 as written forbids that (seed 20 of this scenario: 4 such hand-backs of one
-task with DOCLLM_MAX_HANDBACKS=3). They are counted apart (``BatchWatch.batch_handbacks``).
+The hand-backs at a batch's end (expired, lost file) count towards DOCLLM_MAX_HANDBACKS since
+issue 43 (I12's counted bound applies to them; the ``batch-failures`` ending of sim/endings.py
+checks them per task, BOUND), as are a failed upload's. Those of a batcher that stopped before its
+upload stay uncounted and are counted apart (``BatchWatch.batch_handbacks``).
 """
 
 from __future__ import annotations
@@ -268,8 +267,8 @@ class BatchRecord:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._store, attr)
 
-    def open(self, ref: str, deployment: str, members: Any, now_ms: int) -> Any:
-        done = self._store.open(ref, deployment, members, now_ms)
+    def open(self, ref: str, deployment: str, members: Any, now_ms: int, max_chunk_chars: int | None = None) -> Any:
+        done = self._store.open(ref, deployment, members, now_ms, max_chunk_chars)
         for task_id, attempt in members:
             self.sys.batch_watch.opened(int(task_id), int(attempt), ref)
         return done
@@ -310,11 +309,16 @@ class BatchWatch:
             "batch_leases": Faulty(Gate(leases, sys.down, "redis", sys.ledger), actor.budget, "batch_leases"),
         }
 
+    def monotonic(self) -> float:
+        """A process's own clock, on virtual time (seconds): the poller watches a batch's idle time on it."""
+        return float(self.sys.world.now) / 1000
+
     def scaled(self, parts: Any) -> None:
         """The product's poller given the scenario's window (its ``bound_ms``, the one number the
         product derives from the provider's 24 h)."""
         if parts.poller is not None:
             parts.poller.bound_ms = self.give_up_ms
+            parts.poller.monotonic = self.monotonic
 
 
 def batch_lane_for(name: str) -> tuple[str, str | None]:

@@ -279,7 +279,7 @@ class ProductSystem(System):
             c.batch_leases.override(leases["batch_leases"]),
         ):
             poller = c.batch_poller()
-        poller.bound_ms = watch.give_up_ms
+        poller.bound_ms, poller.monotonic = watch.give_up_ms, watch.monotonic
         poller.leases = _BelievesItHolds(poller.leases)
         return poller
 

@@ -7,6 +7,7 @@ Entrypoints build one container; tests and the simulation override providers
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 from dependency_injector import containers, providers
@@ -244,6 +245,8 @@ def _batch_poller(settings: Settings, processor, store, leases, api, target, led
         bound_ms=int(settings.batch_give_up_seconds * 1000),
         ledger=ledger,
         views=views,
+        create_timeout_ms=int(settings.llm_timeout_seconds * 1000),  # the Batch API client's (_batch_api)
+        monotonic=time.monotonic,
     )
 
 
@@ -270,15 +273,16 @@ def _timed_reviewer(settings: Settings, metrics, rate_gate=None, routes=None):
     return TimedReviewer(reviewer, metrics) if metrics else reviewer
 
 
-def _limiter_for(client, settings: Settings, clock, deployment):
-    """One deployment's share of its requests and tokens per minute; None when it sets neither."""
+def _limiter_for(client, settings: Settings, clock, deployment, named: bool = False):
+    """One deployment's share of its requests and tokens per minute; None when it sets neither.
+    ``named``: keyed by its name (one of several), else by its base URL and model."""
     if not (deployment.rpm or deployment.tpm):
         return None
     from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 
-    return RedisRateLimiter(
-        client, settings.queue_prefix, clock, deployment.base_url, deployment.model, deployment.rpm, deployment.tpm
-    )
+    d = deployment
+    name = d.name if named else None
+    return RedisRateLimiter(client, settings.queue_prefix, clock, d.base_url, d.model, d.rpm, d.tpm, name=name)
 
 
 def _rate_limiter(client, settings: Settings, clock):
@@ -300,7 +304,8 @@ def _rate_gate(limiter, metrics):
 
 
 def _deployment_health(client, settings: Settings, clock):
-    """With several deployments (DOCLLM_LLM_DEPLOYMENTS), each one's breaker and limiter in Redis:
+    """With several deployments (DOCLLM_LLM_DEPLOYMENTS), each one's breaker and limiter in Redis,
+    keyed by its name (two keys on one URL are two deployments):
     [(deployment, breaker, limiter or None)]; empty with one (the fleet's breaker is its breaker).
     ``client`` and ``clock`` are providers: Redis is not touched otherwise."""
     deployments = settings.deployments
@@ -314,8 +319,8 @@ def _deployment_health(client, settings: Settings, clock):
     return [
         (
             d,
-            RedisLlmBreaker(client(), keys, clock(), policy, key=breaker_key(keys, d.base_url, d.model)),
-            _limiter_for(client(), settings, clock(), d),
+            RedisLlmBreaker(client(), keys, clock(), policy, key=breaker_key(keys, d.base_url, d.model, d.name)),
+            _limiter_for(client(), settings, clock(), d, named=True),
         )
         for d in deployments
     ]

@@ -27,6 +27,10 @@ LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TRACING_MODES = ("auto", "on", "off")
 BATCH_WINDOW_SECONDS = 24 * 3600  # the completion window every batch is created with ("24h")
+# Every numeric setting is finite and within 0..MAX_NUMBER (each may be narrower): a duration past
+# it, or inf, would overflow a timer or a millisecond count (DOCLLM_BATCH_MAX_WAIT_SECONDS=inf did).
+MAX_NUMBER = 1e9
+YEAR_S = 31_536_000  # the longest timeout MySQL and its driver take (connect_timeout, idle_transaction_timeout)
 
 
 class SettingsError(ConfigurationError):
@@ -208,6 +212,8 @@ class Settings:
                 var = _VARIABLES[name][0]
                 raise SettingsError(f"{var}={_shown(name, getattr(self, name))}: {why}")
 
+        self._validate_numbers(need)
+
         for name in (
             "lease_seconds",
             "processing_timeout_seconds",
@@ -219,6 +225,18 @@ class Settings:
             "database_timeout_seconds",
         ):
             need(getattr(self, name) > 0, name, "must be greater than 0")
+        # The database's own bounds (MAX_NUMBER is a guard, not a range): PyMySQL refuses a connect
+        # timeout over a year; twice the I/O timeout is the session's idle_transaction_timeout.
+        need(
+            self.database_connect_timeout_seconds <= YEAR_S,
+            "database_connect_timeout_seconds",
+            "must be at most 31536000 (a year)",
+        )
+        need(
+            self.database_timeout_seconds <= YEAR_S / 2,
+            "database_timeout_seconds",
+            "must be at most 15768000 (half a year)",
+        )
         for name in ("reconcile_grace_seconds", "shutdown_grace_seconds", "offline_latency_seconds", "store_linger_ms"):
             need(getattr(self, name) >= 0, name, "must not be negative")
         need(
@@ -272,6 +290,7 @@ class Settings:
             "dashboard_on_worker",
             "needs DOCLLM_METRICS_PORT (the dashboard is served on that port)",
         )
+        self._validate_numbers(need, at_least=0)
         need(
             not self.dashboard_on_worker or bool(self.dashboard_token) or is_loopback(self.metrics_host),
             "dashboard_on_worker",
@@ -292,6 +311,16 @@ class Settings:
                 "llm_api_key",
                 "is required with DOCLLM_LLM_PROVIDER=openai (or set OPENAI_API_KEY)",
             )
+
+    def _validate_numbers(self, need: Callable[[bool, str, str], None], at_least: float = -math.inf) -> None:
+        """Every numeric setting, whatever its own rule: finite and at most MAX_NUMBER (first, so the
+        message names the setting that is out of range, not one compared with it); ``at_least``:
+        and not below it (last, after each setting's own, more precise, rule)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                ok = math.isfinite(value) and at_least <= value <= MAX_NUMBER
+                need(ok, f.name, f"must be a finite number from 0 to {MAX_NUMBER:g}")
 
     def _validate_priced(self, need: Callable[[bool, str, str], None], prices: PriceTable) -> None:
         """With any cap set, every deployment is priced (its own prices, else DOCLLM_LLM_PRICES'):
@@ -398,9 +427,12 @@ def lease_for_failover(failover_seconds: float) -> float:
 def _number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     def parse(raw: str) -> Any:
         try:
-            return kind(raw)
+            value = kind(raw)
         except ValueError:
             raise ValueError(f"is not a{'n integer' if kind is int else ' number'}") from None
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
 
     return parse
 

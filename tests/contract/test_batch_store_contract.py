@@ -57,6 +57,15 @@ def test_open_records_the_batch_and_its_members(store):
     assert store.get("nope") is None
 
 
+def test_the_chunking_a_batch_was_built_with_is_recorded_with_it(store):
+    assert store.open("r1", "gpt-4o", [(1, 1)], T0).max_chunk_chars is None  # before 0010: not kept
+    store.open("r2", "gpt-4o", [(2, 1)], T0, max_chunk_chars=4000)
+    assert store.get("r2").max_chunk_chars == 4000
+    assert store.advance("r2", OPEN, UPLOADED, T0 + 1, input_file_id="f")
+    assert store.get("r2").max_chunk_chars == 4000
+    assert {b.ref: b.max_chunk_chars for b in store.unfinished()} == {"r1": None, "r2": 4000}
+
+
 def test_a_ref_is_recorded_once_and_a_task_once_per_batch(store):
     store.open("r1", "gpt", [(1, 1)], T0)
     with pytest.raises(ValueError):

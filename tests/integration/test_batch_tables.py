@@ -45,7 +45,7 @@ def version(engine: Engine) -> str:
 def test_the_batch_tables_match_the_model(engine):
     upgrade_schema(engine)
     upgrade_schema(engine)  # idempotent
-    assert version(engine) == "0009" and set(inspect(engine).get_table_names()) >= TABLES
+    assert version(engine) == "0010" and set(inspect(engine).get_table_names()) >= TABLES
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
         assert compare_metadata(context, metadata) == []
@@ -59,7 +59,7 @@ def test_down_to_0008_and_up_again_keeps_the_tasks(engine):
     assert version(engine) == "0008" and not TABLES & set(inspect(engine).get_table_names())
     assert SqlAlchemyTaskRepository(engine).get(task.task_id).task_name == "kept"
     upgrade_schema(engine)
-    assert version(engine) == "0009" and SqlAlchemyBatchStore(engine).unfinished() == []
+    assert version(engine) == "0010" and SqlAlchemyBatchStore(engine).unfinished() == []
 
 
 def test_an_upgrade_adopts_batch_tables_already_there(engine):
@@ -68,7 +68,18 @@ def test_an_upgrade_adopts_batch_tables_already_there(engine):
     metadata.tables["llm_batches"].create(engine)
     metadata.tables["llm_batch_tasks"].create(engine)
     upgrade_schema(engine)
-    assert version(engine) == "0009"
+    assert version(engine) == "0010"
     store = SqlAlchemyBatchStore(engine)
     store.open("r" * 32, "gpt", [(1, 1)], 1_700_000_000_000)
     assert store.get("r" * 32).tasks == 1
+
+
+def test_0010_adds_the_batches_chunking_and_down_to_0009_drops_it_keeping_the_batches(engine):
+    upgrade_schema(engine)
+    SqlAlchemyBatchStore(engine).open("r" * 32, "gpt", [(1, 1)], 1_700_000_000_000, max_chunk_chars=4000)
+    downgrade(engine, "0009")
+    assert version(engine) == "0009"
+    assert "max_chunk_chars" not in {c["name"] for c in inspect(engine).get_columns("llm_batches")}
+    upgrade_schema(engine)
+    got = SqlAlchemyBatchStore(engine).get("r" * 32)
+    assert got is not None and got.tasks == 1 and got.max_chunk_chars is None  # a batch from before: not known

@@ -16,10 +16,10 @@ from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
 from docllm.domain.breaker import BreakerPolicy, BreakerState
 from docllm.domain.deployments import Deployment
-from docllm.domain.errors import ProviderUnavailable
+from docllm.domain.errors import ConfigurationError, ProviderUnavailable
 from docllm.domain.services.rate_gate import RateGate
 from sim.manual_clock import ManualClock
-from tests.support.llm_server import FakeLLM, error
+from tests.support.llm_server import FakeLLM, Reply, error
 from tests.support.memory.breaker import InMemoryLlmBreaker
 from tests.support.memory.rate_limiter import InMemoryRateLimiter
 from tests.support.runtime_rig import RealClock
@@ -153,4 +153,78 @@ async def _waits_when_alone() -> None:
         second.stop()
         report = await reviewer.review("doc", document(4))
         assert report["deployments"] == ["first"] * 4
+        await reviewer.close()
+
+
+# -- refusals (issue 43): a deployment's 401/403/404/quota is its failure alone --------------------
+
+
+def test_a_deployment_that_refuses_fails_alone_and_its_breaker_opens():
+    run(_refusal_falls_back)
+
+
+async def _refusal_falls_back(clock: ManualClock) -> None:
+    with FakeLLM(unauthorized=True) as primary, FakeLLM() as backup:  # a revoked key
+        reviewer = routed(clock, ("primary", primary), ("backup", backup))
+        report = await reviewer.review("doc", document(5))
+        assert report["deployments"] == ["backup"] * 5
+        breaker = reviewer.routes["primary"].breaker
+        assert breaker.view().state is BreakerState.open  # each refusal recorded: min_calls opened it
+        assert chats(primary) == POLICY.min_calls  # then passed over
+        await reviewer.close()
+
+
+def test_a_chunk_every_deployment_refuses_is_a_refusal_and_one_refused_one_down_is_the_providers():
+    run(_refused_everywhere)
+
+
+async def _refused_everywhere(clock: ManualClock) -> None:
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = routed(clock, ("first", first), ("second", second))
+        first.script(error(403, "blocked by a content filter"))
+        second.script(error(403, "blocked by a content filter"))
+        with pytest.raises(ConfigurationError, match="every LLM deployment refused the chunk"):
+            await reviewer.review("doc", document(1))
+        first.script(error(401, "revoked"))
+        second.script(error(503, "busy"))
+        with pytest.raises(ProviderUnavailable, match="every LLM deployment failed or refused the chunk"):
+            await reviewer.review("doc", document(1))
+        await reviewer.close()
+
+
+@pytest.mark.parametrize("ending", ["refused", "invalid answer", "cancelled"])
+def test_a_probe_reports_whatever_ends_it(ending):
+    run(lambda clock: _probe_ends(clock, ending))
+
+
+async def _probe_ends(clock: ManualClock, ending: str) -> None:
+    with FakeLLM() as first, FakeLLM() as second:
+        reviewer = routed(clock, ("first", first), ("second", second))
+        breaker = reviewer.routes["first"].breaker
+        for _ in range(POLICY.min_calls):
+            breaker.record(False)
+        clock.advance(POLICY.open_ms + 1000)
+        assert breaker.view().state is BreakerState.half_open
+        if ending == "refused":
+            first.script(error(401, "revoked"))
+        elif ending == "invalid answer":
+            first.script(Reply(content="not a report"), Reply(content="still not a report"))
+        else:
+            first.script(Reply(content="{}", delay=3.0))
+        review = asyncio.create_task(reviewer.review("doc", document(1)))
+        if ending == "cancelled":
+            while chats(first) == 0:
+                await asyncio.sleep(0.01)
+            review.cancel()
+        try:
+            await review
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the ending under test; the breaker says the rest
+            pass
+        # The probe lease is free again at once, never held until it runs out: the deployment is
+        # closed (it answered) or open for one more interval (it did not).
+        view = breaker.view()
+        expected = BreakerState.closed if ending == "invalid answer" else BreakerState.open
+        assert view.state is expected, (ending, view)
+        clock.advance(POLICY.open_ms + 1000)
+        assert ending == "invalid answer" or breaker.try_probe("another process")
         await reviewer.close()

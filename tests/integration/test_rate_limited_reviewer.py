@@ -32,7 +32,7 @@ def _pair(llm: FakeLLM, **limits: int) -> tuple[OpenAIReviewer, RedisRateLimiter
     clock = ManualClock()  # time stands still: the waits the headers set are read back as set
 
     def limiter() -> RedisRateLimiter:
-        return RedisRateLimiter(client, "{q}", clock, llm.base_url, "test-model", **limits)
+        return RedisRateLimiter(client, "{q}", clock, llm.base_url, "test-model", limits.get("rpm"), limits.get("tpm"))
 
     mine = limiter()
     return OpenAIReviewer(llm.base_url, "k", "test-model", 2.0, gate=RateGate(mine)), mine, limiter()

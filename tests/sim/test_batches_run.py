@@ -82,6 +82,7 @@ def test_a_poller_that_charges_the_members_of_an_expired_batch_is_caught(monkeyp
         return sum(1 for a in attempts if proc.finish(a, Outcome.retryable(why)))
 
     monkeypatch.setattr(batch_poller, "hand_back_all", charged)
+    monkeypatch.setattr(batch_poller, "return_all", charged)  # the ends that count (issue 43)
     found = set()
     for seed in SEEDS:
         result, _, _ = run(seed)

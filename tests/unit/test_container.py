@@ -106,3 +106,34 @@ def test_several_deployments_build_a_routed_reviewer_with_a_breaker_and_limits_e
     assert east.limiter is not None and west.limiter is None  # west sets no limit
     assert east.reviewer.deployment == "east" and west.reviewer.model == "m2"
     assert c.rate_limiter() is None  # the fleet-wide single limiter is the one deployment's only
+
+
+def test_two_keys_on_one_url_and_model_are_two_deployments_with_a_breaker_and_limits_each():
+    """Breakers and limits are keyed by the deployment's name (issue 43): two keys (two accounts)
+    on one URL and model share neither."""
+    import asyncio
+    import json
+
+    from docllm.adapters.llm.routed_reviewer import RoutedReviewer
+
+    same = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "rpm": 5}
+    deployments = [{"name": "team-a", "api_key": "k1", **same}, {"name": "team-b", "api_key": "k2", "order": 1, **same}]
+    env = {
+        "DOCLLM_LLM_PROVIDER": "openai",
+        "DOCLLM_LLM_DEPLOYMENTS": json.dumps(deployments),
+        "DOCLLM_QUEUE_PREFIX": "{q}",
+    }
+    c = Container()
+    c.settings.override(providers.Object(Settings.from_env(env)))
+    c.redis_client.override(providers.Object(fakeredis.FakeRedis()))
+    c.clock.override(providers.Object(ManualClock()))
+
+    async def built() -> RoutedReviewer:
+        reviewer = c.reviewer()
+        await reviewer.close()
+        return reviewer
+
+    routes = asyncio.run(built()).routes
+    a, b = routes["team-a"], routes["team-b"]
+    assert a.breaker._key != b.breaker._key
+    assert a.limiter.key != b.limiter.key and a.limiter.key.startswith("{q}:llm:limit:")

@@ -81,6 +81,9 @@ class Batch:
     provider_status: str | None = None  # as last seen: validating, in_progress, completed, expired, ...
     cost_usd: float | None = None
     error: str | None = None
+    # DOCLLM_LLM_MAX_CHUNK_CHARS its lines were split with: its results are placed by the same
+    # split, whatever the setting is when they come back. None: recorded before it was kept.
+    max_chunk_chars: int | None = None
 
     def age_ms(self, now_ms: int) -> int:
         """Authority milliseconds since it was opened (the adoption grace, the window's bound)."""
@@ -107,6 +110,7 @@ class ProviderBatch:
     output_file_id: str | None = None
     error_file_id: str | None = None
     ref: str | None = None  # its metadata's docllm_ref
+    error: str | None = None  # why the provider failed it (its first error: "token_limit_exceeded: ..."), if said
 
 
 @dataclass(frozen=True)

@@ -129,8 +129,8 @@ def _count(raw: dict[str, Any], key: str, bad: Any) -> int | None:
     value = raw.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise bad(key, "must be an integer of at least 1 (leave it out: no limit)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
+        raise bad(key, "must be an integer from 1 to 1e9 (leave it out: no limit)")
     return value
 
 
@@ -147,6 +147,8 @@ def _weight(raw: dict[str, Any], bad: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise bad("weight", "must be a number greater than 0")
+    if value > 1e9:  # the weights are summed: near 1e308 the sum is inf and the draw always lands last
+        raise bad("weight", "must be at most 1e9")
     return float(value)
 
 

@@ -324,9 +324,17 @@ class BatchStore(Protocol):
     """The durable record of provider batches (issue 28; MySQL, beside the tasks): written before
     the provider is asked anything, so no batch it holds is forgotten (domain/batches.py)."""
 
-    def open(self, ref: str, deployment: str, members: Iterable[BatchMember | tuple[int, int]], now_ms: int) -> Batch:
+    def open(
+        self,
+        ref: str,
+        deployment: str,
+        members: Iterable[BatchMember | tuple[int, int]],
+        now_ms: int,
+        max_chunk_chars: int | None = None,
+    ) -> Batch:
         """Record a new batch, state ``open``, with one member per (task_id, attempt), at authority
-        time ``now_ms``. ``ref``: a fresh id the caller made (uuid4 hex); ValueError if it is taken."""
+        time ``now_ms``, and the chunking its lines were split with. ``ref``: a fresh id the caller
+        made (uuid4 hex); ValueError if it is taken."""
 
     def advance(
         self,

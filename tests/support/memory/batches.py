@@ -15,9 +15,18 @@ class InMemoryBatchStore:
         self._rows: dict[str, Batch] = {}
         self._lock = threading.Lock()
 
-    def open(self, ref: str, deployment: str, members: Iterable[BatchMember | tuple[int, int]], now_ms: int) -> Batch:
+    def open(
+        self,
+        ref: str,
+        deployment: str,
+        members: Iterable[BatchMember | tuple[int, int]],
+        now_ms: int,
+        max_chunk_chars: int | None = None,
+    ) -> Batch:
         chosen, when = members_of(members), moment(now_ms)
-        batch = Batch(ref, deployment, BatchState.open, len(chosen), when, when, chosen)
+        batch = Batch(
+            ref, deployment, BatchState.open, len(chosen), when, when, chosen, max_chunk_chars=max_chunk_chars
+        )
         with self._lock:
             if ref in self._rows:
                 raise ValueError(f"a batch {ref!r} is already recorded")

@@ -99,4 +99,15 @@ def _batch(raw: Any) -> ProviderBatch:
         output_file_id=raw.output_file_id,
         error_file_id=raw.error_file_id,
         ref=metadata.get(REF_KEY),
+        error=_first_error(raw),
     )
+
+
+def _first_error(raw: Any) -> str | None:
+    """The first of a failed batch's errors (``token_limit_exceeded``: over the enqueued-token limit)."""
+    data = getattr(getattr(raw, "errors", None), "data", None) or []
+    first = data[0] if data else None
+    if first is None:
+        return None
+    said = ": ".join(str(x) for x in (getattr(first, "code", None), getattr(first, "message", None)) if x)
+    return said[:300] or None

@@ -4,13 +4,16 @@ ARCHITECTURE.md, Deployments), each an ``OpenAIReviewer`` with its own rate limi
 Each chunk goes to one deployment at a time (``domain.deployments.route``): the first healthy one
 in order (or one drawn by weight); when it answers 5xx, 429, a timeout or no connection
 (``ProviderUnavailable``) the chunk goes to the next one, so the same chunk is never in flight at
-two deployments. A chunk sent to a deployment the attempt's spend reservation is not at is
-reserved there first, and passed over when that deployment's cap or the fleet's refuses it (the
-spend ledger, I16). Each deployment has its own breaker in Redis: one whose breaker is open is passed
-over; half-open, the chunk is its probe when this process wins the probe lease. Only when every
-deployment failed a chunk does the attempt fail with ``ProviderUnavailable``, and the fleet's
-breaker (``LlmGate``) then judges it as for one provider: an outage of one deployment is never
-seen by the verdict, an outage of all of them pauses claims as before (I9).
+two deployments. A refusal (401, 403, 404, no quota: ``ConfigurationError``) is that deployment's
+failure too: its key, model or account, not the document. A chunk sent to a deployment the
+attempt's spend reservation is not at is reserved there first, and passed over when that
+deployment's cap or the fleet's refuses it (the spend ledger, I16). Each deployment has its own
+breaker in Redis, keyed by its name: one whose breaker is open is passed over; half-open, the chunk
+is its probe when this process wins the probe lease, and the probe reports however it ends. Only
+when every deployment failed a chunk does the attempt fail: ``ConfigurationError`` when every one
+refused it, else ``ProviderUnavailable``; the fleet's breaker (``LlmGate``) then judges it as for
+one provider: an outage of one deployment is never seen by the verdict, an outage of all of them
+pauses claims as before (I9).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.domain.breaker import BreakerState, BreakerView
 from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.deployments import Deployment, route
-from docllm.domain.errors import ProviderUnavailable, SpendCapReached, Unavailable
+from docllm.domain.errors import ConfigurationError, DocllmError, ProviderUnavailable, SpendCapReached, Unavailable
 from docllm.domain.ports import LlmBreaker
 from docllm.domain.prompt import build_messages
 from docllm.domain.report import merge_reports, require_reviewable
@@ -101,9 +104,12 @@ class RoutedReviewer:
     async def _routed(self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None) -> dict:
         tried: set[str] = set()
         last: ProviderUnavailable | None = None
+        refused: dict[str, ConfigurationError] = {}  # deployments that refused it (401, 403, 404, no quota)
         limited: list[tuple[float, str]] = []  # (wait, name): passed over for their rate limits
         capped: list[str] = []  # passed over: the spend ledger refused the chunk there (I16)
-        while (d := route(self.deployments, await self._states(), tried, self._draw())) is not None:
+        probed: set[str] = set()
+        report: dict[str, Any] | None = None
+        while report is None and (d := route(self.deployments, await self._states(), tried, self._draw())) is not None:
             tried.add(d.name)
             r = self.routes[d.name]
             if not await self._affordable(d.name, task_name, chunk, part, parts, rubric):
@@ -115,33 +121,101 @@ class RoutedReviewer:
             try:
                 # A probe waits for its turn: the probe lease is this process's until it answers.
                 max_wait = None if probing else self._max_wait
-                report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric, max_wait)
+                report = await self._ask(r, probing, max_wait, task_name, chunk, part, parts, rubric)
             except OverBudget as exc:  # our own limits, not a failure: its breaker hears nothing
                 limited.append((exc.wait, d.name))
-                continue
             except ProviderUnavailable as exc:
                 last = exc
                 log.info("deployment %s failed a chunk, falling back: %s", d.name, exc)
-                await self._outcome(r, probing, ok=False)
-                continue
-            await self._outcome(r, probing, ok=True)
-            return report
-        if limited:  # the others failed or are open: wait for the nearest turn (a wait is never the document's, I12)
+            except ConfigurationError as exc:  # this deployment's key, model or quota: its failure alone
+                refused[d.name] = exc
+                probed |= {d.name} if probing else set()  # a probe reported it already
+                log.warning("deployment %s refused a chunk, falling back: %s", d.name, exc)
+        if report is None and limited:  # the others failed or are open: wait for the nearest turn (I12)
             r = self.routes[min(limited)[1]]
             try:
-                report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric)
+                report = await self._ask(r, False, None, task_name, chunk, part, parts, rubric)
             except ProviderUnavailable as exc:
-                await self._outcome(r, False, ok=False)
-                raise ProviderUnavailable(
-                    f"every LLM deployment failed the chunk; the last: {exc}", exc.retry_after
-                ) from None
-            await self._outcome(r, False, ok=True)
+                last = exc
+            except ConfigurationError as exc:
+                refused[r.deployment.name] = exc
+        every_refused = await self._refusals(refused, probed)
+        if report is not None:
             return report
-        if last is None and capped:  # nothing failed: every deployment left is at a spend cap
-            raise SpendCapReached(f"every LLM deployment is at a spend cap ({', '.join(capped)})", REFUSED_RETRY_S)
-        if last is None:  # every one half-open, each probed by another process: none may take it now
-            raise ProviderUnavailable("every LLM deployment is being probed by another process")
-        raise ProviderUnavailable(f"every LLM deployment failed the chunk; the last: {last}", last.retry_after)
+        raise self._none_served(last, refused, every_refused, capped)
+
+    async def _refusals(self, refused: dict[str, ConfigurationError], probed: set[str]) -> bool:
+        """Whether every deployment refused the chunk (the document's: no breaker hears it); else
+        each refusal is its deployment's failure, recorded now (a probe's was already)."""
+        if refused and len(refused) == len(self.deployments):
+            return True
+        for name in [n for n in refused if n not in probed]:
+            await self._outcome(self.routes[name], False, ok=False)
+        return False
+
+    def _none_served(
+        self,
+        last: ProviderUnavailable | None,
+        refused: dict[str, ConfigurationError],
+        every_refused: bool,
+        capped: list[str],
+    ) -> DocllmError:
+        """No deployment served the chunk. A refusal is the document's only when every deployment
+        refused it (a filter saying no, or every key revoked: the fleet's check then tells which),
+        and then no deployment's breaker heard it; nothing failed for an outage and some deployment
+        was passed over at a spend cap: the cap's (I16); else it is the provider's, judged as one
+        provider's failure."""
+        if every_refused:
+            return ConfigurationError(f"every LLM deployment refused the chunk; the last: {list(refused.values())[-1]}")
+        if last is None and capped:  # nothing failed for an outage: the ones left are at a spend cap
+            return SpendCapReached(f"every LLM deployment is at a spend cap ({', '.join(capped)})", REFUSED_RETRY_S)
+        if last is None and not refused:  # every one half-open, each probed by another process: none may take it now
+            return ProviderUnavailable("every LLM deployment is being probed by another process")
+        what = "failed" if not refused else "failed or refused"
+        said = last if last is not None else list(refused.values())[-1]
+        return ProviderUnavailable(
+            f"every LLM deployment {what} the chunk; the last: {said}", last.retry_after if last else None
+        )
+
+    async def _ask(
+        self,
+        r: Route,
+        probing: bool,
+        max_wait: float | None,
+        task_name: str,
+        chunk: Chunk,
+        part: int,
+        parts: int,
+        rubric: Rubric | None,
+    ) -> dict[str, Any]:
+        """One deployment's report of the chunk, its outcome in the deployment's breaker: served, or
+        failed (``ProviderUnavailable``). A refusal (``ConfigurationError``) is recorded by the caller
+        once it knows whether every deployment refused the chunk (then it is the document's: a
+        content filter, not the deployments). A probe reports whatever ends it, so its lease is never
+        left held until it runs out: an answer the document is to blame for (an invalid report, a
+        400) says the deployment serves; a refusal, a cancellation or an unexpected error ends the
+        probe as failed (the breaker stays open one more interval)."""
+        ok: bool | None = None  # None: nothing to record (our own limits; or an error that is not the deployment's)
+        try:
+            report = await r.reviewer.review_chunk(task_name, chunk, part, parts, rubric, max_wait)
+            ok = True
+            return report
+        except ProviderUnavailable:
+            ok = False
+            raise
+        except ConfigurationError:
+            ok = False if probing else None  # not a probe: recorded by ``_routed`` (see above)
+            raise
+        except (OverBudget, Unavailable):  # our limits, or Redis: nothing the deployment did
+            raise
+        except DocllmError:
+            ok = True if probing else None  # it answered: the failure is the document's
+            raise
+        finally:
+            if probing and ok is None:
+                ok = False
+            if ok is not None:
+                await self._outcome(r, probing, ok)
 
     async def _affordable(
         self, name: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None

@@ -15,19 +15,22 @@ from docllm.domain.ports import Clock
 from docllm.domain.rate_limits import Budget, LimitState, ProviderHints, headroom
 
 
-def deployment_digest(base_url: str, model: str) -> str:
-    """What names one deployment in Redis (its limit, its breaker): its base URL and model."""
-    return hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
+def deployment_digest(base_url: str, model: str, name: str | None = None) -> str:
+    """What names one deployment in Redis (its limit, its breaker): its ``name`` in
+    DOCLLM_LLM_DEPLOYMENTS, so two keys on one URL and model are two deployments; without one (the
+    single-URL settings, keyed so since before there were several), its base URL and model."""
+    ident = f"name\n{name}" if name is not None else f"{base_url.rstrip('/')}\n{model}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def limit_key(keys: RedisKeys, base_url: str, model: str) -> str:
-    """``{prefix}:llm:limit:<digest>``: workers of one queue that call one model share it."""
-    return f"{keys.prefix}:llm:limit:{deployment_digest(base_url, model)}"
+def limit_key(keys: RedisKeys, base_url: str, model: str, name: str | None = None) -> str:
+    """``{prefix}:llm:limit:<digest>``: workers of one queue that call one deployment share it."""
+    return f"{keys.prefix}:llm:limit:{deployment_digest(base_url, model, name)}"
 
 
-def breaker_key(keys: RedisKeys, base_url: str, model: str) -> str:
+def breaker_key(keys: RedisKeys, base_url: str, model: str, name: str | None = None) -> str:
     """``{prefix}:llm:breaker:<digest>``: one deployment's breaker, when there are several."""
-    return f"{keys.breaker}:{deployment_digest(base_url, model)}"
+    return f"{keys.breaker}:{deployment_digest(base_url, model, name)}"
 
 
 # The hash's fields, in the order the script's peek returns them (lua/rate_limit.lua).
@@ -61,8 +64,10 @@ class RedisRateLimiter:
         model: str,
         rpm: int | None = None,
         tpm: int | None = None,
+        *,
+        name: str | None = None,  # the deployment's, with several (``deployment_digest``)
     ):
-        self.key = limit_key(RedisKeys.of(keys_or_prefix), base_url, model)
+        self.key = limit_key(RedisKeys.of(keys_or_prefix), base_url, model, name)
         self._clock, self._rpm, self._tpm = clock, rpm or 0, tpm or 0
         text = (resources.files("docllm.adapters.redis") / "lua" / "rate_limit.lua").read_text("utf-8")
         self._script = client.register_script(text)

@@ -42,7 +42,14 @@ class SqlAlchemyBatchStore:
 
         return self._retry(once, on_lost=None if lost is None else lambda: lost.append(True))
 
-    def open(self, ref: str, deployment: str, members: Iterable[BatchMember | tuple[int, int]], now_ms: int) -> Batch:
+    def open(
+        self,
+        ref: str,
+        deployment: str,
+        members: Iterable[BatchMember | tuple[int, int]],
+        now_ms: int,
+        max_chunk_chars: int | None = None,
+    ) -> Batch:
         chosen, when = members_of(members), moment(now_ms)
         lost: list[bool] = []
 
@@ -51,8 +58,11 @@ class SqlAlchemyBatchStore:
                 found = _read(conn, ref)
                 if found is not None:
                     return found
-            batch = Batch(ref, deployment, BatchState.open, len(chosen), when, when, chosen)
-            row = {"ref": ref, "deployment": deployment, "state": batch.state.value, "tasks": batch.tasks}
+            batch = Batch(
+                ref, deployment, BatchState.open, len(chosen), when, when, chosen, max_chunk_chars=max_chunk_chars
+            )
+            row: dict[str, Any] = {"ref": ref, "deployment": deployment, "state": batch.state.value}
+            row |= {"tasks": batch.tasks, "max_chunk_chars": max_chunk_chars}
             conn.execute(insert(b).values(**row, created_at=when, updated_at=when))
             if chosen:
                 conn.execute(insert(m), [{"ref": ref, "task_id": x.task_id, "attempt": x.attempt} for x in chosen])

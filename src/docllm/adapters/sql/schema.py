@@ -139,6 +139,7 @@ llm_batches = Table(
     Column("updated_at", UtcDateTime(), nullable=False),
     Column("cost_usd", Double, nullable=True),
     Column("error", Text, nullable=True),
+    Column("max_chunk_chars", Integer, nullable=True),  # its lines' chunking (0010); NULL: before 0010
     **MYSQL_TABLE_OPTIONS,
 )
 # Pollers list the unfinished batches oldest first through this index.

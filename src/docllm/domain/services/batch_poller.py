@@ -17,12 +17,13 @@ once: every end is fenced on (task, attempt, processing).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from docllm.domain import events as ev
 from docllm.domain.batch_results import State, read_results
 from docllm.domain.batch_verdict import task_facts
-from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch
+from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch, ms_of
 from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.clock_steps import waited
 from docllm.domain.errors import BatchFileLost, DocllmError, TransientError
@@ -31,6 +32,7 @@ from docllm.domain.model import Attempt
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore, TaskViews
 from docllm.domain.report import require_reviewable
 from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.services.batch_bound import return_all
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all, member_attempts
 from docllm.domain.services.ledger import SpendLedger
 from docllm.domain.services.outcome import Outcome
@@ -54,11 +56,21 @@ class BatchPoller:
         ledger: SpendLedger | None = None,
         limit: int = 100,
         views: TaskViews | None = None,
+        create_timeout_ms: int = 0,
+        monotonic: Callable[[], float] | None = None,
     ):
         self.proc, self.store, self.leases, self.api, self.target = proc, store, leases, api, target
         self.poll_ms, self.batch_lease_ms, self.bound_ms = poll_ms, batch_lease_ms, bound_ms
         # An open or uploaded batch idle this long lost its batcher (which holds its lease meanwhile).
         self.adopt_grace_ms = batch_lease_ms if adopt_grace_ms is None else adopt_grace_ms
+        # An uploaded batch is adopted only once its batcher's create has timed out too: a batcher
+        # whose batch lease lapsed mid-create may still be making it (issue 43: two billed batches).
+        self.create_timeout_ms = create_timeout_ms
+        # This process's own clock (seconds): a batch's idle time is watched on it, so a step of the
+        # authority clock neither cuts the wait short nor holds it for the step's length. None: the
+        # record's time on the authority clock.
+        self.monotonic = monotonic
+        self._idle: dict[str, tuple[tuple[BatchState, Any], float]] = {}  # ref -> ((state, updated_at), first seen)
         self.ledger, self.limit = ledger, limit  # the spend ledger (I16): members settle on the batch's hold
         self.views = views  # the members' rows in one query per visit (without documents)
         self._asked: dict[str, int] = {}  # ref -> authority ms this process last asked the provider
@@ -72,7 +84,11 @@ class BatchPoller:
     # -- the loop's two calls ------------------------------------------------------------------
     def step(self) -> bool:
         """Visit every unfinished batch (oldest first) whose lease is free."""
-        for batch in self.store.unfinished(self.limit):
+        unfinished = self.store.unfinished(self.limit)
+        listed = {b.ref for b in unfinished}
+        for ref in [ref for ref in self._idle if ref not in listed]:  # ended by another poller
+            del self._idle[ref]
+        for batch in unfinished:
             try:
                 self.poll(batch.ref)
             except TransientError:
@@ -106,6 +122,7 @@ class BatchPoller:
         batch = self.store.get(ref)
         if batch is None or batch.state.terminal:
             self._asked.pop(ref, None)
+            self._idle.pop(ref, None)
             return
         attempts = member_attempts(self.proc, batch.members, self.views)
         lapsed = 0  # members still on their attempt whose leases ran out (nobody polled in time)
@@ -121,7 +138,7 @@ class BatchPoller:
         attempts = [a for a in attempts if a.task_id not in cancelled]
         now = self.proc.clock.now_ms()
         if batch.age_ms(now) > self.bound_ms:
-            self._return(batch, attempts, "the batch outlived its window and margin", cancel=True)
+            self._return(batch, attempts, "the batch outlived its window and margin", cancel=True, counted=True)
         elif lapsed:
             # Wait for the reaper (within a reaper interval): it hands a lapsed member back uncharged
             # only while its batch is unfinished; ending the batch first would have it charged.
@@ -137,14 +154,17 @@ class BatchPoller:
             if seen.status == COMPLETED:
                 self._apply(batch, seen, attempts, token)
             elif seen.status not in RUNNING:  # failed, expired, cancelled (or a status we do not know)
-                self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}")
+                said = f" ({seen.error})" if seen.error else ""
+                self._return(batch, attempts, f"the provider's batch {seen.id} ended {seen.status}{said}", counted=True)
             elif seen.status != batch.provider_status:
                 self.store.advance(ref, BatchState.submitted, BatchState.submitted, now, provider_status=seen.status)
 
     def _adopt(self, batch: Batch, attempts: list[Attempt], now: int) -> None:
         """A batch left ``open`` or ``uploaded`` by a batcher that died (or failed to create it)."""
-        if batch.idle_ms(now) < self.adopt_grace_ms:
-            return  # its batcher may still be at it
+        grace = self.adopt_grace_ms + (self.create_timeout_ms if batch.state is BatchState.uploaded else 0)
+        if not self._left_for(batch, now, grace):
+            return  # its batcher may still be at it (uploaded: its create may be in flight until its timeout)
+        self._idle.pop(batch.ref, None)
         found = self.api.find(batch.ref)
         if found is None and batch.state is BatchState.open:
             self._return(batch, attempts, "its batcher stopped before the upload")
@@ -164,14 +184,28 @@ class BatchPoller:
         if moved:
             self.proc.events.emit(ev.BATCH_ADOPTED, ref=batch.ref, batch_id=found.id, worker=self.worker_id)
 
+    def _left_for(self, batch: Batch, now: int, grace_ms: int) -> bool:
+        """Whether the batch has been left as it is for ``grace_ms``. On this process's own clock,
+        from when it first saw the batch so: the batcher's create began before the record said
+        ``uploaded``, so it has timed out once this poller has watched that long, whatever the
+        authority clock did meanwhile (a step back would hold adoption for the step's length; one
+        forward would adopt while the create may still make its batch: two billed)."""
+        if self.monotonic is None:
+            return waited(now, ms_of(batch.updated_at), grace_ms)
+        mark, mono = (batch.state, batch.updated_at), self.monotonic()
+        seen = self._idle.get(batch.ref)
+        if seen is None or seen[0] != mark:
+            self._idle[batch.ref] = seen = (mark, mono)
+        return (mono - seen[1]) * 1000 >= grace_ms
+
     def _apply(self, batch: Batch, seen: ProviderBatch, attempts: list[Attempt], token: str) -> None:
         try:
             lines = [line for f in (seen.output_file_id, seen.error_file_id) if f for line in self.api.content(f)]
         except BatchFileLost as exc:
-            self._return(batch, attempts, str(exc))
+            self._return(batch, attempts, str(exc), counted=True)
             return
         t = self.target
-        chunks = {a.task_id: self._chunks(a) for a in attempts}
+        chunks = {a.task_id: self._chunks(a, batch) for a in attempts}
         # Every member's lines are read, so the batch's cost is what the provider charged for all of
         # them, whoever applies which member (a poller whose lease lapsed mid-apply left the rest to
         # another); only the members still on their attempt are applied, with their chunk counts.
@@ -211,13 +245,15 @@ class BatchPoller:
         self._release(batch.ref)
         self.proc.events.emit(ev.BATCH_APPLIED, ref=batch.ref, tasks=len(attempts), worker=self.worker_id)
 
-    def _chunks(self, attempt: Attempt) -> list[Chunk]:
-        """The task's document split as the batcher split it (read now: a visit's rows leave it out)."""
+    def _chunks(self, attempt: Attempt, batch: Batch) -> list[Chunk]:
+        """The task's document split as the batcher split it (read now: a visit's rows leave it out),
+        by the chunking recorded with the batch: DOCLLM_LLM_MAX_CHUNK_CHARS may have changed since."""
         document = attempt.task.document
         if document is None:
             row = self.proc.repo.get(attempt.task_id)
             document = row.document if row is not None else None
-        return split_markdown(require_reviewable(document or ""), self.target.max_chunk_chars)
+        size = batch.max_chunk_chars or self.target.max_chunk_chars  # None: recorded before it was kept
+        return split_markdown(require_reviewable(document or ""), size)
 
     def _stamped(self, attempt: Attempt, report: dict[str, Any]) -> dict[str, Any]:
         """Which rubric, at which version, the report followed (as realtime records it)."""
@@ -232,11 +268,19 @@ class BatchPoller:
         if self.ledger is not None:
             self.ledger.release(batch_key(ref))
 
-    def _return(self, batch: Batch, attempts: list[Attempt], why: str, cancel: bool = False) -> None:
-        """Hand every member still on its attempt back uncharged, then mark the batch ``returned``."""
+    def _return(
+        self, batch: Batch, attempts: list[Attempt], why: str, cancel: bool = False, counted: bool = False
+    ) -> None:
+        """Hand every member still on its attempt back uncharged, then mark the batch ``returned``.
+        ``counted``: an end that returns the members without their answers (the provider failed or
+        expired it, its files were lost, it outlived its window): counted, and bounded
+        (``batch_bound``); else (its batcher stopped before the upload) uncounted."""
         if cancel and batch.batch_id is not None:
             self.api.cancel(batch.batch_id)
-        handed = hand_back_all(self.proc, attempts, f"batch {batch.ref}: {why}; handed back uncharged")
+        if counted:
+            handed = return_all(self.proc, attempts, f"batch {batch.ref}: {why}")
+        else:
+            handed = hand_back_all(self.proc, attempts, f"batch {batch.ref}: {why}; handed back uncharged")
         self._release(batch.ref)
         if self.store.advance(batch.ref, batch.state, BatchState.returned, self.proc.clock.now_ms(), error=why):
             self.proc.events.emit(ev.BATCH_RETURNED, ref=batch.ref, tasks=handed, error=why, worker=self.worker_id)

@@ -31,7 +31,8 @@ from docllm.domain.ledger import batch_key
 from docllm.domain.model import Attempt, Delivery
 from docllm.domain.ports import BatchApi, BatchLeases, BatchStore
 from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.batch_members import BatchTarget, hand_back_all
+from docllm.domain.services.batch_bound import leaving, return_all, to_realtime
+from docllm.domain.services.batch_members import BatchTarget
 from docllm.domain.services.ledger import REFUSED_RETRY_S, SpendLedger, refusal, room_of
 from docllm.domain.services.outcome import Outcome, Reason
 from docllm.domain.verdict import Happened, decide, facts_of
@@ -148,6 +149,12 @@ class Batcher:
                 self.proc.queue.requeue(delivery.token, front=True)
             elif begun is not None:
                 attempts.append(begun)
+        attempts, leaving_lane = leaving(self.proc, attempts)
+        for a in leaving_lane:  # handed back by batches to the bound (issue 43): reviewed realtime
+            try:
+                to_realtime(self.proc, a)
+            except Unavailable:  # not moved (Redis or the database): it goes by this batch after all
+                attempts.append(a)
         with self._lock:
             self._sending = attempts
         try:
@@ -186,7 +193,9 @@ class Batcher:
 
     def _submit(self, attempts: list[Attempt], lines: dict[int, Lines]) -> str | None:
         ref, clock = uuid.uuid4().hex, self.proc.clock
-        self.store.open(ref, self.target.deployment, [(a.task_id, a.number) for a in attempts], clock.now_ms())
+        members = [(a.task_id, a.number) for a in attempts]
+        # The chunking is recorded with the batch: the poller places its answers by the same split.
+        self.store.open(ref, self.target.deployment, members, clock.now_ms(), self.target.max_chunk_chars)
         token = self._hold(ref)
         if token is None:  # a poller took it at once (it gives open batches a grace first): theirs now
             return ref
@@ -198,7 +207,9 @@ class Batcher:
             try:
                 file_id = self.api.upload(jsonl, f"docllm-{ref}.jsonl")
             except DocllmError as exc:  # nothing at the provider refers to ``ref``: hand back at once
-                hand_back_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc}); handed back uncharged")
+                # Counted (issue 43): an upload the provider keeps refusing (a key without the Files
+                # API) would otherwise send the same tasks round for ever; at the bound they go realtime.
+                return_all(self.proc, attempts, f"batch {ref}: its upload failed ({exc})")
                 self._release(ref)  # nothing was sent: nothing will be billed
                 self.store.advance(ref, BatchState.open, BatchState.returned, clock.now_ms(), error=str(exc))
                 return None
@@ -215,7 +226,7 @@ class Batcher:
                 made = self.api.create(file_id, ref)
             except DocllmError:  # maybe created (a lost answer): a poller finds it by ref, or creates it
                 return ref
-            self.store.advance(
+            recorded = self.store.advance(
                 ref,
                 BatchState.uploaded,
                 BatchState.submitted,
@@ -223,11 +234,34 @@ class Batcher:
                 batch_id=made.id,
                 provider_status=made.status,
             )
+            if not recorded:
+                self._unrecorded(ref, made.id)
+                return ref
             self.proc.events.emit(ev.BATCH_SUBMITTED, ref=ref, batch_id=made.id, worker=self.worker_id)
             return ref
         finally:
             if token is not None:
                 self.leases.release(ref, token)
+
+    def _unrecorded(self, ref: str, batch_id: str) -> None:
+        """The record moved on without this create (a poller took the batch over while the create
+        was in flight, its lease lost): cancel it at the provider, unless the record is this very
+        batch (the poller found it by its docllm_ref). One billed batch per record (issue 43)."""
+        now = self.store.get(ref)
+        if now is not None and now.batch_id == batch_id:
+            return
+        why = f"the provider's batch {batch_id} was made after its record moved on: cancelled at the provider"
+        try:
+            self.api.cancel(batch_id)
+        except DocllmError as exc:  # recorded as a batch of no member: the pollers cancel it, until they can
+            orphan, at = uuid.uuid4().hex, self.proc.clock.now_ms()
+            self.store.open(orphan, self.target.deployment, [], at, self.target.max_chunk_chars)
+            self.store.advance(orphan, BatchState.open, BatchState.submitted, at, batch_id=batch_id)
+            why = (
+                f"the provider's batch {batch_id} was made after its record moved on; its cancel failed ({exc}): "
+                f"recorded as {orphan} for the pollers to cancel"
+            )
+        self.proc.events.emit(ev.BATCH_CALL_FAILED, ref=ref, error=why, worker=self.worker_id)
 
     def _reserve(self, ref: str, attempts: list[Attempt], lines: dict[int, Lines]) -> bool:
         """The batch's estimate reserved (I16), after its record and before anything is sent: the

@@ -55,6 +55,9 @@ class Reason(enum.StrEnum):
     unsettled = "unsettled"  # the reaper could not settle a lease (an unexpected error)
     cancelled = "cancelled"  # an operator's ``docllm cancel``
     unstorable_report = "unstorable_report"  # the store refused the report alone (not an outage): failed
+    batch_returned = "batch_returned"  # a batch ended without its answer (failed, expired, lost): handed back, counted
+    handbacks_exhausted = "handbacks_exhausted"  # a batch's end would count it past DOCLLM_MAX_HANDBACKS: failed
+    to_realtime = "to_realtime"  # handed back by batches to its bound: the realtime lanes review it
     other = "other"
 
 

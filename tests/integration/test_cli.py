@@ -94,6 +94,7 @@ def test_submit_status_and_stats_have_the_documented_shapes(cli, tmp_path):
                 lane_row("lane", name, depth) for name, depth in (("interactive", 0), ("default", 3), ("bulk", 0))
             ],
             "by_tenant": [lane_row("tenant", None, 3)],  # submit gives no tenant (yet): one group, null
+            "other_tenants": None,  # every tenant is shown: no "(other)" row
             "tenants_with_work": 0,
         },
     }  # no "batches" key: no batch was ever recorded (cli_shapes.BATCH_FIELDS)

@@ -166,6 +166,20 @@ def priced_deployments(settings: Settings) -> list:
     ]
 
 
+def _review_memory(settings: Settings, engine):
+    """The review cache (issue 46) of the LLM reviewer; None when off (DOCLLM_REVIEW_CACHE) or
+    for the offline checks, which cost nothing. ``engine`` is a provider: not built when off."""
+    if not settings.review_cache or settings.llm_provider != "openai":
+        return None
+    from docllm.adapters.sql.review_cache import SqlAlchemyReviewCache
+    from docllm.domain.services.review_cache import ReviewMemory
+
+    first = min(settings.deployments, key=lambda d: d.order)  # where chunks go first (RoutedReviewer.cache_model)
+    return ReviewMemory(
+        SqlAlchemyReviewCache(engine()), first.model, settings.llm_max_chunk_chars, settings.review_cache_days
+    )
+
+
 def _batch_store(engine):
     """The durable record of provider batches (issue 28), beside the tasks."""
     from docllm.adapters.sql.batches import SqlAlchemyBatchStore
@@ -435,6 +449,7 @@ class Container(containers.DeclarativeContainer):
     spend_budget = providers.Singleton(_spend_budget, redis_client, settings, clock)  # the fleet's, in Redis
     spend_ledger = providers.Singleton(_spend_ledger, settings, spend_budget.provider)  # every cap, one place (I16)
     batch_store = providers.Singleton(_batch_store, engine)  # the batch lane's (issue 28)
+    review_memory = providers.Singleton(_review_memory, settings, engine.provider)  # None: off (issue 46)
     batch_leases = providers.Singleton(_batch_leases, redis_client, settings, clock, queue)
     batch_api = providers.Singleton(_batch_api, settings)  # None: batching is off
     batch_target = providers.Singleton(_batch_target, settings)
@@ -477,6 +492,7 @@ class Container(containers.DeclarativeContainer):
         rubrics=rubrics,
         tracer=tracer,
         ledger=spend_ledger,
+        cache=review_memory,
     )
     reaper = providers.Factory(
         Reaper,

@@ -111,6 +111,10 @@ class Settings:
     batch_max_tasks: int = 500
     batch_max_wait_seconds: float = 60.0
     batch_poll_seconds: float = 30.0
+    # The review cache (issue 46): chunks reviewed before by the LLM reviewer, served from the
+    # database; an entry older than this many days is never served (and is swept).
+    review_cache: bool = True
+    review_cache_days: float = 30.0
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
@@ -284,6 +288,7 @@ class Settings:
         self._validate_redis(need)
         self._validate_lanes(need)
         self._validate_batches(need)
+        need(0 < self.review_cache_days <= 3650, "review_cache_days", "must be greater than 0 and at most 3650 (days)")
         need("://" in self.database_url, "database_url", "must be an SQLAlchemy URL")
         need(
             not self.dashboard_on_worker or self.metrics_port is not None,
@@ -572,6 +577,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "batch_max_tasks": ("DOCLLM_BATCH_MAX_TASKS", _number(int)),
     "batch_max_wait_seconds": ("DOCLLM_BATCH_MAX_WAIT_SECONDS", _number(float)),
     "batch_poll_seconds": ("DOCLLM_BATCH_POLL_SECONDS", _number(float)),
+    "review_cache": ("DOCLLM_REVIEW_CACHE", _flag),
+    "review_cache_days": ("DOCLLM_REVIEW_CACHE_DAYS", _number(float)),
 }
 SECRETS = ("llm_api_key", "dashboard_token")
 assert set(_VARIABLES) == {f.name for f in fields(Settings)}

@@ -11,7 +11,7 @@ is sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +42,15 @@ class Priced:
 
 
 def document_requests(
-    task_name: str, document: str, rubric: Rubric | None, max_chunk_chars: int
+    task_name: str, document: str, rubric: Rubric | None, max_chunk_chars: int, skip: Collection[int] = ()
 ) -> list[list[dict[str, str]]]:
-    """The messages of every chunk's request, as the realtime reviewer sends them. PermanentError for
-    a document no reviewer could review (empty, binary), as the review would raise."""
+    """The messages of every chunk's request, as the realtime reviewer sends them, but those of the
+    chunks in ``skip`` (1-based: the review cache serves them, issue 46). PermanentError for a
+    document no reviewer could review (empty, binary), as the review would raise."""
     chunks = split_markdown(require_reviewable(document), max_chunk_chars)
     n = len(chunks)
-    return [build_messages(task_name, c.text, c.heading, i, n, rubric) for i, c in enumerate(chunks, 1)]
+    chosen = [(i, c) for i, c in enumerate(chunks, 1) if i not in skip]
+    return [build_messages(task_name, c.text, c.heading, i, n, rubric) for i, c in chosen]
 
 
 def lines_requests(lines: Sequence[Mapping[str, Any]]) -> list[Any]:

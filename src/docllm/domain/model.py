@@ -5,10 +5,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from docllm.domain.tracing import NULL_SPAN, Span
 from docllm.domain.usage import Usage, UsageMeter
+
+if TYPE_CHECKING:
+    from docllm.domain.review_cache import CachedChunk
 
 
 class TaskStatus(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a status (logs, messages)
@@ -57,6 +60,7 @@ class Task:
     priority: str | None = None  # its lane (domain/lanes.py, migration 0006); None: the default lane
     tenant: str | None = None  # who submitted it, for per-tenant fairness; None: no tenant
     traceparent: str | None = None  # the trace its submit started (W3C); the reconciler's re-queue continues it
+    fresh: bool = False  # reviewed without the review cache (``submit --fresh``, migration 0011)
 
     def budget(self, default_max_attempts: int) -> int:
         return self.max_attempts or default_max_attempts
@@ -180,6 +184,9 @@ class FencedWrite:
     error: str | None = None
     usage: Usage | None = None
     counted: bool = False
+    # A commit's chunk answers for the review cache, written in the commit's transaction only
+    # when the commit lands (domain/review_cache.py, I17).
+    cache: tuple[CachedChunk, ...] = ()
 
     @property
     def status(self) -> TaskStatus:

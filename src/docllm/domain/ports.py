@@ -26,6 +26,7 @@ from docllm.domain.model import (
     TaskStatus,
 )
 from docllm.domain.rate_limits import ProviderHints
+from docllm.domain.review_cache import CachedChunk
 from docllm.domain.rubric import Rubric
 from docllm.domain.usage import Usage
 from docllm.domain.workers import WorkerRecord
@@ -241,6 +242,7 @@ class TaskStore(TaskLookup, Protocol):
         priority: str | None = None,  # its lane (domain/lanes.py); None: the default lane
         tenant: str | None = None,
         traceparent: str | None = None,
+        fresh: bool = False,  # review it without the review cache (its answers replace the entries)
     ) -> Task: ...
 
     def start_attempt(self, task_id: int, token: str) -> StartOutcome:
@@ -546,3 +548,15 @@ class DashboardSessions(Protocol):
 
     def fail(self, client: str) -> int:
         """One more failed login from ``client``; the window's count with it."""
+
+
+class ReviewCache(Protocol):
+    """The review cache's reads (issue 46, domain/review_cache.py): a table of its own, shared by
+    the fleet. Entries are written by the store, in the transaction of the commit they came from
+    (``FencedWrite.cache``); every time is the authority's, in ms."""
+
+    def find(self, keys: Sequence[str], since_ms: int) -> dict[str, CachedChunk]:
+        """The entries of these keys written at or after ``since_ms`` (older ones have expired)."""
+
+    def sweep(self, before_ms: int, limit: int) -> int:
+        """Remove at most ``limit`` entries written before ``before_ms``; how many went."""

@@ -221,7 +221,22 @@ def validate_report(obj: Any) -> dict[str, Any]:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ValueError("deployments must be a list of deployment names")
         report["deployments"] = names
+    if "cached" in obj:  # only reports with chunks from the review cache have it (issue 46)
+        report["cached"] = _served(obj["cached"])
     return report
+
+
+def _served(value: Any) -> list[dict[str, int]]:
+    """A report's ``cached``: ``[{"chunk": n, "task_id": n}]``, the chunks the review cache served
+    and the task whose committed report each came from."""
+    if not isinstance(value, list):
+        raise ValueError("cached must be a list")
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"chunk", "task_id"}:
+            raise ValueError('cached must hold objects {"chunk": n, "task_id": n}')
+        _count(item["chunk"], "cached.chunk")
+        _count(item["task_id"], "cached.task_id")
+    return value
 
 
 def _version(value: Any, field: str, *kinds: type) -> Any:

@@ -34,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--rubric", metavar="NAME", help="review with the rubric NAME.yaml of DOCLLM_RUBRICS_DIR")
     s.add_argument("--priority", choices=LANES, help="its lane (default: default); weights: DOCLLM_LANE_WEIGHTS")
     s.add_argument("--tenant", type=parse_tenant, help="who it is for: tenants are served in turn, under their caps")
+    s.add_argument("--fresh", action="store_true", help="review every chunk again: nothing from the review cache")
     s.add_argument("--json", action="store_true")
     st = sub.add_parser("status", help="show tasks (default: the newest 50)")
     st.add_argument("task_ids", nargs="*", type=parse_task_id, metavar="TASK_ID")

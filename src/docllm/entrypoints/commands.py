@@ -79,6 +79,7 @@ def submit(args: argparse.Namespace) -> int:
                 priority=args.priority,
                 tenant=args.tenant,
                 tracer=c.tracer(),
+                fresh=args.fresh,
             )
             for name, text in docs
         ]

@@ -303,9 +303,9 @@ class Worker:
         return run.verdict if run.abandoned else decide(seen)
 
     async def _observe(self, attempt: Attempt) -> Outcome | Facts:
-        """The spend ledger's reservation (a port call), then the review (I16)."""
-        ledger = getattr(self.proc, "ledger", None)
-        if ledger is not None and ledger.reserves:
+        """The review cache's read and the spend ledger's reservation (a port call), then the
+        review (I16, issue 46)."""
+        if getattr(self.proc, "prepares", False):
             refused = await self.calls.call(self.proc.reserve, attempt)
             if refused is not None:
                 return refused

@@ -28,6 +28,7 @@ from docllm.domain.lane_figures import (
 )
 from docllm.domain.model import FencedWrite, GroupOutcome, StartOutcome, StartRequest, StartResult, Task, TaskStatus
 from docllm.domain.ports import Clock
+from docllm.domain.review_cache import CachedChunk
 from docllm.domain.store_groups import one_at_a_time
 from docllm.domain.usage import Usage
 
@@ -44,6 +45,8 @@ class InMemoryTaskRepository:
         self._ids = itertools.count(1)
         self._rows: dict[int, Task] = {}
         self._lock = threading.Lock()
+        # The review cache's table (InMemoryReviewCache reads it): written by a commit that lands.
+        self.cache_entries: dict[str, CachedChunk] = {}
 
     def _now(self) -> datetime:
         if self._clock is not None:
@@ -162,6 +165,7 @@ class InMemoryTaskRepository:
         priority: str | None = None,
         tenant: str | None = None,
         traceparent: str | None = None,
+        fresh: bool = False,
     ) -> Task:
         with self._lock:
             now = self._now()
@@ -174,6 +178,7 @@ class InMemoryTaskRepository:
                 priority=priority,
                 tenant=tenant,
                 traceparent=traceparent,
+                fresh=fresh,
                 max_attempts=self._default_max_attempts if max_attempts is None else max_attempts,
                 created_at=now,
                 updated_at=now,
@@ -225,8 +230,14 @@ class InMemoryTaskRepository:
         )
 
     def write_group(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
-        """The reference model of a group: one row at a time, through the methods above."""
-        return one_at_a_time(self, writes, starts)
+        """The reference model of a group: one row at a time, through the methods above; a commit
+        that landed writes its review cache entries (the SQL adapter: in the same transaction)."""
+        outcome = one_at_a_time(self, writes, starts)
+        with self._lock:
+            for write, landed in zip(writes, outcome.written, strict=True):
+                for entry in write.cache if landed else ():
+                    self.cache_entries[entry.key] = copy.deepcopy(entry)
+        return outcome
 
     def reopen(self, task_id: int) -> bool:
         # ``attempt`` is left alone: it is the fencing token and must keep growing.

@@ -7,7 +7,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from docllm.domain.chat import chunk_report
 from docllm.domain.chunking import Chunk
+from docllm.domain.prompt import build_messages
+from docllm.domain.report import validate_answer
+from docllm.domain.review_cache import chunk_key, current_recall
+from docllm.domain.rubric import Rubric
 
 OneChunk = Callable[[Chunk, int, int], Awaitable[dict[str, Any]]]  # (chunk, part, parts) -> its report
 
@@ -36,3 +41,39 @@ async def review_chunks(chunks: list[Chunk], parallelism: int, one: OneChunk) ->
                 raise error from None
         raise
     return [p.result() for p in parts]
+
+
+def from_cache(
+    model: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None
+) -> dict[str, Any] | None:
+    """The chunk's report from the review cache (issue 46), placed where the chunk is now, with no
+    usage (nothing was asked); None: send it. Only inside an attempt's review (``recalling``):
+    ``docllm eval`` and ``docllm check`` measure the reviewer and never see the cache."""
+    recall = current_recall()
+    if recall is None or recall.fresh:
+        return None
+    key = chunk_key(model, build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric), rubric)
+    found = recall.hits.get(key)
+    if found is None:
+        return None
+    try:
+        answer = validate_answer(found.answer)  # an entry this version cannot read is asked again
+    except ValueError:
+        return None
+    recall.hit(key, part)
+    return chunk_report(answer, chunk, found.model, {"prompt_tokens": 0, "completion_tokens": 0}, found.deployment)
+
+
+def remember(
+    model: str,
+    messages: list[dict[str, str]],
+    rubric: Rubric | None,
+    answer: dict[str, Any],
+    deployment: str | None,
+    usage: dict[str, int],
+) -> None:
+    """An answer the LLM gave, for the attempt's commit to write to the review cache (under the
+    key of the request that asked for it: ``messages`` before any repair)."""
+    recall = current_recall()
+    if recall is not None:
+        recall.answer(chunk_key(model, messages, rubric), answer, model, deployment, usage)

@@ -35,7 +35,7 @@ import orjson
 from openai._models import FinalRequestOptions
 
 from docllm.adapters.llm.built_once import BuiltOnceClient
-from docllm.adapters.llm.chunked import review_chunks
+from docllm.adapters.llm.chunked import from_cache, remember, review_chunks
 from docllm.adapters.llm.clients import client_options, translate, where_of
 from docllm.adapters.llm.lean_http import LeanAioHttpClient
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
@@ -167,7 +167,8 @@ class OpenAIReviewer:
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
 
         async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
-            return await self.review_chunk(task_name, chunk, part, parts, rubric)
+            cached = from_cache(self.model, task_name, chunk, part, parts, rubric)
+            return cached if cached is not None else await self.review_chunk(task_name, chunk, part, parts, rubric)
 
         return merge_reports(await review_chunks(chunks, self._parallelism, one))
 
@@ -188,7 +189,7 @@ class OpenAIReviewer:
     async def _review_one(
         self, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None, max_wait: float | None
     ) -> dict[str, Any]:
-        messages = build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)
+        messages = asked = build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         for repairing in (False, True):
             answer = await self._complete(messages, usage, None if repairing else max_wait)
@@ -199,6 +200,7 @@ class OpenAIReviewer:
                 if repairing:
                     raise TransientError(f"LLM answered an invalid report: {e}") from None
                 messages = repair_messages(messages, answer, str(e))
+        remember(self.model, asked, rubric, parsed, self.deployment, usage)  # the commit writes it (issue 46)
         return chunk_report(parsed, chunk, self.model, usage, self.deployment)
 
     async def _complete(

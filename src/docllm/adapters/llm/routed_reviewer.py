@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from docllm.adapters.llm.chunked import review_chunks
+from docllm.adapters.llm.chunked import from_cache, review_chunks
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.domain.breaker import BreakerState, BreakerView
 from docllm.domain.chunking import Chunk, split_markdown
@@ -69,6 +69,9 @@ class RoutedReviewer:
         self.routes = {r.deployment.name: r for r in routes}
         self.deployments = [r.deployment for r in routes]
         self.model = self.deployments[0].model  # the first choice's; each chunk's own is in its report
+        # The review cache is asked under the model chunks go to first (the spend ledger's first
+        # deployment too); a chunk another model served is kept under that model's key (issue 46).
+        self.cache_model = min(self.deployments, key=lambda d: d.order).model
         self._worker_id, self._max_chunk_chars, self._parallelism = worker_id, max_chunk_chars, chunk_parallelism
         self._run: Run = run or asyncio.to_thread
         self._draw, self._poll = draw, poll_seconds
@@ -97,7 +100,8 @@ class RoutedReviewer:
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
 
         async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
-            return await self._routed(task_name, chunk, part, parts, rubric)
+            cached = from_cache(self.cache_model, task_name, chunk, part, parts, rubric)
+            return cached if cached is not None else await self._routed(task_name, chunk, part, parts, rubric)
 
         return merge_reports(await review_chunks(chunks, self._parallelism, one))
 

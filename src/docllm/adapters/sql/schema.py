@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Double,
     ForeignKey,
@@ -103,6 +104,8 @@ task_doc_llm = Table(
     Column("tenant", String(64), nullable=True),
     # The task's trace context (W3C traceparent, migration 0008); NULL: not traced.
     Column("traceparent", String(64), nullable=True),
+    # Reviewed without the review cache (``submit --fresh``, migration 0011); NULL: as every older row, no.
+    Column("fresh", Boolean, nullable=True),
     Column("result", JsonText, nullable=True),
     Column("error", Text, nullable=True),
     timestamp("processing_started_at"),
@@ -155,3 +158,25 @@ llm_batch_tasks = Table(
 )
 # ``show`` and ``cancel`` find a task's batches through this index.
 Index(BATCH_TASKS_INDEX, llm_batch_tasks.c.task_id)
+
+# The review cache (issue 46, migration 0011; domain/review_cache.py): one chunk's answer per key,
+# written in the transaction of the commit it came from. Its times are the authority's (ms), given
+# by the caller: expiry is decided on that clock, never the database's (D4).
+REVIEW_CACHE_TABLE = "review_cache"
+REVIEW_CACHE_AGE_INDEX = "ix_review_cache_created_ms"
+
+review_cache = Table(
+    REVIEW_CACHE_TABLE,
+    metadata,
+    Column("cache_key", String(64), primary_key=True),
+    Column("answer", LongText, nullable=False),  # {"findings", "summary"}, lines counted in the chunk
+    Column("model", String(255), nullable=False),
+    Column("deployment", String(128), nullable=True),
+    Column("task_id", TaskId, nullable=False),  # whose committed report it came from
+    Column("created_ms", BigInteger, nullable=False),
+    Column("prompt_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("completion_tokens", BigInteger, nullable=False, server_default=text("0")),
+    **MYSQL_TABLE_OPTIONS,
+)
+# Expiry's sweep takes the oldest entries through this index, a bounded page at a time.
+Index(REVIEW_CACHE_AGE_INDEX, review_cache.c.created_ms)

@@ -40,9 +40,11 @@ from docllm.domain.ports import (
     TaskStore,
     review_with,
 )
+from docllm.domain.review_cache import CachedChunk, Recall, recalling, with_served
 from docllm.domain.rubric import Rubric
 from docllm.domain.services.ledger import Purse, SpendLedger, shares, spending
 from docllm.domain.services.outcome import CANCELLED_ERROR, ORPHANED_REASON, Outcome, OutcomeKind, Reason
+from docllm.domain.services.review_cache import ReviewMemory
 from docllm.domain.storable import storable_report
 from docllm.domain.tracing import NullTracer, Span, Tracer, traced, within
 from docllm.domain.usage import metering
@@ -68,9 +70,11 @@ class TaskProcessor:
         rubrics: RubricCatalog | None = None,
         tracer: Tracer | None = None,
         ledger: SpendLedger | None = None,
+        cache: ReviewMemory | None = None,
     ):
         self.queue, self.repo, self.reviewer, self.clock = queue, repo, reviewer, clock
         self.ledger = ledger  # the spend ledger (I16): reserve before the review, settle each write that landed
+        self.cache = cache  # the review cache (issue 46): read before the review, written by its commit
         self.retry, self.lease, self.worker_id, self.limits = retry, lease, worker_id, limits
         self.events = events or NullEvents()
         self.rubrics = rubrics
@@ -288,21 +292,32 @@ class TaskProcessor:
         """The verdict of an attempt that ends for a reason of the runtime's (shutdown, timeout...)."""
         return decide(self.facts(attempt, happened))
 
+    @property
+    def prepares(self) -> bool:
+        """Whether an attempt has a blocking step before its review (``reserve``): a spend
+        reservation, or a read of the review cache."""
+        return self.cache is not None or (self.ledger is not None and self.ledger.reserves)
+
     def reserve(self, attempt: Attempt) -> Facts | None:
-        """The spend ledger's reservation of the attempt's document, before its review sends
-        anything (blocking: a Redis call; I16). None: the review may go on (``attempt.hold`` is the
-        key held, if any); else what stopped it, for ``decide``: over the per-task cap (failed),
-        a daily cap reached (handed back uncharged), Redis down (handed back). A document the
-        review would refuse anyway (empty, too big) is left to ``observe``."""
+        """Before the review sends anything (blocking: a database read and a Redis call): the review
+        cache's entries of the document's chunks (``attempt.meta["recall"]``), then the spend
+        ledger's reservation of the chunks the cache does not hold (I16). None: the review may go
+        on (``attempt.hold`` is the key held, if any); else what stopped it, for ``decide``: over
+        the per-task cap (failed), a daily cap reached (handed back uncharged), Redis down (handed
+        back). A document the review would refuse anyway (empty, too big) is left to ``observe``."""
         document = attempt.task.document
-        if self.ledger is None or not self.ledger.reserves or document is None or not document.strip():
+        if not self.prepares or document is None or not document.strip():
             return None
         if len(document.encode("utf-8")) > self.limits.max_document_bytes:
             return None
         try:
             rubric = self._rubric(attempt.task)
-            name = attempt.task.task_name or ""
-            held = self.ledger.reserve_attempt(attempt.task_id, attempt.number, name, document, rubric)
+            recall = None if self.cache is None else self.cache.recall(attempt.task, rubric, self.clock.now_ms())
+            attempt.meta["recall"] = recall
+            if self.ledger is None or not self.ledger.reserves:
+                return None
+            name, cached = attempt.task.task_name or "", recall.cached_parts if recall is not None else ()
+            held = self.ledger.reserve_attempt(attempt.task_id, attempt.number, name, document, rubric, cached)
             attempt.hold, attempt.hold_at = held if held is not None else (None, None)
         except Exception as exc:  # noqa: BLE001 - as observe: decide() says who pays
             seen = facts_of(exc)
@@ -321,14 +336,16 @@ class TaskProcessor:
         if size > self.limits.max_document_bytes:
             error = f"document of {size} bytes is over the limit of {self.limits.max_document_bytes}"
             return self.facts(attempt, Happened.invalid_document, error)
+        recall = attempt.meta.get("recall")  # ``reserve``'s read of the review cache
         try:
             rubric = self._rubric(attempt.task)
             purse = Purse(self.ledger, attempt) if self.ledger is not None else None
-            with metering(attempt.meter), within(attempt.span), spending(purse):
+            with metering(attempt.meter), within(attempt.span), spending(purse), recalling(recall):
                 report = await review_with(self.reviewer, attempt.task.task_name or "", document, rubric)
         except Exception as exc:  # noqa: BLE001 - a reviewer bug must not kill the worker: decide() says who pays
             seen = facts_of(exc)
             return self.facts(attempt, seen.happened, seen.error, seen.retry_after)
+        report = with_served(report, recall)  # which chunks came from the cache, and from which task
         if rubric is not None:  # which rubric, at which version, this report followed
             report = {**report, "rubric": rubric.ref, "rubric_version": rubric.version}
         return Outcome.success(report)
@@ -371,8 +388,16 @@ class TaskProcessor:
         then the leases of those that landed in one queue call (each as if alone). Per attempt,
         False if it was stale. Safe to call again after an ``Unavailable``, as ``finish`` is."""
         spans = [a.span.child("docllm.finish") if a.span.recording else a.span for a, _ in ends]
+        now_ms = self.clock.now_ms() if any(_answered(a) for a, _ in ends) else 0
         writes = [
-            FencedWrite(WriteKind.commit, a.task_id, a.number, result=storable_report(o.report or {}), usage=a.usage)
+            FencedWrite(
+                WriteKind.commit,
+                a.task_id,
+                a.number,
+                result=storable_report(o.report or {}),
+                usage=a.usage,
+                cache=_entries(a, now_ms),
+            )
             for a, o in ends
         ]
         try:
@@ -548,6 +573,18 @@ class TaskProcessor:
     def _dead_letter(self, delivery: Delivery, reason: Reason, error: str, task_id: int | None) -> None:
         self.queue.dead_letter(delivery.token, delivery.raw, error, task_id)
         self.events.emit(ev.DEAD_LETTERED, reason=reason, error=error, task_id=task_id, worker=self.worker_id)
+
+
+def _answered(attempt: Attempt) -> Recall | None:
+    """The attempt's recall when its review got answers from the LLM (its commit writes them)."""
+    recall = attempt.meta.get("recall")
+    return recall if isinstance(recall, Recall) and recall.answered else None
+
+
+def _entries(attempt: Attempt, now_ms: int) -> tuple[CachedChunk, ...]:
+    """What the attempt's commit writes to the review cache (I17: only if it lands)."""
+    recall = _answered(attempt)
+    return recall.entries(attempt.task_id, now_ms) if recall is not None else ()
 
 
 def _end_spans(ends: Sequence[tuple[Attempt, Outcome]], spans: Sequence[Span], exc: BaseException) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -93,18 +93,27 @@ class SpendLedger:
 
     # -- realtime ------------------------------------------------------------------------------
     def reserve_attempt(
-        self, task_id: int, attempt: int, task_name: str, document: str, rubric: Rubric | None
+        self,
+        task_id: int,
+        attempt: int,
+        task_name: str,
+        document: str,
+        rubric: Rubric | None,
+        cached: Collection[int] = (),
     ) -> tuple[str, str] | None:
         """Reserve a realtime attempt's document before its first request: (key, deployment) held,
         or None (nothing held). The per-task cap is checked at the dearest deployment the router
         may send a chunk to (the only one, for one deployment): OverCostCap over it. The hold is at
         the first deployment by order; a chunk the router sends elsewhere reserves there first
         (``Purse.cover``). SpendCapReached at the fleet's cap, or at the first deployment's own cap
-        when it is the only one (with several, its chunks go to the others, each reserved there)."""
+        when it is the only one (with several, its chunks go to the others, each reserved there).
+        ``cached``: the chunks (1-based) the review cache serves, which cost nothing (issue 46)."""
         where = self.first
         if where is None or not self.reserves:
             return None
-        requests = document_requests(task_name, document, rubric, self.max_chunk_chars)
+        requests = document_requests(task_name, document, rubric, self.max_chunk_chars, cached)
+        if not requests:  # every chunk from the cache: nothing is sent, nothing to hold
+            return None
         usd = where.cost(requests)
         dearest, task_usd = where, usd
         for other in self.deployments.values():

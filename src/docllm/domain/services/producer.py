@@ -39,6 +39,7 @@ def submit(
     priority: str | None = None,
     tenant: str | None = None,
     tracer: Tracer | None = None,
+    fresh: bool = False,
 ) -> Task:
     """Row first, then payload (as existing producers do); a crash between is the reconciler's.
 
@@ -46,7 +47,8 @@ def submit(
     unknown or invalid one raises RubricError with nothing written or queued. ``priority`` (a lane
     of domain/lanes.py) and ``tenant`` go on the row and in the payload; a bad one raises
     ValueError, also with nothing written, as does a name or document no UTF-8 column stores. With
-    tracing on, the submit span starts the task's trace: row and payload carry its traceparent."""
+    tracing on, the submit span starts the task's trace: row and payload carry its traceparent.
+    ``fresh``: reviewed without the review cache (on the row: a re-queue from the row keeps it)."""
     # ``is not None``: an empty name is a value the claim refuses (issue 44), not "the default".
     for reason in (priority is not None and lane_error(priority), tenant is not None and tenant_error(tenant)):
         if reason:
@@ -59,7 +61,8 @@ def submit(
             raise RubricError(f"rubric {rubric!r}: no rubrics are configured here")
         rubrics.get(rubric)
     with running((tracer or NullTracer()).start("docllm.submit")) as span:
-        task = repo.create(task_name, document, max_attempts, rubric, priority, tenant, span.traceparent)
+        asked = {"fresh": True} if fresh else {}  # a store written before the cache takes the old call
+        task = repo.create(task_name, document, max_attempts, rubric, priority, tenant, span.traceparent, **asked)
         queue.push(payload_of(task))
         if span.recording:
             span.set({"docllm.task_id": task.task_id})

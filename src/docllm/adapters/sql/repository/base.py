@@ -29,6 +29,8 @@ GET_ROW = select(*FULL_ROW).where(t.c.task_id == bindparam("b_task_id"))
 def task_of(row) -> Task:
     values = row._asdict()
     values["status"] = TaskStatus(values["status"])
+    if "fresh" in values:
+        values["fresh"] = bool(values["fresh"])  # NULL (older rows, older producers): no
     usage = {name: values.pop(name) for name in USAGE_COLUMNS}
     if usage["llm_calls"] is not None:
         values["usage"] = Usage(

@@ -17,6 +17,7 @@ from sqlalchemy import BigInteger, Double, Integer, String, bindparam, case, del
 from sqlalchemy.exc import DataError, IntegrityError
 
 from docllm.adapters.sql.repository.base import FAILED, FULL_ROW, PENDING, PROCESSING, RepositoryBase, task_of
+from docllm.adapters.sql.review_cache import write_entries
 from docllm.adapters.sql.schema import USAGE_COLUMNS, LongText
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.adapters.sql.timestamps import utcnow
@@ -31,6 +32,7 @@ from docllm.domain.model import (
     Task,
     WriteKind,
 )
+from docllm.domain.review_cache import CachedChunk
 from docllm.domain.storable import storable_error
 from docllm.domain.store_groups import GroupOfOne
 from docllm.domain.usage import Usage
@@ -78,6 +80,7 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
         priority: str | None = None,
         tenant: str | None = None,
         traceparent: str | None = None,
+        fresh: bool = False,
     ) -> Task:
         if max_attempts is None:
             max_attempts = self._default_max_attempts
@@ -90,6 +93,7 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
                 priority=priority,
                 tenant=tenant,
                 traceparent=traceparent,
+                fresh=True if fresh else None,  # NULL as an older producer's row: the column reads alike
                 status=PENDING.value,
                 max_attempts=max_attempts,
                 created_at=utcnow(),
@@ -102,7 +106,8 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
 
     def write_group(self, writes: Sequence[FencedWrite], starts: Sequence[StartRequest] = ()) -> GroupOutcome:
         """One transaction: lock the group's rows (``SELECT ... FOR UPDATE``), one fenced ``UPDATE``
-        per kind over its rows, one fenced ``UPDATE`` for the starts, one read of the started rows.
+        per kind over its rows, the review cache's entries of the commits that landed, one fenced
+        ``UPDATE`` for the starts, one read of the started rows.
 
         The rows are locked before the fences are evaluated, so the fence the database applies
         per row (in each UPDATE's WHERE) is the one evaluated here on the locked row, and the
@@ -121,19 +126,9 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
             budget = statement_budget(conn.info.get(MAX_PACKET))
             _refuse_oversized(writes, sizes, budget)  # before anything is sent: the others may go
             rows = self._lock(conn, ids)  # task_id -> [status, attempt], kept as the UPDATEs change them
-            written = [False] * len(writes)
-            for rnd in _rounds(writes):  # more than one round only when a row repeats in the group
-                fenced = {i for i in rnd if _holds(rows.get(writes[i].task_id), writes[i].attempt)}
-                for kind in WriteKind:
-                    # One UPDATE per kind, or several when its rows' bytes exceed one statement's budget.
-                    for part in _parts([i for i in rnd if writes[i].kind is kind], sizes, budget):
-                        statement = write_statement(kind, [writes[i] for i in part], [texts[i] for i in part])
-                        _checked(conn.execute(*statement).rowcount, len(fenced.intersection(part)), kind.value)
-                for i in rnd:
-                    row = rows.get(writes[i].task_id)
-                    written[i] = i in fenced or (bool(lost) and row is not None and _landed(row, writes[i]))
-                    if i in fenced and row is not None:
-                        row[0] = writes[i].status.value
+            written, cached = _write_rounds(conn, writes, texts, sizes, budget, rows, bool(lost))
+            if cached:  # only the commits that land now write their entries (I17)
+                write_entries(conn, cached, budget)
             for rnd in _rounds(starts):
                 fenced = {i for i in rnd if (row := rows.get(starts[i].task_id)) and row[0] == PENDING.value}
                 changed = conn.execute(*start_statement([starts[i] for i in rnd])).rowcount
@@ -208,6 +203,36 @@ class TaskStoreOps(GroupOfOne, RepositoryBase):
 
     def delete(self, task_id: int) -> bool:
         return self._write(delete(t).where(t.c.task_id == task_id), task_id, lambda row: row is None)
+
+
+def _write_rounds(
+    conn: Any,
+    writes: list[FencedWrite],
+    texts: list[str | None],
+    sizes: list[int],
+    budget: int | None,
+    rows: dict[int, list[Any]],
+    lost: bool,
+) -> tuple[list[bool], list[CachedChunk]]:
+    """The group's fenced UPDATEs, round by round (more than one only when a row repeats in the
+    group): per write, whether it landed (now, or by an earlier try after a lost connection), and
+    the review cache entries of the commits that landed now."""
+    written = [False] * len(writes)
+    cached: list[CachedChunk] = []
+    for rnd in _rounds(writes):
+        fenced = {i for i in rnd if _holds(rows.get(writes[i].task_id), writes[i].attempt)}
+        for kind in WriteKind:
+            # One UPDATE per kind, or several when its rows' bytes exceed one statement's budget.
+            for part in _parts([i for i in rnd if writes[i].kind is kind], sizes, budget):
+                statement = write_statement(kind, [writes[i] for i in part], [texts[i] for i in part])
+                _checked(conn.execute(*statement).rowcount, len(fenced.intersection(part)), kind.value)
+        for i in rnd:
+            row = rows.get(writes[i].task_id)
+            written[i] = i in fenced or (lost and row is not None and _landed(row, writes[i]))
+            if i in fenced and row is not None:
+                row[0] = writes[i].status.value
+                cached.extend(writes[i].cache)
+    return written, cached
 
 
 def _cancelled(row: Task | None, attempt: int, error: str) -> bool:

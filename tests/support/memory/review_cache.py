@@ -1,0 +1,26 @@
+"""``ReviewCache`` in memory, over an ``InMemoryTaskRepository``'s entries (its commits write them)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+from docllm.domain.review_cache import CachedChunk
+from tests.support.memory.repository import InMemoryTaskRepository
+
+
+class InMemoryReviewCache:
+    def __init__(self, repo: InMemoryTaskRepository):
+        self._repo = repo
+
+    def find(self, keys: Sequence[str], since_ms: int) -> dict[str, CachedChunk]:
+        entries = self._repo.cache_entries
+        found = (entries.get(k) for k in set(keys))
+        return {e.key: copy.deepcopy(e) for e in found if e is not None and e.created_ms >= since_ms}
+
+    def sweep(self, before_ms: int, limit: int) -> int:
+        entries = self._repo.cache_entries
+        oldest = sorted((e for e in entries.values() if e.created_ms < before_ms), key=lambda e: e.created_ms)
+        for e in oldest[:limit]:
+            del entries[e.key]
+        return len(oldest[:limit])

@@ -47,6 +47,8 @@ def require_schema(engine: Engine) -> None:
         raise ConfigurationError("the task_doc_llm table lacks the rubric column: run `docllm init-db` first")
     if not {"priority", "tenant"} <= columns:  # migration 0006
         raise ConfigurationError("the task_doc_llm table lacks the lane columns: run `docllm init-db` first")
+    if "fresh" not in columns:  # migration 0011 (the review cache)
+        raise ConfigurationError("the task_doc_llm table lacks the fresh column: run `docllm init-db` first")
 
 
 def alembic_config() -> Config:

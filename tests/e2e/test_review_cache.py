@@ -37,10 +37,7 @@ def guide(edited: str | None = None) -> str:
 
 
 def rubric_file(version: int) -> str:
-    return (
-        f"version: {version}\nchecks:\n  - id: tone\n    kind: instruction\n"
-        "    text: Report marketing words.\n"
-    )
+    return f"version: {version}\nchecks:\n  - id: tone\n    kind: instruction\n    text: Report marketing words.\n"
 
 
 def llm_env(llm: FakeLLM, **more: str) -> dict[str, str]:

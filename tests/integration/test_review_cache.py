@@ -105,7 +105,9 @@ class Rig:
         """Submit ``doc`` and run one attempt of it to its end, as a worker does."""
         proc = self.processor(model, kw.pop("days", 30.0))
         task = submit(self.repo, self.queue, name, doc, rubrics=InMemoryRubricCatalog(self.rubric), **kw)
-        attempt = proc.begin(proc.claim())
+        delivery = proc.claim()
+        assert delivery is not None
+        attempt = proc.begin(delivery)
         assert attempt is not None and attempt.task_id == task.task_id
         outcome = run(proc, proc.review(attempt))
         assert proc.finish(attempt, outcome), outcome
@@ -278,4 +280,3 @@ def _entries(rig: Rig) -> list[str]:
 
     with rig.engine.connect() as conn:
         return [row[0] for row in conn.execute(text("SELECT answer FROM review_cache"))]
-

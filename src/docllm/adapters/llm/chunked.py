@@ -44,10 +44,11 @@ async def review_chunks(chunks: list[Chunk], parallelism: int, one: OneChunk) ->
 
 
 def from_cache(
-    model: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None
+    model: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None, named: bool = False
 ) -> dict[str, Any] | None:
     """The chunk's report from the review cache (issue 46), placed where the chunk is now, with no
-    usage (nothing was asked); None: send it. Only inside an attempt's review (``recalling``):
+    usage (nothing was asked); None: send it. ``named``: the report names deployments (a routed
+    review's: the one that answered it then). Only inside an attempt's review (``recalling``):
     ``docllm eval`` and ``docllm check`` measure the reviewer and never see the cache."""
     recall = current_recall()
     if recall is None or recall.fresh:
@@ -61,7 +62,8 @@ def from_cache(
     except ValueError:
         return None
     recall.hit(key, part)
-    return chunk_report(answer, chunk, found.model, {"prompt_tokens": 0, "completion_tokens": 0}, found.deployment)
+    deployment = (found.deployment or "cache") if named else None
+    return chunk_report(answer, chunk, found.model, {"prompt_tokens": 0, "completion_tokens": 0}, deployment)
 
 
 def remember(

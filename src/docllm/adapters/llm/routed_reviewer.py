@@ -100,7 +100,7 @@ class RoutedReviewer:
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
 
         async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
-            cached = from_cache(self.cache_model, task_name, chunk, part, parts, rubric)
+            cached = from_cache(self.cache_model, task_name, chunk, part, parts, rubric, named=True)
             return cached if cached is not None else await self._routed(task_name, chunk, part, parts, rubric)
 
         return merge_reports(await review_chunks(chunks, self._parallelism, one))

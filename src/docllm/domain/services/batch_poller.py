@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from docllm.domain import events as ev
-from docllm.domain.batch_results import State, read_results
+from docllm.domain.batch_results import State, TaskResult, read_results
 from docllm.domain.batch_verdict import task_facts
 from docllm.domain.batches import COMPLETED, RUNNING, Batch, BatchState, ProviderBatch, ms_of
 from docllm.domain.chunking import Chunk, split_markdown
@@ -36,6 +36,7 @@ from docllm.domain.services.batch_bound import return_all
 from docllm.domain.services.batch_members import BatchTarget, hand_back_all, member_attempts
 from docllm.domain.services.ledger import SpendLedger
 from docllm.domain.services.outcome import Outcome
+from docllm.domain.services.review_cache import batch_recall
 from docllm.domain.verdict import decide
 
 ANY_CHUNKS = 1 << 30  # a member this visit does not apply: its lines are read only to be priced
@@ -227,6 +228,7 @@ class BatchPoller:
             # Counted when this member's write lands (its finish says so), drawn on the batch's hold.
             a.hold, a.hold_release = batch_key(batch.ref), False
             if result.state is State.answered:
+                self._remember(a, chunks[a.task_id], result)
                 outcome = Outcome.success(self._stamped(a, result.report(chunks[a.task_id], t.model, t.deployment)))
             else:
                 facts = task_facts(result, results.served, a.task.handbacks, self.proc.retry.max_handbacks, t.model)
@@ -254,6 +256,18 @@ class BatchPoller:
             document = row.document if row is not None else None
         size = batch.max_chunk_chars or self.target.max_chunk_chars  # None: recorded before it was kept
         return split_markdown(require_reviewable(document or ""), size)
+
+    def _remember(self, attempt: Attempt, chunks: list[Chunk], result: TaskResult) -> None:
+        """With the review cache on, the member's answers go with its commit (written only if it
+        lands, as a realtime commit's: issue 46)."""
+        if self.proc.cache is None:
+            return
+        try:
+            rubric = self.proc.rubric(attempt.task)
+        except DocllmError:
+            return
+        name, t = attempt.task.task_name or "", self.target
+        attempt.meta["recall"] = batch_recall(name, chunks, result.answers, rubric, t.model, t.deployment)
 
     def _stamped(self, attempt: Attempt, report: dict[str, Any]) -> dict[str, Any]:
         """Which rubric, at which version, the report followed (as realtime records it)."""

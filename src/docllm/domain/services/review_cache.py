@@ -14,8 +14,10 @@ says so), and at most once a minute per process a recall also removes one page o
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
-from docllm.domain.chunking import split_markdown
+from docllm.domain.batch_results import ChunkAnswer
+from docllm.domain.chunking import Chunk, split_markdown
 from docllm.domain.errors import PermanentError, Unavailable
 from docllm.domain.model import Task
 from docllm.domain.ports import ReviewCache
@@ -80,3 +82,23 @@ class ReviewMemory:
             self.cache.sweep(now_ms - self.max_age_ms, self._sweep_limit)
         except Unavailable:
             pass  # the next sweep takes them; an expired entry is never served meanwhile
+
+
+def batch_recall(
+    task_name: str,
+    chunks: Sequence[Chunk],
+    answers: Sequence[ChunkAnswer],
+    rubric: Rubric | None,
+    model: str,
+    deployment: str | None,
+) -> Recall:
+    """A batch member's answers, for its commit to write as a realtime review's are (the batch lane
+    sends the realtime requests' very messages: ``batch_lines.request_lines``). The batch lane does
+    not read the cache: a bulk task's chunks all go to its batch."""
+    recall, n = Recall(), len(chunks)
+    for a in answers:
+        chunk = chunks[a.chunk]
+        messages = build_messages(task_name, chunk.text, chunk.heading, a.chunk + 1, n, rubric)
+        usage = {"prompt_tokens": a.tokens.prompt, "completion_tokens": a.tokens.completion}
+        recall.answer(chunk_key(model, messages, rubric), a.answer, model, deployment, usage)
+    return recall

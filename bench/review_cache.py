@@ -1,9 +1,9 @@
 """The review cache (issue 46): a docs set reviewed twice, one section edited in a few documents.
 
 A CI job reviews the same pages on every push. Here: ``DOCS`` Markdown documents (seeded, 6 to 10
-sections of 1 to 3 KB each, so each is 2 to 4 chunks at the default DOCLLM_LLM_MAX_CHUNK_CHARS)
-are submitted (``docllm submit``'s producer, in the bench's process) and reviewed by one ``docllm worker`` process against the
-OpenAI-compatible test server (``tests/support/llm_server.py``, answers after 0.5 to 1.5 s,
+sections of 1 to 3 KB each, so each is 1 to 3 chunks at the default DOCLLM_LLM_MAX_CHUNK_CHARS)
+are submitted (``docllm submit``'s producer, in the bench's process) and reviewed by one
+``docllm worker`` process against the OpenAI-compatible test server (``tests/support/llm_server.py``, answers after 0.5 to 1.5 s,
 usage of about one token per 4 characters). Then ``EDITED`` of them get one sentence added to one
 section, and the whole set is submitted again. Per run: the chat requests the server answered,
 the prompt and completion tokens and the cost on the rows (``DOCLLM_LLM_PRICES``), the chunks
@@ -37,7 +37,7 @@ PRICES = f"{MODEL}=0.15/0.60"  # USD per 1M tokens
 LATENCY_MS = (500.0, 1500.0)
 CONCURRENCY = 16
 PREFIX = "benchcache"
-WORDS = "queue worker lease retry reaper commit review chunk section heading deploy rollout cache".split()
+WORDS = ("queue", "worker", "lease", "retry", "reaper", "commit", "review", "chunk", "section", "heading", "deploy")
 
 
 def sentence(rng: random.Random) -> str:
@@ -192,7 +192,11 @@ def report(first: dict[str, Any], second: dict[str, Any], n: int, edited: int, a
     ):
         a, b = first[key], second[key]
         ratio = f"{100 * b / a:.1f} %" if a else "-"
-        shown = (f"{a:.4f}", f"{b:.4f}") if key == "cost_usd" else (f"{a:.1f}", f"{b:.1f}") if key.endswith("seconds") else (a, b)
+        shown = (a, b)
+        if key == "cost_usd":
+            shown = (f"{a:.4f}", f"{b:.4f}")
+        elif key.endswith("seconds"):
+            shown = (f"{a:.1f}", f"{b:.1f}")
         print(f"| {label} | {shown[0]} | {shown[1]} | {ratio} |")
     if first["failed"] or second["failed"]:
         print(f"FAILED tasks: run 1 {first['failed']}, run 2 {second['failed']}")

@@ -3,13 +3,14 @@
 A CI job reviews the same pages on every push. Here: ``DOCS`` Markdown documents (seeded, 6 to 10
 sections of 1 to 3 KB each, so each is 1 to 3 chunks at the default DOCLLM_LLM_MAX_CHUNK_CHARS)
 are submitted (``docllm submit``'s producer, in the bench's process) and reviewed by one
-``docllm worker`` process against the OpenAI-compatible test server (``tests/support/llm_server.py``,
-answers after 0.5 to 1.5 s, usage of about one token per 4 characters). Then ``EDITED`` of them get one sentence added to one
-section, and the whole set is submitted again. Per run: the chat requests the server answered,
-the prompt and completion tokens and the cost on the rows (``DOCLLM_LLM_PRICES``), the chunks
-served from the cache (the reports' ``cached``), and the time from the submit to the last task's end.
+``docllm worker`` process against the OpenAI-compatible test server
+(``tests/support/llm_server.py``: answers after 0.5 to 1.5 s, about one token per 4 characters).
+Then ``EDITED`` of them get one sentence added to one section, and the whole set is submitted
+again. Per run: the chat requests the server answered, the prompt and completion tokens and the
+cost on the rows (``DOCLLM_LLM_PRICES``), the chunks served from the cache (the reports'
+``cached``), and the time from the first submit to the last task's end.
 
-    PYTHONPATH=src:. python -m bench.review_cache [--quick] [--off]
+    PYTHONPATH=src:. python -m bench.review_cache [--quick] [--off] [--backend mariadb]
 
 ``--off`` runs the same with DOCLLM_REVIEW_CACHE=off (what run 2 cost before the cache).
 """

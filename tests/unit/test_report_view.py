@@ -33,3 +33,11 @@ def test_the_deployment_that_served_each_chunk_is_shown():
     assert merged["deployments"] == ["east", "east", "west"]
     assert "served by east (chunks 1-2), west (chunk 3)" in shown(merged)
     assert "served by" not in shown(make_report([], "Fine.", "openai", "m"))  # one deployment: not recorded
+
+
+def test_the_chunks_the_review_cache_served_are_shown_with_their_task():
+    report = make_report([], "Fine.", "openai", "m", chunks=4)
+    cached = [{"chunk": 1, "task_id": 17}, {"chunk": 2, "task_id": 17}, {"chunk": 4, "task_id": 9}]
+    text = shown({**report, "cached": cached})
+    assert "from the cache: chunks 1, 2 (task 17); chunk 4 (task 9)" in text
+    assert "from the cache" not in shown(report)

@@ -92,7 +92,7 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
             f"model {escape(str(report.get('model', '?')))}, chunks {report.get('chunks', '?')}, tokens "
             f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out"
             + (f", rubric {escape(str(report['rubric']))}" if report.get("rubric") else "")
-            + f"{_versions(report)}{_served(report)}[/]"
+            + f"{_versions(report)}{_served(report)}{_cached(report)}[/]"
         )
     ]
     known = [s for s in reversed(SEVERITIES)]
@@ -127,6 +127,20 @@ def _served(report: dict[str, Any]) -> str:
             runs.append((str(name), chunk, chunk))
     shown = (f"{escape(n)} (chunk {a})" if a == b else f"{escape(n)} (chunks {a}-{b})" for n, a, b in runs)
     return ", served by " + ", ".join(shown)
+
+
+def _cached(report: dict[str, Any]) -> str:
+    """The chunks the review cache served (issue 46), as ``, from the cache: chunks 1-2, 4 (task 17)``;
+    nothing when none was."""
+    served = report.get("cached")
+    if not isinstance(served, list) or not served:
+        return ""
+    by_task: dict[str, list[str]] = {}
+    for item in served:
+        if isinstance(item, dict):
+            by_task.setdefault(str(item.get("task_id")), []).append(str(item.get("chunk")))
+    parts = (f"{'chunk' if len(c) == 1 else 'chunks'} {', '.join(c)} (task {escape(t)})" for t, c in by_task.items())
+    return ", from the cache: " + "; ".join(parts)
 
 
 def _finding(number: int, f: dict[str, Any]) -> RenderableType:

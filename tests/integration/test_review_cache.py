@@ -280,3 +280,30 @@ def _entries(rig: Rig) -> list[str]:
 
     with rig.engine.connect() as conn:
         return [row[0] for row in conn.execute(text("SELECT answer FROM review_cache"))]
+
+
+def test_a_review_outside_an_attempt_never_sees_the_cache(rig):
+    """``docllm eval`` and ``docllm check`` call the reviewer as this does (``review_with``, no
+    attempt): they measure the reviewer, so every chunk is asked even when the cache holds it."""
+    from docllm.domain.ports import review_with
+
+    rig.review()
+    proc = rig.processor()
+    report = run(proc, review_with(proc.reviewer, "guide.md", DOC, None))
+    assert rig.chats() == 10 and "cached" not in report
+
+
+def test_an_entry_too_big_for_one_statement_is_left_out_and_the_commit_lands(rig):
+    """Entries are bounded like the store's UPDATEs (below the server's packet): one that would not
+    fit is not cached, rather than refusing the commit it rides with."""
+    from sqlalchemy import text
+
+    from docllm.adapters.sql.review_cache import write_entries
+    from docllm.domain.review_cache import CachedChunk
+
+    small = CachedChunk("a" * 64, {"findings": [], "summary": "ok"}, "m", None, 1, 0)
+    huge = CachedChunk("b" * 64, {"findings": [], "summary": "x" * 50_000}, "m", None, 1, 0)
+    with rig.engine.begin() as conn:
+        assert write_entries(conn, [huge, small], budget=20_000) == 1
+    with rig.engine.connect() as conn:
+        assert [r[0] for r in conn.execute(text("SELECT cache_key FROM review_cache"))] == ["a" * 64]

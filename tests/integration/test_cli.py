@@ -42,7 +42,8 @@ def lane_row(key, name, depth):
     """A row of ``stats --json`` -> lanes with ``depth`` pending rows, none started or ended."""
     waits = {"wait_p50_s": None, "wait_p95_s": None, "wait_samples": 0}
     oldest = ANY_AGE if depth else None
-    return {key: name, "depth": depth, "in_flight": 0, "finished": 0, **waits, "oldest_pending_s": oldest}
+    done = {"finished": 0, "done_per_min": 0.0}
+    return {key: name, "depth": depth, "in_flight": 0, **done, **waits, "oldest_pending_s": oldest}
 
 
 class _AnyAge:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 CLAIMED = "claimed"
 STARTED = "started"
@@ -65,3 +65,9 @@ class FanoutEvents:
     def emit(self, event: str, **fields: Any) -> None:
         for sink in self.sinks:
             sink.emit(event, **fields)
+
+
+class EventSink(Protocol):
+    """Where services report what happened (logs, metrics, the simulation's trace)."""
+
+    def emit(self, event: str, **fields: Any) -> None: ...

@@ -1,4 +1,4 @@
-"""Event names the services emit, and sinks that need no infrastructure."""
+"""Event names the services emit, the port they go to (``EventSink``), and sinks that need no infrastructure."""
 
 from __future__ import annotations
 
@@ -38,6 +38,12 @@ BATCH_RETURNED = "batch_returned"
 BATCH_CALL_FAILED = "batch_call_failed"  # the provider refused a call for a batch; tried again next poll
 
 
+class EventSink(Protocol):
+    """Where services report what happened (logs, metrics, the simulation's trace)."""
+
+    def emit(self, event: str, **fields: Any) -> None: ...
+
+
 class NullEvents:
     def emit(self, event: str, **fields: Any) -> None:
         pass
@@ -65,9 +71,3 @@ class FanoutEvents:
     def emit(self, event: str, **fields: Any) -> None:
         for sink in self.sinks:
             sink.emit(event, **fields)
-
-
-class EventSink(Protocol):
-    """Where services report what happened (logs, metrics, the simulation's trace)."""
-
-    def emit(self, event: str, **fields: Any) -> None: ...

@@ -1,7 +1,7 @@
 """One attempt, step by step: claim, begin, heartbeat, review, finish.
 
-The steps are separate calls so that a runtime (threads in production, the event loop of the
-simulation) can interleave them with other actors and crash between any two of them. Each step is
+The steps are separate calls so that a runtime (one event loop in production, the same loop on
+virtual time in the simulation) can interleave them with other actors and crash between any two of them. Each step is
 safe to lose: whatever a crash leaves behind is a lease that expires and is settled by the reaper.
 """
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from docllm.domain.lane_figures import GroupFigures, LaneFigures
+from docllm.domain.lanes.figures import GroupFigures, LaneFigures
 
 # JSON key -> table heading (short: the tables fit 80 columns)
 COLUMNS = {

@@ -78,7 +78,7 @@ def submitter(env: dict[str, str]) -> Any:
     from docllm.adapters.redis.queue import RedisTaskQueue
     from docllm.adapters.sql.engine import make_engine
     from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
-    from docllm.domain.services.producer import submit
+    from docllm.domain.tasks.producer import submit
 
     repo = SqlAlchemyTaskRepository(make_engine(env["DOCLLM_DATABASE_URL"]))
     queue = RedisTaskQueue(redis.Redis.from_url(env["DOCLLM_REDIS_URL"]), PREFIX)

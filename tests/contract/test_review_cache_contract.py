@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from docllm.domain.model import FencedWrite, StartResult, Task, WriteKind
-from docllm.domain.ports import ReviewCache, TaskRepository
-from docllm.domain.review_cache import CachedChunk
+from docllm.domain.ports import ReviewCache
+from docllm.domain.review.cache import CachedChunk
+from docllm.domain.tasks.model import FencedWrite, StartResult, Task, WriteKind
+from docllm.domain.tasks.ports import TaskRepository
 from tests.support.memory.repository import InMemoryTaskRepository
 from tests.support.memory.review_cache import InMemoryReviewCache
 

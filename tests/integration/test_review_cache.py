@@ -26,16 +26,16 @@ from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.adapters.sql.review_cache import SqlAlchemyReviewCache
-from docllm.domain.ledger import Priced
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.prices import Price, PriceTable
-from docllm.domain.review_cache import DAY_MS
-from docllm.domain.rubric import Instruction, Rubric
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.ledger import SpendLedger
-from docllm.domain.services.producer import submit
-from docllm.domain.services.review_cache import ReviewMemory
+from docllm.domain.llm.ledger import Priced
+from docllm.domain.llm.prices import Price, PriceTable
+from docllm.domain.llm.spend_ledger import SpendLedger
+from docllm.domain.review.cache import DAY_MS
+from docllm.domain.review.memory import ReviewMemory
+from docllm.domain.review.rubric import Instruction, Rubric
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Task, TaskStatus
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, Reply
 from tests.support.memory.queue import InMemoryTaskQueue
@@ -285,7 +285,7 @@ def _entries(rig: Rig) -> list[str]:
 def test_a_review_outside_an_attempt_never_sees_the_cache(rig):
     """``docllm eval`` and ``docllm check`` call the reviewer as this does (``review_with``, no
     attempt): they measure the reviewer, so every chunk is asked even when the cache holds it."""
-    from docllm.domain.ports import review_with
+    from docllm.domain.review.ports import review_with
 
     rig.review()
     proc = rig.processor()
@@ -299,7 +299,7 @@ def test_an_entry_too_big_for_one_statement_is_left_out_and_the_commit_lands(rig
     from sqlalchemy import text
 
     from docllm.adapters.sql.review_cache import write_entries
-    from docllm.domain.review_cache import CachedChunk
+    from docllm.domain.review.cache import CachedChunk
 
     small = CachedChunk("a" * 64, {"findings": [], "summary": "ok"}, "m", None, 1, 0)
     huge = CachedChunk("b" * 64, {"findings": [], "summary": "x" * 50_000}, "m", None, 1, 0)

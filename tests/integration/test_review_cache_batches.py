@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from docllm.domain.model import TaskStatus
+from docllm.domain.tasks.model import TaskStatus
 from tests.integration.test_batch_lane import DOC, rig_for, running  # noqa: F401 - rig_for is a fixture
 
 

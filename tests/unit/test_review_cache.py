@@ -12,12 +12,12 @@ from dependency_injector import providers
 
 from docllm.container import Container
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.prompt import build_messages
-from docllm.domain.report import validate_report
-from docllm.domain.review_cache import DAY_MS, CachedChunk, Recall, chunk_key, with_served
-from docllm.domain.rubric import Instruction, Rubric
-from docllm.domain.services.review_cache import ReviewMemory
+from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, chunk_key, with_served
+from docllm.domain.review.memory import ReviewMemory
+from docllm.domain.review.prompt import build_messages
+from docllm.domain.review.report import validate_report
+from docllm.domain.review.rubric import Instruction, Rubric
+from docllm.domain.tasks.model import Task, TaskStatus
 from docllm.settings import Settings, SettingsError
 from tests.support.memory.repository import InMemoryTaskRepository
 from tests.support.memory.review_cache import InMemoryReviewCache
@@ -59,7 +59,7 @@ def test_the_key_is_a_digest_of_what_decides_the_review_and_nothing_else():
 
 
 def test_the_key_follows_the_prompt_and_schema_versions(monkeypatch):
-    import docllm.domain.review_cache as rc
+    import docllm.domain.review.cache as rc
 
     base = key()
     monkeypatch.setattr(rc, "PROMPT_VERSION", rc.PROMPT_VERSION + 1)

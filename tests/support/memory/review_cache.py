@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
-from docllm.domain.review_cache import CachedChunk
+from docllm.domain.review.cache import CachedChunk
 from tests.support.memory.repository import InMemoryTaskRepository
 
 

@@ -7,12 +7,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from docllm.domain.chat import chunk_report
-from docllm.domain.chunking import Chunk
-from docllm.domain.prompt import build_messages
-from docllm.domain.report import validate_answer
-from docllm.domain.review_cache import chunk_key, current_recall
-from docllm.domain.rubric import Rubric
+from docllm.domain.review.cache import chunk_key, current_recall
+from docllm.domain.review.chat import chunk_report
+from docllm.domain.review.chunking import Chunk
+from docllm.domain.review.prompt import build_messages
+from docllm.domain.review.report import validate_answer
+from docllm.domain.review.rubric import Rubric
 
 OneChunk = Callable[[Chunk, int, int], Awaitable[dict[str, Any]]]  # (chunk, part, parts) -> its report
 

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine
 
 from docllm.adapters.sql.engine import TransientRetry
 from docllm.adapters.sql.schema import review_cache as rc
-from docllm.domain.review_cache import CachedChunk
-from docllm.domain.storable import storable_text
+from docllm.domain.review.cache import CachedChunk
+from docllm.domain.tasks.storable import storable_text
 
 IN_CHUNK = 500  # keys per IN list: a 10 MB document is some 850 chunks
 ENTRY_BYTES = 1024  # what a row sends beyond its answer (key, model, deployment, numbers), with margin
@@ -89,7 +89,7 @@ def _entry(row: Any) -> CachedChunk | None:
 
 def entry_row(entry: CachedChunk) -> dict[str, Any]:
     """An entry as its row; the answer as JSON text every UTF-8 column stores (lone surrogates
-    replaced, as a report's are: domain/storable.py)."""
+    replaced, as a report's are: domain/tasks/storable.py)."""
     return {
         "cache_key": entry.key,
         "answer": storable_text(json.dumps(entry.answer, ensure_ascii=False))[0],

@@ -119,7 +119,7 @@ task_doc_llm = Table(
 Index(STATUS_INDEX, task_doc_llm.c.status, task_doc_llm.c.updated_at)
 
 # Provider batches of bulk tasks (issue 28, migration 0009): the durable record a batcher writes
-# before it asks the provider anything (domain/batches.py). Its times are the authority's, given
+# before it asks the provider anything (domain/batches/model.py). Its times are the authority's, given
 # by the caller (the batch's deadlines are read on that clock), not the database's.
 BATCHES_TABLE = "llm_batches"
 BATCH_TASKS_TABLE = "llm_batch_tasks"
@@ -159,7 +159,7 @@ llm_batch_tasks = Table(
 # ``show`` and ``cancel`` find a task's batches through this index.
 Index(BATCH_TASKS_INDEX, llm_batch_tasks.c.task_id)
 
-# The review cache (issue 46, migration 0011; domain/review_cache.py): one chunk's answer per key,
+# The review cache (issue 46, migration 0011; domain/review/cache.py): one chunk's answer per key,
 # written in the transaction of the commit it came from. Its times are the authority's (ms), given
 # by the caller: expiry is decided on that clock, never the database's (D4).
 REVIEW_CACHE_TABLE = "review_cache"

@@ -4,7 +4,7 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-12-07
 
-A chunk's answer is kept under the digest of what decided it (domain/review_cache.py), written in
+A chunk's answer is kept under the digest of what decided it (domain/review/cache.py), written in
 the transaction of the commit it came from; every worker reads it. ``fresh`` marks a task submitted
 with ``--fresh`` (reviewed without the cache); NULL, for every row written before or by a producer
 that does not know it, is "no". Idempotent, like 0009: what is already there is left alone.

@@ -1,0 +1,104 @@
+"""The review cache as an attempt uses it (issue 46; the rules are ``domain/review/cache.py``).
+
+Before a review sends anything, ``ReviewMemory.recall`` splits the document as the reviewer will,
+keys every chunk's request (``chunk_key``: the model the chunks go to first, the messages as the
+prompt builds them) and reads the entries of those keys in one call. The attempt then reserves
+spend for the chunks not found only (I16: a hit costs nothing), and the reviewer serves the found
+ones without a request (``Recall.hit``). What the LLM answered is written by the commit, in its own
+transaction (``FencedWrite.cache``): only a report that committed is ever served (I17).
+
+Expiry is bounded work: an entry older than ``DOCLLM_REVIEW_CACHE_DAYS`` is never served (the read
+says so), and at most once a minute per process a recall also removes one page of such entries.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from docllm.domain.batches.results import ChunkAnswer
+from docllm.domain.errors import PermanentError, Unavailable
+from docllm.domain.review.cache import DAY_MS, Recall, chunk_key
+from docllm.domain.review.chunking import Chunk, split_markdown
+from docllm.domain.review.ports import ReviewCache
+from docllm.domain.review.prompt import build_messages
+from docllm.domain.review.report import require_reviewable
+from docllm.domain.review.rubric import Rubric
+from docllm.domain.tasks.model import Task
+
+SWEEP_EVERY_MS = 60_000  # per process: one page of expired entries removed at most this often
+SWEEP_LIMIT = 500  # entries a sweep removes at most (one indexed range, one DELETE)
+
+
+class ReviewMemory:
+    def __init__(
+        self,
+        cache: ReviewCache,
+        model: str,
+        max_chunk_chars: int,
+        days: float,
+        sweep_every_ms: int = SWEEP_EVERY_MS,
+        sweep_limit: int = SWEEP_LIMIT,
+    ):
+        """``model``: the one the reviewer's chunks go to first (a chunk another model served is
+        kept under that model's key, and never served for this one)."""
+        self.cache, self.model, self.max_chunk_chars = cache, model, max_chunk_chars
+        self.max_age_ms = int(days * DAY_MS)
+        self._sweep_every_ms, self._sweep_limit = sweep_every_ms, sweep_limit
+        self._next_sweep_ms: int | None = None
+        self._lock = threading.Lock()
+
+    def keys(self, task_name: str, document: str, rubric: Rubric | None) -> list[str]:
+        """Each chunk's key, in chunk order, as the reviewer will ask for it."""
+        chunks = split_markdown(require_reviewable(document), self.max_chunk_chars)
+        n = len(chunks)
+        return [
+            chunk_key(self.model, build_messages(task_name, c.text, c.heading, i, n, rubric), rubric)
+            for i, c in enumerate(chunks, 1)
+        ]
+
+    def recall(self, task: Task, rubric: Rubric | None, now_ms: int) -> Recall | None:
+        """The attempt's recall (blocking: a database read). A ``fresh`` task finds nothing and its
+        answers replace the entries. None when the cache cannot be read (the review goes on without
+        it) or no reviewer could review the document (the review says why)."""
+        if task.fresh:
+            return Recall(fresh=True)
+        try:
+            keys = self.keys(task.task_name or "", task.document or "", rubric)
+            hits = self.cache.find(keys, now_ms - self.max_age_ms)
+        except (Unavailable, PermanentError):
+            return None
+        self._sweep(now_ms)
+        return Recall(hits=hits, parts={i: k for i, k in enumerate(keys, 1)})
+
+    def _sweep(self, now_ms: int) -> None:
+        with self._lock:
+            due = self._next_sweep_ms is None or now_ms >= self._next_sweep_ms
+            if due:
+                self._next_sweep_ms = now_ms + self._sweep_every_ms
+        if not due:
+            return
+        try:
+            self.cache.sweep(now_ms - self.max_age_ms, self._sweep_limit)
+        except Unavailable:
+            pass  # the next sweep takes them; an expired entry is never served meanwhile
+
+
+def batch_recall(
+    task_name: str,
+    chunks: Sequence[Chunk],
+    answers: Sequence[ChunkAnswer],
+    rubric: Rubric | None,
+    model: str,
+    deployment: str | None,
+) -> Recall:
+    """A batch member's answers, for its commit to write as a realtime review's are (the batch lane
+    sends the realtime requests' very messages: ``batch_lines.request_lines``). The batch lane does
+    not read the cache: a bulk task's chunks all go to its batch."""
+    recall, n = Recall(), len(chunks)
+    for a in answers:
+        chunk = chunks[a.chunk]
+        messages = build_messages(task_name, chunk.text, chunk.heading, a.chunk + 1, n, rubric)
+        usage = {"prompt_tokens": a.tokens.prompt, "completion_tokens": a.tokens.completion}
+        recall.answer(chunk_key(model, messages, rubric), a.answer, model, deployment, usage)
+    return recall

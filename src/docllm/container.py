@@ -172,11 +172,15 @@ def _review_memory(settings: Settings, engine):
     if not settings.review_cache or settings.llm_provider != "openai":
         return None
     from docllm.adapters.sql.review_cache import SqlAlchemyReviewCache
+    from docllm.domain.review.cache import answerer
     from docllm.domain.review.memory import ReviewMemory
 
-    first = min(settings.deployments, key=lambda d: d.order)  # where chunks go first (RoutedReviewer.cache_model)
+    first = min(settings.deployments, key=lambda d: d.order)  # where chunks go first (RoutedReviewer's)
     return ReviewMemory(
-        SqlAlchemyReviewCache(engine()), first.model, settings.llm_max_chunk_chars, settings.review_cache_days
+        SqlAlchemyReviewCache(engine()),
+        answerer(first.model, first.base_url),
+        settings.llm_max_chunk_chars,
+        settings.review_cache_days,
     )
 
 
@@ -218,6 +222,7 @@ def _batch_target(settings: Settings):
         price=batch_price(price, d.batch_prices) if price is not None else None,
         max_chunk_chars=settings.llm_max_chunk_chars,
         cap_usd=d.spend_cap_usd,
+        base_url=d.base_url,
     )
 
 

@@ -29,7 +29,7 @@ from docllm.adapters.sql.review_cache import SqlAlchemyReviewCache
 from docllm.domain.llm.ledger import Priced
 from docllm.domain.llm.prices import Price, PriceTable
 from docllm.domain.llm.spend_ledger import SpendLedger
-from docllm.domain.review.cache import DAY_MS
+from docllm.domain.review.cache import DAY_MS, answerer
 from docllm.domain.review.memory import ReviewMemory
 from docllm.domain.review.rubric import Instruction, Rubric
 from docllm.domain.tasks.attempts import TaskProcessor
@@ -71,9 +71,10 @@ class Rig:
     engine: Any
     ledger: SpendLedger | None = None
 
-    def processor(self, model: str = "test-model", days: float = 30.0) -> TaskProcessor:
+    def processor(self, model: str = "test-model", days: float = 30.0, base_url: str = "") -> TaskProcessor:
+        base_url = base_url or self.llm.base_url
         reviewer = OpenAIReviewer(
-            self.llm.base_url,
+            base_url,
             "sk-test",
             model,
             timeout_seconds=5,
@@ -81,7 +82,7 @@ class Rig:
             chunk_parallelism=2,
             prices=PriceTable(((model, PRICE),)),
         )
-        memory = ReviewMemory(SqlAlchemyReviewCache(self.engine), model, CHUNK_CHARS, days)
+        memory = ReviewMemory(SqlAlchemyReviewCache(self.engine), answerer(model, base_url), CHUNK_CHARS, days)
         rubrics = InMemoryRubricCatalog(self.rubric)
         return TaskProcessor(
             self.queue,
@@ -103,7 +104,7 @@ class Rig:
 
     def review(self, doc: str = DOC, name: str = "guide.md", model: str = "test-model", **kw: Any) -> Task:
         """Submit ``doc`` and run one attempt of it to its end, as a worker does."""
-        proc = self.processor(model, kw.pop("days", 30.0))
+        proc = self.processor(model, kw.pop("days", 30.0), kw.pop("base_url", ""))
         task = submit(self.repo, self.queue, name, doc, rubrics=InMemoryRubricCatalog(self.rubric), **kw)
         delivery = proc.claim()
         assert delivery is not None
@@ -193,6 +194,17 @@ def test_another_model_is_not_served_the_first_ones_review(rig):
     rig.review()
     other = rig.review(model="other-model")
     assert rig.chats() == 10 and "cached" not in other.result and other.result["model"] == "other-model"
+
+
+def test_the_same_model_at_another_server_is_not_served(rig):
+    """The same model name may be another model elsewhere (a local server's "default"): the server
+    is part of who answers."""
+    rig.review()
+    elsewhere = rig.llm.base_url.replace("127.0.0.1", "localhost")
+    other = rig.review(base_url=elsewhere)
+    assert rig.chats() == 10 and "cached" not in other.result
+    rig.review(base_url=rig.llm.base_url + "/")  # the same server, written with a trailing slash
+    assert rig.chats() == 10
 
 
 def test_another_task_name_is_another_prompt(rig):

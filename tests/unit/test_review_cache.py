@@ -12,7 +12,7 @@ from dependency_injector import providers
 
 from docllm.container import Container
 from docllm.domain.errors import Unavailable
-from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, chunk_key, with_served
+from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, answerer, chunk_key, with_served
 from docllm.domain.review.memory import ReviewMemory
 from docllm.domain.review.prompt import build_messages
 from docllm.domain.review.report import validate_report
@@ -56,6 +56,13 @@ def test_the_key_is_a_digest_of_what_decides_the_review_and_nothing_else():
     assert len({base, *others}) == len(others) + 1  # each one changes the key
     assert key(rubric=house("1")) != key(rubric=house("2"))  # a new version, the same words
     assert key(rubric=house(words="Other words.")) != key(rubric=house())
+
+
+def test_who_answers_is_the_model_at_its_server_without_credentials():
+    assert answerer("m", None) == answerer("m", "https://api.openai.com/v1/") == "m at https://api.openai.com/v1"
+    assert answerer("m", "https://user:secret@llm.example/v1") == "m at https://llm.example/v1"
+    assert answerer("m", "http://a/v1") != answerer("m", "http://b/v1") != answerer("n", "http://b/v1")
+    assert key(model=answerer("m", "http://a/v1")) != key(model=answerer("m", "http://b/v1"))
 
 
 def test_the_key_follows_the_prompt_and_schema_versions(monkeypatch):
@@ -184,7 +191,7 @@ LLM = {"DOCLLM_LLM_PROVIDER": "openai", "DOCLLM_LLM_MODEL": "gpt-x", "DOCLLM_LLM
 def test_the_container_builds_the_cache_for_the_llm_reviewer_only(tmp_path):
     db = {"DOCLLM_DATABASE_URL": f"sqlite:///{tmp_path / 'd.db'}"}
     on = memory_of({**LLM, **db})
-    assert on is not None and on.model == "gpt-x" and on.max_age_ms == 30 * DAY_MS
+    assert on is not None and on.answered_by == "gpt-x at https://api.openai.com/v1" and on.max_age_ms == 30 * DAY_MS
     assert memory_of({**LLM, **db, "DOCLLM_REVIEW_CACHE": "off"}) is None
     assert memory_of(db) is None  # the offline checks cost nothing
     deployments = [
@@ -192,7 +199,7 @@ def test_the_container_builds_the_cache_for_the_llm_reviewer_only(tmp_path):
         {"name": "east", "base_url": "http://127.0.0.1:9/v1", "model": "first", "order": 1, "api_key": "k"},
     ]
     routed = memory_of({**db, "DOCLLM_LLM_PROVIDER": "openai", "DOCLLM_LLM_DEPLOYMENTS": json.dumps(deployments)})
-    assert routed is not None and routed.model == "first"  # where chunks go first
+    assert routed is not None and routed.answered_by == "first at http://127.0.0.1:9/v1"  # where chunks go first
 
 
 def test_a_reports_cached_field_is_read_back_and_checked():

@@ -44,7 +44,7 @@ async def review_chunks(chunks: list[Chunk], parallelism: int, one: OneChunk) ->
 
 
 def from_cache(
-    model: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None, named: bool = False
+    answered_by: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None, named: bool = False
 ) -> dict[str, Any] | None:
     """The chunk's report from the review cache (issue 46), placed where the chunk is now, with no
     usage (nothing was asked); None: send it. ``named``: the report names deployments (a routed
@@ -53,7 +53,7 @@ def from_cache(
     recall = current_recall()
     if recall is None or recall.fresh:
         return None
-    key = chunk_key(model, build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric), rubric)
+    key = chunk_key(answered_by, build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric), rubric)
     found = recall.hits.get(key)
     if found is None:
         return None
@@ -67,6 +67,7 @@ def from_cache(
 
 
 def remember(
+    answered_by: str,
     model: str,
     messages: list[dict[str, str]],
     rubric: Rubric | None,
@@ -78,4 +79,4 @@ def remember(
     key of the request that asked for it: ``messages`` before any repair)."""
     recall = current_recall()
     if recall is not None:
-        recall.answer(chunk_key(model, messages, rubric), answer, model, deployment, usage)
+        recall.answer(chunk_key(answered_by, messages, rubric), answer, model, deployment, usage)

@@ -44,6 +44,7 @@ from docllm.domain.llm.prices import PriceTable
 from docllm.domain.llm.rate_gate import NoGate, RateGate
 from docllm.domain.llm.rate_limits import estimate_tokens
 from docllm.domain.llm.usage import LlmCall, record
+from docllm.domain.review.cache import answerer
 from docllm.domain.review.chat import (
     RUNGS,
     about_response_format,
@@ -91,6 +92,7 @@ class OpenAIReviewer:
         if not model:
             raise ConfigurationError("no LLM model is set (DOCLLM_LLM_MODEL)")
         self.model = model
+        self.answerer = answerer(model, base_url)  # who answers its requests, for the review cache's keys
         self.deployment = deployment  # its name in DOCLLM_LLM_DEPLOYMENTS, recorded per chunk; None: not routed
         # The deployment its calls' spend is counted under (the lone one too: "default" for the
         # single-URL settings); None: not counted per deployment.
@@ -167,7 +169,7 @@ class OpenAIReviewer:
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
 
         async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
-            cached = from_cache(self.model, task_name, chunk, part, parts, rubric)
+            cached = from_cache(self.answerer, task_name, chunk, part, parts, rubric)
             return cached if cached is not None else await self.review_chunk(task_name, chunk, part, parts, rubric)
 
         return merge_reports(await review_chunks(chunks, self._parallelism, one))
@@ -200,7 +202,7 @@ class OpenAIReviewer:
                 if repairing:
                     raise TransientError(f"LLM answered an invalid report: {e}") from None
                 messages = repair_messages(messages, answer, str(e))
-        remember(self.model, asked, rubric, parsed, self.deployment, usage)  # the commit writes it (issue 46)
+        remember(self.answerer, self.model, asked, rubric, parsed, self.deployment, usage)  # its commit writes it
         return chunk_report(parsed, chunk, self.model, usage, self.deployment)
 
     async def _complete(

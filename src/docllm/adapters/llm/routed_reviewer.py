@@ -69,9 +69,9 @@ class RoutedReviewer:
         self.routes = {r.deployment.name: r for r in routes}
         self.deployments = [r.deployment for r in routes]
         self.model = self.deployments[0].model  # the first choice's; each chunk's own is in its report
-        # The review cache is asked under the model chunks go to first (the spend ledger's first
-        # deployment too); a chunk another model served is kept under that model's key (issue 46).
-        self.cache_model = min(self.deployments, key=lambda d: d.order).model
+        # The review cache is asked under the deployment chunks go to first (the spend ledger's first
+        # too); a chunk another deployment's model or server answered is kept under its key (issue 46).
+        self.answerer = self.routes[min(self.deployments, key=lambda d: d.order).name].reviewer.answerer
         self._worker_id, self._max_chunk_chars, self._parallelism = worker_id, max_chunk_chars, chunk_parallelism
         self._run: Run = run or asyncio.to_thread
         self._draw, self._poll = draw, poll_seconds
@@ -100,7 +100,7 @@ class RoutedReviewer:
         chunks = split_markdown(require_reviewable(document), self._max_chunk_chars)
 
         async def one(chunk: Chunk, part: int, parts: int) -> dict[str, Any]:
-            cached = from_cache(self.cache_model, task_name, chunk, part, parts, rubric, named=True)
+            cached = from_cache(self.answerer, task_name, chunk, part, parts, rubric, named=True)
             return cached if cached is not None else await self._routed(task_name, chunk, part, parts, rubric)
 
         return merge_reports(await review_chunks(chunks, self._parallelism, one))

@@ -26,6 +26,7 @@ class BatchTarget:
     price: Price | None  # the batch price (``prices.batch_price``); None: unpriced
     max_chunk_chars: int  # DOCLLM_LLM_MAX_CHUNK_CHARS: the batcher and the pollers split alike
     cap_usd: float | None = None  # the deployment's own daily spend cap (the spend ledger, I16)
+    base_url: str | None = None  # its server (the review cache keys an answer by model and server)
 
     @property
     def priced(self) -> Priced:

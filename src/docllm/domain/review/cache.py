@@ -2,9 +2,10 @@
 
 A chunk's review is decided by the request that asks for it: the messages as the prompt builds
 them (the chunk's numbered text, its place: "Part 2 of 5", the heading path it starts under, the
-task name, the rubric's instructions) and what reads them (the model, the prompt's and the answer
-schema's versions, the rubric's name and version). ``chunk_key`` is a digest of exactly those, so a
-cached answer is served only for a request that would have been the same; anything else misses.
+task name, the rubric's instructions) and what reads them (the model at its server: ``answerer``;
+the prompt's and the answer schema's versions, the rubric's name and version). ``chunk_key`` is a
+digest of exactly those, so a cached answer is served only for a request that would have been the
+same; anything else misses.
 
 What is kept is the chunk's answer as the model gave it (findings with lines counted in the
 chunk), so a chunk found again further down an edited document is placed where it is now.
@@ -12,7 +13,7 @@ The cache is written only by a commit that lands (``FencedWrite.cache``, in the 
 transaction): a review that never committed is never served (I17).
 
 A running review finds its attempt's ``Recall`` in a context variable, as it finds its meter
-(``usage.metering``) and purse (``services.ledger.spending``): the reviewer asks it for a chunk
+(``llm.usage.metering``) and purse (``llm.spend_ledger.spending``): the reviewer asks it for a chunk
 before sending one, and tells it each answer it parsed.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,14 +36,23 @@ KEY_VERSION = 1  # bump when what goes into a key changes: every older entry the
 REVIEWER = "openai"  # the one reviewer whose chunks are cached (the offline checks cost nothing)
 CACHED_KEY = "cached"  # the report's list of the chunks served from the cache (absent: none was)
 DAY_MS = 86_400_000
+OPENAI_URL = "https://api.openai.com/v1"  # where the client sends a request when no base URL is set
 
 
-def chunk_key(model: str, messages: Sequence[Mapping[str, str]], rubric: Rubric | None) -> str:
-    """The digest of what decides a chunk's review (64 hex characters)."""
+def answerer(model: str, base_url: str | None) -> str:
+    """Who answers a chunk's request: the model at the server it is sent to (the base URL without
+    credentials or a trailing slash; none is OpenAI's own). Two deployments of one model at one URL
+    (two keys, two accounts) answer alike; the same model name at another server may not."""
+    where = re.sub(r"//[^/@]*@", "//", base_url).rstrip("/") if base_url else OPENAI_URL
+    return f"{model} at {where}"
+
+
+def chunk_key(answered_by: str, messages: Sequence[Mapping[str, str]], rubric: Rubric | None) -> str:
+    """The digest of what decides a chunk's review (64 hex characters); ``answered_by``: ``answerer``'s."""
     decided = {
         "key": KEY_VERSION,
         "reviewer": REVIEWER,
-        "model": model,
+        "answerer": answered_by,
         "prompt_version": PROMPT_VERSION,
         "schema_version": SCHEMA_VERSION,
         "rubric": None if rubric is None else [rubric.ref, rubric.version],

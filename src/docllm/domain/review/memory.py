@@ -1,8 +1,8 @@
 """The review cache as an attempt uses it (issue 46; the rules are ``domain/review/cache.py``).
 
 Before a review sends anything, ``ReviewMemory.recall`` splits the document as the reviewer will,
-keys every chunk's request (``chunk_key``: the model the chunks go to first, the messages as the
-prompt builds them) and reads the entries of those keys in one call. The attempt then reserves
+keys every chunk's request (``chunk_key``: the model and server the chunks go to first, the
+messages as the prompt builds them) and reads the entries of those keys in one call. The attempt then reserves
 spend for the chunks not found only (I16: a hit costs nothing), and the reviewer serves the found
 ones without a request (``Recall.hit``). What the LLM answered is written by the commit, in its own
 transaction (``FencedWrite.cache``): only a report that committed is ever served (I17).
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from docllm.domain.batches.results import ChunkAnswer
 from docllm.domain.errors import PermanentError, Unavailable
-from docllm.domain.review.cache import DAY_MS, Recall, chunk_key
+from docllm.domain.review.cache import DAY_MS, Recall, answerer, chunk_key
 from docllm.domain.review.chunking import Chunk, split_markdown
 from docllm.domain.review.ports import ReviewCache
 from docllm.domain.review.prompt import build_messages
@@ -34,15 +34,15 @@ class ReviewMemory:
     def __init__(
         self,
         cache: ReviewCache,
-        model: str,
+        answered_by: str,
         max_chunk_chars: int,
         days: float,
         sweep_every_ms: int = SWEEP_EVERY_MS,
         sweep_limit: int = SWEEP_LIMIT,
     ):
-        """``model``: the one the reviewer's chunks go to first (a chunk another model served is
-        kept under that model's key, and never served for this one)."""
-        self.cache, self.model, self.max_chunk_chars = cache, model, max_chunk_chars
+        """``answered_by``: ``cache.answerer`` of where the reviewer's chunks go first (a chunk
+        another model or server answered is kept under its key, and never served for this one)."""
+        self.cache, self.answered_by, self.max_chunk_chars = cache, answered_by, max_chunk_chars
         self.max_age_ms = int(days * DAY_MS)
         self._sweep_every_ms, self._sweep_limit = sweep_every_ms, sweep_limit
         self._next_sweep_ms: int | None = None
@@ -53,7 +53,7 @@ class ReviewMemory:
         chunks = split_markdown(require_reviewable(document), self.max_chunk_chars)
         n = len(chunks)
         return [
-            chunk_key(self.model, build_messages(task_name, c.text, c.heading, i, n, rubric), rubric)
+            chunk_key(self.answered_by, build_messages(task_name, c.text, c.heading, i, n, rubric), rubric)
             for i, c in enumerate(chunks, 1)
         ]
 
@@ -90,15 +90,16 @@ def batch_recall(
     answers: Sequence[ChunkAnswer],
     rubric: Rubric | None,
     model: str,
+    base_url: str | None,
     deployment: str | None,
 ) -> Recall:
     """A batch member's answers, for its commit to write as a realtime review's are (the batch lane
     sends the realtime requests' very messages: ``batch_lines.request_lines``). The batch lane does
     not read the cache: a bulk task's chunks all go to its batch."""
-    recall, n = Recall(), len(chunks)
+    recall, n, answered_by = Recall(), len(chunks), answerer(model, base_url)
     for a in answers:
         chunk = chunks[a.chunk]
         messages = build_messages(task_name, chunk.text, chunk.heading, a.chunk + 1, n, rubric)
         usage = {"prompt_tokens": a.tokens.prompt, "completion_tokens": a.tokens.completion}
-        recall.answer(chunk_key(model, messages, rubric), a.answer, model, deployment, usage)
+        recall.answer(chunk_key(answered_by, messages, rubric), a.answer, model, deployment, usage)
     return recall

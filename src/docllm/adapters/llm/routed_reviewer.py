@@ -33,6 +33,7 @@ from docllm.domain.llm.deployments import Deployment, route
 from docllm.domain.llm.ports import LlmBreaker
 from docllm.domain.llm.rate_gate import OverBudget
 from docllm.domain.llm.spend_ledger import REFUSED_RETRY_S, current_purse
+from docllm.domain.review.cache import answerer
 from docllm.domain.review.chunking import Chunk, split_markdown
 from docllm.domain.review.prompt import build_messages
 from docllm.domain.review.report import merge_reports, require_reviewable
@@ -71,7 +72,8 @@ class RoutedReviewer:
         self.model = self.deployments[0].model  # the first choice's; each chunk's own is in its report
         # The review cache is asked under the deployment chunks go to first (the spend ledger's first
         # too); a chunk another deployment's model or server answered is kept under its key (issue 46).
-        self.answerer = self.routes[min(self.deployments, key=lambda d: d.order).name].reviewer.answerer
+        first = min(self.deployments, key=lambda d: d.order)
+        self.answerer = answerer(first.model, first.base_url)
         self._worker_id, self._max_chunk_chars, self._parallelism = worker_id, max_chunk_chars, chunk_parallelism
         self._run: Run = run or asyncio.to_thread
         self._draw, self._poll = draw, poll_seconds

@@ -319,3 +319,25 @@ def test_an_entry_too_big_for_one_statement_is_left_out_and_the_commit_lands(rig
         assert write_entries(conn, [huge, small], budget=20_000) == 1
     with rig.engine.connect() as conn:
         assert [r[0] for r in conn.execute(text("SELECT cache_key FROM review_cache"))] == ["a" * 64]
+
+
+def test_an_entry_this_version_cannot_serve_is_reserved_and_asked_like_any_chunk(rig):
+    """An entry whose answer does not read as one (a row edited by hand, a bug of another version)
+    is not a hit: the spend ledger reserves its chunk, so a cap that has no room for it stops the
+    attempt before anything is sent, instead of a request nobody reserved."""
+    from sqlalchemy import text
+
+    client = fakeredis.FakeRedis()
+    budget = RedisSpendBudget(client, "docllm", rig.clock, cap_usd=0.0)
+    rig.ledger = SpendLedger(budget, [Priced("default", "test-model", PRICE)], None, CHUNK_CHARS)
+    rig.review()
+    spent, asked = budget.view().spent_micro, rig.chats()
+    with rig.engine.begin() as conn:
+        conn.execute(
+            text("""UPDATE review_cache SET answer = '{"findings": [{"category": "nonsense"}], "summary": ""}'""")
+        )
+    budget = RedisSpendBudget(client, "docllm", rig.clock, cap_usd=spent * 1.2 / 1e6)  # no room for 5 chunks
+    rig.ledger = SpendLedger(budget, [Priced("default", "test-model", PRICE)], None, CHUNK_CHARS)
+    refused = rig.review()
+    assert refused.status is TaskStatus.pending and "spend cap" in (refused.error or "")  # handed back, uncharged
+    assert rig.chats() == asked and budget.view().spent_micro == spent

@@ -220,3 +220,14 @@ def test_a_reports_cached_field_is_read_back_and_checked():
     for bad in ("yes", [{"chunk": 0}], [{"chunk": 1, "task_id": -1}], [{"chunk": True, "task_id": 1}]):
         with pytest.raises(ValueError, match="cached"):
             validate_report({**report, "cached": bad})
+
+
+def test_a_recall_counts_only_the_entries_it_can_serve():
+    repo = InMemoryTaskRepository()
+    memory = ReviewMemory(InMemoryReviewCache(repo), "m", 200, days=2)
+    keys = memory.keys("a.md", DOC, None)
+    repo.cache_entries[keys[0]] = entry(keys[0])
+    bad = CachedChunk(keys[1], {"findings": [{"category": "nonsense"}], "summary": ""}, "m", None, 7, NOW)
+    repo.cache_entries[keys[1]] = bad
+    recall = memory.recall(task(DOC), None, NOW)
+    assert recall is not None and recall.cached_parts == {1} and set(recall.hits) == {keys[0]}

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from docllm.domain.batches.results import ChunkAnswer
 from docllm.domain.errors import PermanentError, Unavailable
-from docllm.domain.review.cache import DAY_MS, Recall, answerer, chunk_key
+from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, answerer, chunk_key
 from docllm.domain.review.chunking import Chunk, split_markdown
 from docllm.domain.review.ports import ReviewCache
 from docllm.domain.review.prompt import build_messages
-from docllm.domain.review.report import require_reviewable
+from docllm.domain.review.report import require_reviewable, validate_answer
 from docllm.domain.review.rubric import Rubric
 from docllm.domain.tasks.model import Task
 
@@ -69,7 +70,7 @@ class ReviewMemory:
         except (Unavailable, PermanentError):
             return None
         self._sweep(now_ms)
-        return Recall(hits=hits, parts={i: k for i, k in enumerate(keys, 1)})
+        return Recall(hits=_servable(hits), parts={i: k for i, k in enumerate(keys, 1)})
 
     def _sweep(self, now_ms: int) -> None:
         with self._lock:
@@ -82,6 +83,19 @@ class ReviewMemory:
             self.cache.sweep(now_ms - self.max_age_ms, self._sweep_limit)
         except Unavailable:
             pass  # the next sweep takes them; an expired entry is never served meanwhile
+
+
+def _servable(found: dict[str, CachedChunk]) -> dict[str, CachedChunk]:
+    """The entries this version can serve, their answers checked as a model's are
+    (``report.validate_answer``): one it cannot read is asked again, so it is reserved as any
+    request is (the spend ledger counts the recall's hits as costing nothing)."""
+    kept = {}
+    for key, entry in found.items():
+        try:
+            kept[key] = replace(entry, answer=validate_answer(entry.answer))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+    return kept
 
 
 def batch_recall(

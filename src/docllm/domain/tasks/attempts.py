@@ -302,7 +302,7 @@ class TaskProcessor:
         if len(document.encode("utf-8")) > self.limits.max_document_bytes:
             return None
         try:
-            rubric = self._rubric(attempt.task)
+            rubric = attempt.meta["rubric"] = self._rubric(attempt.task)  # the review uses this one too
             recall = None if self.cache is None else self.cache.recall(attempt.task, rubric, self.clock.now_ms())
             attempt.meta["recall"] = recall
             if self.ledger is None or not self.ledger.reserves:
@@ -329,7 +329,9 @@ class TaskProcessor:
             return self.facts(attempt, Happened.invalid_document, error)
         recall = attempt.meta.get("recall")  # ``reserve``'s read of the review cache
         try:
-            rubric = self._rubric(attempt.task)
+            # The rubric ``reserve`` read, when it ran: the cache's keys and the reservation were
+            # made with it, so a file edited in between cannot make a cached chunk a request.
+            rubric = attempt.meta["rubric"] if "rubric" in attempt.meta else self._rubric(attempt.task)
             purse = Purse(self.ledger, attempt) if self.ledger is not None else None
             with metering(attempt.meter), within(attempt.span), spending(purse), recalling(recall):
                 report = await review_with(self.reviewer, attempt.task.task_name or "", document, rubric)

@@ -21,6 +21,7 @@ from tests.support.memory.repository import InMemoryTaskRepository
 from tests.support.memory.review_cache import InMemoryReviewCache
 
 T0 = 1_700_000_000_000  # authority ms
+FAR = T0 + 10**9  # no entry below is stamped ahead of now
 ANSWER = {
     "findings": [
         {
@@ -89,7 +90,7 @@ def test_adapter_has_every_method_of_the_port(store):
 def test_a_commit_that_lands_writes_its_entries_and_they_read_back_whole(store):
     task = started(store.repo)
     assert commit(store.repo, task, entry(key("a"), task.task_id), entry(key("b"), task.task_id, model="m2"))
-    found = store.cache.find([key("a"), key("b"), key("c")], T0)
+    found = store.cache.find([key("a"), key("b"), key("c")], T0, FAR)
     assert set(found) == {key("a"), key("b")}
     assert found[key("a")] == entry(key("a"), task.task_id)  # every field, the answer's text included
     assert found[key("b")].model == "m2"
@@ -103,10 +104,10 @@ def test_a_commit_whose_fence_fails_writes_no_entry(store):
     second = store.repo.start_attempt(first.task_id, "tok-2").task
     assert second is not None and second.attempt == first.attempt + 1
     assert not commit(store.repo, first, entry(key("a"), first.task_id), attempt=first.attempt)
-    assert store.cache.find([key("a")], 0) == {}
+    assert store.cache.find([key("a")], 0, FAR) == {}
     assert commit(store.repo, second, entry(key("b"), second.task_id))
     assert not commit(store.repo, second, entry(key("c"), second.task_id))  # again: the row is success now
-    assert set(store.cache.find([key("a"), key("b"), key("c")], 0)) == {key("b")}
+    assert set(store.cache.find([key("a"), key("b"), key("c")], 0, FAR)) == {key("b")}
 
 
 def test_in_a_group_only_the_commits_that_land_write(store):
@@ -116,14 +117,14 @@ def test_in_a_group_only_the_commits_that_land_write(store):
         FencedWrite(WriteKind.commit, b.task_id, b.attempt + 7, result={}, cache=(entry(key("b"), b.task_id),)),
     ]
     assert store.repo.write_group(writes).written == [True, False]
-    assert set(store.cache.find([key("a"), key("b")], 0)) == {key("a")}
+    assert set(store.cache.find([key("a"), key("b")], 0, FAR)) == {key("a")}
 
 
 def test_entries_older_than_since_are_not_found(store):
     task = started(store.repo)
     assert commit(store.repo, task, entry(key("a"), task.task_id, at=T0), entry(key("b"), task.task_id, at=T0 + 10))
-    assert set(store.cache.find([key("a"), key("b")], T0 + 1)) == {key("b")}
-    assert set(store.cache.find([key("a"), key("b")], T0)) == {key("a"), key("b")}
+    assert set(store.cache.find([key("a"), key("b")], T0 + 1, FAR)) == {key("b")}
+    assert set(store.cache.find([key("a"), key("b")], T0, FAR)) == {key("a"), key("b")}
 
 
 def test_a_later_commit_of_a_key_replaces_its_answer(store):
@@ -132,7 +133,7 @@ def test_a_later_commit_of_a_key_replaces_its_answer(store):
     assert commit(store.repo, first, entry(key("a"), first.task_id, at=T0))
     newer = {"findings": [], "summary": "fresh"}
     assert commit(store.repo, second, entry(key("a"), second.task_id, at=T0 + 5, answer=newer))
-    found = store.cache.find([key("a")], 0)[key("a")]
+    found = store.cache.find([key("a")], 0, FAR)[key("a")]
     assert (found.task_id, found.created_ms, found.answer) == (second.task_id, T0 + 5, newer)
 
 
@@ -140,18 +141,27 @@ def test_a_sweep_removes_at_most_its_page_of_expired_entries_oldest_first(store)
     task = started(store.repo)
     entries = [entry(key(c), task.task_id, at=T0 + i) for i, c in enumerate("abcdef")]
     assert commit(store.repo, task, *entries)
-    assert store.cache.sweep(T0 + 4, 3) == 3  # a, b, c of the expired a..d
-    assert set(store.cache.find([key(c) for c in "abcdef"], 0)) == {key("d"), key("e"), key("f")}
-    assert store.cache.sweep(T0 + 4, 3) == 1  # d
-    assert store.cache.sweep(T0 + 4, 3) == 0
-    assert set(store.cache.find([key(c) for c in "abcdef"], 0)) == {key("e"), key("f")}
+    assert store.cache.sweep(T0 + 4, FAR, 3) == 3  # a, b, c of the expired a..d
+    assert set(store.cache.find([key(c) for c in "abcdef"], 0, FAR)) == {key("d"), key("e"), key("f")}
+    assert store.cache.sweep(T0 + 4, FAR, 3) == 1  # d
+    assert store.cache.sweep(T0 + 4, FAR, 3) == 0
+    assert set(store.cache.find([key(c) for c in "abcdef"], 0, FAR)) == {key("e"), key("f")}
+
+
+def test_entries_stamped_ahead_of_now_are_neither_found_nor_kept(store):
+    """Stamped by an authority clock that stepped back since: their age is unknown."""
+    task = started(store.repo)
+    assert commit(store.repo, task, entry(key("a"), task.task_id, at=T0), entry(key("b"), task.task_id, at=T0 + 500))
+    assert set(store.cache.find([key("a"), key("b")], T0 - 10, T0 + 100)) == {key("a")}
+    assert store.cache.sweep(T0 - 10, T0 + 100, 5) == 1
+    assert set(store.cache.find([key("a"), key("b")], 0, FAR)) == {key("a")}
 
 
 def test_many_keys_are_found_in_one_call(store):
     task = started(store.repo)
     keys = [f"{i:064x}" for i in range(1200)]  # more than one IN list's worth
     assert commit(store.repo, task, *(entry(k, task.task_id) for k in keys[::2]))
-    assert set(store.cache.find(keys, 0)) == set(keys[::2])
+    assert set(store.cache.find(keys, 0, FAR)) == set(keys[::2])
 
 
 def test_an_answer_with_a_lone_surrogate_is_stored_replaced_and_the_commit_lands(store):
@@ -159,7 +169,7 @@ def test_an_answer_with_a_lone_surrogate_is_stored_replaced_and_the_commit_lands
     task = started(store.repo)
     odd = {"findings": [], "summary": "bad \ud800 char"}
     assert commit(store.repo, task, entry(key("a"), task.task_id, answer=odd))
-    summary = store.cache.find([key("a")], 0)[key("a")].answer["summary"]
+    summary = store.cache.find([key("a")], 0, FAR)[key("a")].answer["summary"]
     assert summary in ("bad \ufffd char", "bad \ud800 char")  # replaced by the databases; memory keeps it
     assert store.repo.get(task.task_id).status.value == "success"
 

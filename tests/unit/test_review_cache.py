@@ -13,7 +13,7 @@ from dependency_injector import providers
 from docllm.container import Container
 from docllm.domain.errors import Unavailable
 from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, answerer, chunk_key, with_served
-from docllm.domain.review.memory import ReviewMemory
+from docllm.domain.review.memory import AHEAD_MS, ReviewMemory
 from docllm.domain.review.prompt import build_messages
 from docllm.domain.review.report import validate_report
 from docllm.domain.review.rubric import Instruction, Rubric
@@ -108,18 +108,18 @@ class Counting(InMemoryReviewCache):
     def __init__(self, repo: InMemoryTaskRepository, fail: bool = False):
         super().__init__(repo)
         self.finds: list[int] = []
-        self.sweeps: list[tuple[int, int]] = []
+        self.sweeps: list[tuple[int, int, int]] = []
         self.fail = fail
 
-    def find(self, keys: Any, since_ms: int) -> dict[str, CachedChunk]:
+    def find(self, keys: Any, since_ms: int, until_ms: int) -> dict[str, CachedChunk]:
         if self.fail:
             raise Unavailable("database down")
         self.finds.append(since_ms)
-        return super().find(keys, since_ms)
+        return super().find(keys, since_ms, until_ms)
 
-    def sweep(self, before_ms: int, limit: int) -> int:
-        self.sweeps.append((before_ms, limit))
-        return super().sweep(before_ms, limit)
+    def sweep(self, before_ms: int, after_ms: int, limit: int) -> int:
+        self.sweeps.append((before_ms, after_ms, limit))
+        return super().sweep(before_ms, after_ms, limit)
 
 
 DOC = "\n".join(f"# S{i}\n\n" + "words " * 30 for i in range(4))
@@ -152,7 +152,7 @@ def test_expiry_sweeps_one_bounded_page_at_most_once_per_interval():
     memory = ReviewMemory(cache, "m", 200, days=2, sweep_every_ms=60_000, sweep_limit=500)
     memory.recall(task(DOC), None, NOW)
     memory.recall(task(DOC), None, NOW + 59_999)
-    assert cache.sweeps == [(NOW - 2 * DAY_MS, 500)] and len(repo.cache_entries) == 700
+    assert cache.sweeps == [(NOW - 2 * DAY_MS, NOW + AHEAD_MS, 500)] and len(repo.cache_entries) == 700
     memory.recall(task(DOC), None, NOW + 60_000)
     assert len(cache.sweeps) == 2 and len(repo.cache_entries) == 200
 

@@ -13,14 +13,15 @@ class InMemoryReviewCache:
     def __init__(self, repo: InMemoryTaskRepository):
         self._repo = repo
 
-    def find(self, keys: Sequence[str], since_ms: int) -> dict[str, CachedChunk]:
+    def find(self, keys: Sequence[str], since_ms: int, until_ms: int) -> dict[str, CachedChunk]:
         entries = self._repo.cache_entries
         found = (entries.get(k) for k in set(keys))
-        return {e.key: copy.deepcopy(e) for e in found if e is not None and e.created_ms >= since_ms}
+        return {e.key: copy.deepcopy(e) for e in found if e is not None and since_ms <= e.created_ms <= until_ms}
 
-    def sweep(self, before_ms: int, limit: int) -> int:
+    def sweep(self, before_ms: int, after_ms: int, limit: int) -> int:
         entries = self._repo.cache_entries
-        oldest = sorted((e for e in entries.values() if e.created_ms < before_ms), key=lambda e: e.created_ms)
-        for e in oldest[:limit]:
+        stale = [e for e in entries.values() if not before_ms <= e.created_ms <= after_ms]
+        gone = sorted(stale, key=lambda e: (e.created_ms > after_ms, e.created_ms))[:limit]
+        for e in gone:
             del entries[e.key]
-        return len(oldest[:limit])
+        return len(gone)

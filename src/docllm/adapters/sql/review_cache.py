@@ -38,7 +38,7 @@ class SqlAlchemyReviewCache:
 
         return self._retry(once)
 
-    def find(self, keys: Sequence[str], since_ms: int) -> dict[str, CachedChunk]:
+    def find(self, keys: Sequence[str], since_ms: int, until_ms: int) -> dict[str, CachedChunk]:
         wanted = sorted(set(keys))
         if not wanted:
             return {}
@@ -46,7 +46,9 @@ class SqlAlchemyReviewCache:
         def work(conn: Connection) -> dict[str, CachedChunk]:
             found: dict[str, CachedChunk] = {}
             for i in range(0, len(wanted), IN_CHUNK):
-                stmt = select(rc).where(rc.c.cache_key.in_(wanted[i : i + IN_CHUNK]), rc.c.created_ms >= since_ms)
+                stmt = select(rc).where(
+                    rc.c.cache_key.in_(wanted[i : i + IN_CHUNK]), rc.c.created_ms.between(since_ms, until_ms)
+                )
                 for row in conn.execute(stmt):
                     entry = _entry(row)
                     if entry is not None:
@@ -55,14 +57,18 @@ class SqlAlchemyReviewCache:
 
         return self._run(work)
 
-    def sweep(self, before_ms: int, limit: int) -> int:
+    def sweep(self, before_ms: int, after_ms: int, limit: int) -> int:
         def work(conn: Connection) -> int:
-            oldest = select(rc.c.cache_key).where(rc.c.created_ms < before_ms).order_by(rc.c.created_ms).limit(limit)
-            keys = list(conn.execute(oldest).scalars())
+            # Two index ranges (the oldest, then any stamped ahead), each at most ``limit`` rows.
+            old = select(rc.c.cache_key).where(rc.c.created_ms < before_ms).order_by(rc.c.created_ms).limit(limit)
+            keys = list(conn.execute(old).scalars())
+            if len(keys) < limit:
+                ahead = select(rc.c.cache_key).where(rc.c.created_ms > after_ms).limit(limit - len(keys))
+                keys += list(conn.execute(ahead).scalars())
             if not keys:
                 return 0
-            gone = delete(rc).where(rc.c.cache_key.in_(keys), rc.c.created_ms < before_ms)
-            return int(conn.execute(gone).rowcount)
+            stale = (rc.c.created_ms < before_ms) | (rc.c.created_ms > after_ms)
+            return int(conn.execute(delete(rc).where(rc.c.cache_key.in_(keys), stale)).rowcount)
 
         return self._run(work)
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from docllm.domain.batches.results import ChunkAnswer
-from docllm.domain.errors import PermanentError, Unavailable
+from docllm.domain.errors import PermanentError
 from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, answerer, chunk_key
 from docllm.domain.review.chunking import Chunk, split_markdown
 from docllm.domain.review.ports import ReviewCache
@@ -29,6 +29,9 @@ from docllm.domain.tasks.model import Task
 
 SWEEP_EVERY_MS = 60_000  # per process: one page of expired entries removed at most this often
 SWEEP_LIMIT = 500  # entries a sweep removes at most (one indexed range, one DELETE)
+# An entry stamped further ahead of now than this was stamped by an authority clock that stepped
+# back since: its age is unknown, so it is neither served nor kept.
+AHEAD_MS = 60_000
 
 
 class ReviewMemory:
@@ -66,8 +69,11 @@ class ReviewMemory:
             return Recall(fresh=True)
         try:
             keys = self.keys(task.task_name or "", task.document or "", rubric)
-            hits = self.cache.find(keys, now_ms - self.max_age_ms)
-        except (Unavailable, PermanentError):
+        except PermanentError:
+            return None
+        try:
+            hits = self.cache.find(keys, now_ms - self.max_age_ms, now_ms + AHEAD_MS)
+        except Exception:  # noqa: BLE001 - a cache that cannot be read is no cache: never the document's fault
             return None
         self._sweep(now_ms)
         return Recall(hits=_servable(hits), parts={i: k for i, k in enumerate(keys, 1)})
@@ -80,9 +86,9 @@ class ReviewMemory:
         if not due:
             return
         try:
-            self.cache.sweep(now_ms - self.max_age_ms, self._sweep_limit)
-        except Unavailable:
-            pass  # the next sweep takes them; an expired entry is never served meanwhile
+            self.cache.sweep(now_ms - self.max_age_ms, now_ms + AHEAD_MS, self._sweep_limit)
+        except Exception:  # noqa: BLE001 - the next sweep takes them; an expired entry is never served meanwhile
+            pass
 
 
 def _servable(found: dict[str, CachedChunk]) -> dict[str, CachedChunk]:

@@ -54,8 +54,10 @@ class ReviewCache(Protocol):
     the fleet. Entries are written by the store, in the transaction of the commit they came from
     (``FencedWrite.cache``); every time is the authority's, in ms."""
 
-    def find(self, keys: Sequence[str], since_ms: int) -> dict[str, CachedChunk]:
-        """The entries of these keys written at or after ``since_ms`` (older ones have expired)."""
+    def find(self, keys: Sequence[str], since_ms: int, until_ms: int) -> dict[str, CachedChunk]:
+        """The entries of these keys written from ``since_ms`` to ``until_ms`` (older ones have
+        expired; newer ones were stamped by a clock that stepped back since)."""
 
-    def sweep(self, before_ms: int, limit: int) -> int:
-        """Remove at most ``limit`` entries written before ``before_ms``; how many went."""
+    def sweep(self, before_ms: int, after_ms: int, limit: int) -> int:
+        """Remove at most ``limit`` entries written before ``before_ms`` or after ``after_ms``,
+        oldest first; how many went."""

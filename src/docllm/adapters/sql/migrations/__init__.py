@@ -49,6 +49,12 @@ def require_schema(engine: Engine) -> None:
         raise ConfigurationError("the task_doc_llm table lacks the lane columns: run `docllm init-db` first")
     if "fresh" not in columns:  # migration 0011 (the review cache)
         raise ConfigurationError("the task_doc_llm table lacks the fresh column: run `docllm init-db` first")
+    try:
+        cache_table = inspector.has_table("review_cache")  # migration 0011: read and written by every commit
+    except Exception as exc:  # noqa: BLE001 - unreachable database: say so in one line
+        raise Unavailable(f"database: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    if not cache_table:
+        raise ConfigurationError("the database has no review_cache table: run `docllm init-db` first")
 
 
 def alembic_config() -> Config:

@@ -341,3 +341,17 @@ def test_an_entry_this_version_cannot_serve_is_reserved_and_asked_like_any_chunk
     refused = rig.review()
     assert refused.status is TaskStatus.pending and "spend cap" in (refused.error or "")  # handed back, uncharged
     assert rig.chats() == asked and budget.view().spent_micro == spent
+
+
+def test_entries_are_shared_within_a_tenant_and_never_across_tenants(rig):
+    """A report names the task its chunks came from: a tenant is served only its own entries
+    (tasks without a tenant share theirs), so no tenant learns what another submitted."""
+    acme = rig.review(tenant="acme")
+    again = rig.review(tenant="acme")
+    assert rig.chats() == 5 and {c["task_id"] for c in again.result["cached"]} == {acme.task_id}
+    globex = rig.review(tenant="globex")
+    assert rig.chats() == 10 and "cached" not in globex.result
+    nobody = rig.review()
+    assert rig.chats() == 15 and "cached" not in nobody.result
+    rig.review()
+    assert rig.chats() == 15

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from docllm.domain.review.cache import chunk_key, current_recall
+from docllm.domain.review.cache import current_recall
 from docllm.domain.review.chat import chunk_report
 from docllm.domain.review.chunking import Chunk
 from docllm.domain.review.prompt import build_messages
@@ -53,7 +53,7 @@ def from_cache(
     recall = current_recall()
     if recall is None or recall.fresh:
         return None
-    key = chunk_key(answered_by, build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric), rubric)
+    key = recall.key(answered_by, build_messages(task_name, chunk.text, chunk.heading, part, parts, rubric), rubric)
     found = recall.hits.get(key)
     if found is None:
         return None
@@ -79,4 +79,4 @@ def remember(
     key of the request that asked for it: ``messages`` before any repair)."""
     recall = current_recall()
     if recall is not None:
-        recall.answer(chunk_key(answered_by, messages, rubric), answer, model, deployment, usage)
+        recall.answer(recall.key(answered_by, messages, rubric), answer, model, deployment, usage)

@@ -268,7 +268,10 @@ class BatchPoller:
         except DocllmError:
             return
         name, t = attempt.task.task_name or "", self.target
-        attempt.meta["recall"] = batch_recall(name, chunks, result.answers, rubric, t.model, t.base_url, t.deployment)
+        scope = attempt.task.tenant
+        attempt.meta["recall"] = batch_recall(
+            name, chunks, result.answers, rubric, t.model, t.base_url, t.deployment, scope
+        )
 
     def _stamped(self, attempt: Attempt, report: dict[str, Any]) -> dict[str, Any]:
         """Which rubric, at which version, the report followed (as realtime records it)."""

@@ -47,10 +47,15 @@ def answerer(model: str, base_url: str | None) -> str:
     return f"{model} at {where}"
 
 
-def chunk_key(answered_by: str, messages: Sequence[Mapping[str, str]], rubric: Rubric | None) -> str:
-    """The digest of what decides a chunk's review (64 hex characters); ``answered_by``: ``answerer``'s."""
+def chunk_key(
+    answered_by: str, messages: Sequence[Mapping[str, str]], rubric: Rubric | None, scope: str | None = None
+) -> str:
+    """The digest of what decides a chunk's review (64 hex characters); ``answered_by``: ``answerer``'s;
+    ``scope``: whose entries these are (the task's tenant; None: the tasks without one). Tenants
+    share no entry: a report names the task its chunks came from, and no tenant learns of another's."""
     decided = {
         "key": KEY_VERSION,
+        "scope": scope,
         "reviewer": REVIEWER,
         "answerer": answered_by,
         "prompt_version": PROMPT_VERSION,
@@ -87,9 +92,14 @@ class Recall:
 
     hits: dict[str, CachedChunk] = field(default_factory=dict)
     fresh: bool = False
+    scope: str | None = None  # the task's tenant: its keys are its tenant's (``chunk_key``)
     parts: dict[int, str] = field(default_factory=dict)  # each chunk's key as the recall computed it
     served: dict[int, int] = field(default_factory=dict)
     answered: dict[str, tuple[dict[str, Any], str, str | None, int, int]] = field(default_factory=dict)
+
+    def key(self, answered_by: str, messages: Sequence[Mapping[str, str]], rubric: Rubric | None) -> str:
+        """A chunk's key for this attempt's task (in its tenant's scope)."""
+        return chunk_key(answered_by, messages, rubric, self.scope)
 
     @property
     def cached_parts(self) -> frozenset[int]:

@@ -52,12 +52,12 @@ class ReviewMemory:
         self._next_sweep_ms: int | None = None
         self._lock = threading.Lock()
 
-    def keys(self, task_name: str, document: str, rubric: Rubric | None) -> list[str]:
-        """Each chunk's key, in chunk order, as the reviewer will ask for it."""
+    def keys(self, task_name: str, document: str, rubric: Rubric | None, scope: str | None = None) -> list[str]:
+        """Each chunk's key, in chunk order, as the reviewer will ask for it (``scope``: the tenant's)."""
         chunks = split_markdown(require_reviewable(document), self.max_chunk_chars)
         n = len(chunks)
         return [
-            chunk_key(self.answered_by, build_messages(task_name, c.text, c.heading, i, n, rubric), rubric)
+            chunk_key(self.answered_by, build_messages(task_name, c.text, c.heading, i, n, rubric), rubric, scope)
             for i, c in enumerate(chunks, 1)
         ]
 
@@ -66,9 +66,9 @@ class ReviewMemory:
         answers replace the entries. None when the cache cannot be read (the review goes on without
         it) or no reviewer could review the document (the review says why)."""
         if task.fresh:
-            return Recall(fresh=True)
+            return Recall(fresh=True, scope=task.tenant)
         try:
-            keys = self.keys(task.task_name or "", task.document or "", rubric)
+            keys = self.keys(task.task_name or "", task.document or "", rubric, task.tenant)
         except PermanentError:
             return None
         try:
@@ -76,7 +76,7 @@ class ReviewMemory:
         except Exception:  # noqa: BLE001 - a cache that cannot be read is no cache: never the document's fault
             return None
         self._sweep(now_ms)
-        return Recall(hits=_servable(hits), parts={i: k for i, k in enumerate(keys, 1)})
+        return Recall(hits=_servable(hits), scope=task.tenant, parts={i: k for i, k in enumerate(keys, 1)})
 
     def _sweep(self, now_ms: int) -> None:
         with self._lock:
@@ -112,14 +112,15 @@ def batch_recall(
     model: str,
     base_url: str | None,
     deployment: str | None,
+    scope: str | None = None,
 ) -> Recall:
     """A batch member's answers, for its commit to write as a realtime review's are (the batch lane
     sends the realtime requests' very messages: ``batch_lines.request_lines``). The batch lane does
     not read the cache: a bulk task's chunks all go to its batch."""
-    recall, n, answered_by = Recall(), len(chunks), answerer(model, base_url)
+    recall, n, answered_by = Recall(scope=scope), len(chunks), answerer(model, base_url)
     for a in answers:
         chunk = chunks[a.chunk]
         messages = build_messages(task_name, chunk.text, chunk.heading, a.chunk + 1, n, rubric)
         usage = {"prompt_tokens": a.tokens.prompt, "completion_tokens": a.tokens.completion}
-        recall.answer(chunk_key(answered_by, messages, rubric), a.answer, model, deployment, usage)
+        recall.answer(recall.key(answered_by, messages, rubric), a.answer, model, deployment, usage)
     return recall

@@ -231,3 +231,28 @@ def test_a_recall_counts_only_the_entries_it_can_serve():
     repo.cache_entries[keys[1]] = bad
     recall = memory.recall(task(DOC), None, NOW)
     assert recall is not None and recall.cached_parts == {1} and set(recall.hits) == {keys[0]}
+
+
+def test_a_batch_member_writes_only_what_a_realtime_review_would_ask_now():
+    from docllm.domain.batches.lines import request_lines
+    from docllm.domain.batches.results import ChunkAnswer, Tokens
+    from docllm.domain.review.chunking import split_markdown
+    from docllm.domain.review.memory import Asked, batch_recall, sent_bodies
+    from docllm.domain.review.rubric import RequiredSections
+
+    chunks = split_markdown(DOC, 200)
+    answers = [ChunkAnswer(i, {"findings": [], "summary": str(i)}, Tokens(10, 0, 2)) for i in range(len(chunks))]
+
+    def sent(rubric: Rubric | None, model: str = "m") -> dict[int, Any]:
+        lines = request_lines(7, 1, "a.md", DOC, rubric, model, 200)
+        return sent_bodies(json.dumps(line) for line in lines)[(7, 1)]
+
+    asked = Asked("a.md", house("2"), "m", "http://llm/v1", "east", "acme")
+    recall = batch_recall(asked, chunks, answers, sent(house("2")))
+    assert recall is not None and len(recall.answered) == len(chunks) and recall.scope == "acme"
+    assert batch_recall(asked, chunks, answers, sent(house("1"))) is None  # the rubric changed meanwhile
+    assert batch_recall(asked, chunks, answers, sent(house("2"), model="m-old")) is None  # the model did
+    assert batch_recall(asked, chunks, answers, {}) is None  # the input file could not be read
+    plain = Rubric("plain", "3", (RequiredSections("sections", sections=("Install",)),))
+    no_words = Asked("a.md", plain, "m", None, None, None)
+    assert batch_recall(no_words, chunks, answers, sent(plain)) is None  # its version is not in the messages

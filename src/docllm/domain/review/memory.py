@@ -13,13 +13,17 @@ says so), and at most once a minute per process a recall also removes one page o
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
+from docllm.domain.batches.lines import parse_custom_id
 from docllm.domain.batches.results import ChunkAnswer
 from docllm.domain.errors import PermanentError
 from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, answerer, chunk_key
+from docllm.domain.review.chat import RUNGS, chat_body
 from docllm.domain.review.chunking import Chunk, split_markdown
 from docllm.domain.review.ports import ReviewCache
 from docllm.domain.review.prompt import build_messages
@@ -104,23 +108,51 @@ def _servable(found: dict[str, CachedChunk]) -> dict[str, CachedChunk]:
     return kept
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What a batch member's realtime review would be asked with now."""
+
+    task_name: str
+    rubric: Rubric | None
+    model: str
+    base_url: str | None
+    deployment: str | None
+    scope: str | None  # the task's tenant
+
+
+def sent_bodies(lines: Iterable[Any]) -> dict[tuple[int, int], dict[int, Any]]:
+    """A batch input file's request bodies by (task, attempt) and chunk (0-based, as its lines
+    number them); a line that does not read as docllm's is left out."""
+    sent: dict[tuple[int, int], dict[int, Any]] = {}
+    for raw in lines:
+        try:
+            line = json.loads(raw) if isinstance(raw, str | bytes) else raw
+            at = parse_custom_id(line.get("custom_id"))
+            sent.setdefault((at.task_id, at.attempt), {})[at.chunk] = line["body"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return sent
+
+
 def batch_recall(
-    task_name: str,
-    chunks: Sequence[Chunk],
-    answers: Sequence[ChunkAnswer],
-    rubric: Rubric | None,
-    model: str,
-    base_url: str | None,
-    deployment: str | None,
-    scope: str | None = None,
-) -> Recall:
-    """A batch member's answers, for its commit to write as a realtime review's are (the batch lane
-    sends the realtime requests' very messages: ``batch_lines.request_lines``). The batch lane does
-    not read the cache: a bulk task's chunks all go to its batch."""
-    recall, n, answered_by = Recall(scope=scope), len(chunks), answerer(model, base_url)
+    asked: Asked, chunks: Sequence[Chunk], answers: Sequence[ChunkAnswer], sent: Mapping[int, Any]
+) -> Recall | None:
+    """A batch member's answers, for its commit to write as a realtime review's are; None (write
+    nothing) unless every line the batch sent for it is the request a realtime review would send
+    now (``batch_lines.request_lines``' body: the model, the messages): a rubric edited or a model
+    changed while the batch ran must not be served the old answers. A rubric without instructions
+    is not in the messages, so its version cannot be told from them: such a member writes nothing.
+    The batch lane does not read the cache: a bulk task's chunks all go to its batch."""
+    rubric, n = asked.rubric, len(chunks)
+    if rubric is not None and not rubric.instructions:
+        return None
+    messages = [build_messages(asked.task_name, c.text, c.heading, i, n, rubric) for i, c in enumerate(chunks, 1)]
+    if len(sent) != n or any(sent.get(i) != chat_body(asked.model, m, RUNGS[0]) for i, m in enumerate(messages)):
+        return None
+    recall, answered_by = Recall(scope=asked.scope), answerer(asked.model, asked.base_url)
     for a in answers:
-        chunk = chunks[a.chunk]
-        messages = build_messages(task_name, chunk.text, chunk.heading, a.chunk + 1, n, rubric)
         usage = {"prompt_tokens": a.tokens.prompt, "completion_tokens": a.tokens.completion}
-        recall.answer(recall.key(answered_by, messages, rubric), a.answer, model, deployment, usage)
+        recall.answer(
+            recall.key(answered_by, messages[a.chunk], rubric), a.answer, asked.model, asked.deployment, usage
+        )
     return recall

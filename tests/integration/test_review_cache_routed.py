@@ -57,7 +57,7 @@ def test_a_fallbacks_answer_is_not_served_for_the_first_deployments_request():
             # Chunks 2 and 3 (east's) from the cache; chunk 1 (west's, another model) asked of east.
             assert (chats(first), chats(second)) == (before[0] + 1, before[1])
             assert again.report_field() == [{"chunk": 2, "task_id": 5}, {"chunk": 3, "task_id": 5}]
-            assert report["deployments"] == ["east", "east", "east"]
+            assert report["deployments"] == ["east", "(cache)", "(cache)"]  # nothing was sent for those
         finally:
             await reviewer.close()
 

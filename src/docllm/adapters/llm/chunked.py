@@ -43,13 +43,17 @@ async def review_chunks(chunks: list[Chunk], parallelism: int, one: OneChunk) ->
     return [p.result() for p in parts]
 
 
+CACHE_NAME = "(cache)"  # a routed report's deployment of a chunk the cache served: none was asked
+
+
 def from_cache(
     answered_by: str, task_name: str, chunk: Chunk, part: int, parts: int, rubric: Rubric | None, named: bool = False
 ) -> dict[str, Any] | None:
     """The chunk's report from the review cache (issue 46), placed where the chunk is now, with no
     usage (nothing was asked); None: send it. ``named``: the report names deployments (a routed
-    review's: the one that answered it then). Only inside an attempt's review (``recalling``):
-    ``docllm eval`` and ``docllm check`` measure the reviewer and never see the cache."""
+    review's): this chunk's is ``CACHE_NAME``, as no deployment was asked. Only inside an
+    attempt's review (``recalling``): ``docllm eval`` and ``docllm check`` measure the reviewer
+    and never see the cache."""
     recall = current_recall()
     if recall is None or recall.fresh:
         return None
@@ -62,7 +66,7 @@ def from_cache(
     except ValueError:
         return None
     recall.hit(key, part)
-    deployment = (found.deployment or "cache") if named else None
+    deployment = CACHE_NAME if named else None
     return chunk_report(answer, chunk, found.model, {"prompt_tokens": 0, "completion_tokens": 0}, deployment)
 
 

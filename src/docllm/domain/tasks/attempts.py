@@ -381,7 +381,6 @@ class TaskProcessor:
         then the leases of those that landed in one queue call (each as if alone). Per attempt,
         False if it was stale. Safe to call again after an ``Unavailable``, as ``finish`` is."""
         spans = [a.span.child("docllm.finish") if a.span.recording else a.span for a, _ in ends]
-        now_ms = self.clock.now_ms() if any(_answered(a) for a, _ in ends) else 0
         writes = [
             FencedWrite(
                 WriteKind.commit,
@@ -389,7 +388,7 @@ class TaskProcessor:
                 a.number,
                 result=storable_report(o.report or {}),
                 usage=a.usage,
-                cache=_entries(a, now_ms),
+                cache=_entries(a),
             )
             for a, o in ends
         ]
@@ -574,10 +573,12 @@ def _answered(attempt: Attempt) -> Recall | None:
     return recall if isinstance(recall, Recall) and recall.answered else None
 
 
-def _entries(attempt: Attempt, now_ms: int) -> tuple[CachedChunk, ...]:
-    """What the attempt's commit writes to the review cache (I17: only if it lands)."""
+def _entries(attempt: Attempt) -> tuple[CachedChunk, ...]:
+    """What the attempt's commit writes to the review cache (I17: only if it lands), stamped with
+    the attempt's start on the authority clock (no clock read on the commit's path; an entry's age
+    is over-counted by at most the attempt's runtime)."""
     recall = _answered(attempt)
-    return recall.entries(attempt.task_id, now_ms) if recall is not None else ()
+    return recall.entries(attempt.task_id, attempt.started_ms) if recall is not None else ()
 
 
 def _end_spans(ends: Sequence[tuple[Attempt, Outcome]], spans: Sequence[Span], exc: BaseException) -> None:

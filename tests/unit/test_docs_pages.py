@@ -50,3 +50,17 @@ def test_the_cli_page_names_every_command() -> None:
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     missing = [name for name in commands if f"`docllm {name}" not in text]
     assert not missing
+
+
+def test_the_readme_links_only_to_files_that_exist() -> None:
+    """The docs site's build checks docs/; the README lives outside it."""
+    text = (ROOT / "README.md").read_text()
+    targets = {t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t}
+    assert targets, "no link found: the pattern is wrong"
+    assert not [t for t in sorted(targets) if not (ROOT / t).exists()]
+
+
+def test_the_readme_and_the_benchmarks_stay_short_enough_to_read() -> None:
+    """Issue 49's measures: a README of at most 200 lines, one current benchmark run in at most 300."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+    assert len((ROOT / "docs" / "BENCHMARKS.md").read_text().splitlines()) <= 300

@@ -1,4 +1,3 @@
-"""Runtime: one asyncio event loop per process drives the domain services in production (the
-dispatcher, attempts as coroutines, one heartbeat timer, the reaper and reconciler loops); blocking
-port calls run on a bounded thread pool (docs/RUNTIME.md). The simulation runs the same ``Service``
-on a virtual-time loop."""
+"""Runtime: one asyncio event loop per process drives the domain services (the worker's dispatcher and
+attempts, heartbeats, the reaper's and reconciler's loops); blocking port calls go to a bounded thread
+pool (``port_calls``). The simulation runs the same runtime on virtual time (``sim/aio.py``)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 from docllm.entrypoints.cli import _parser
@@ -64,3 +65,15 @@ def test_the_readme_and_the_benchmarks_stay_short_enough_to_read() -> None:
     """Issue 49's measures: a README of at most 200 lines, one current benchmark run in at most 300."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
     assert len((ROOT / "docs" / "BENCHMARKS.md").read_text().splitlines()) <= 300
+
+
+def test_every_docllm_command_in_the_readme_parses() -> None:
+    """The tour and "Run it" are typed by new users as they are: each `docllm ...` line must be a
+    command the CLI accepts (a renamed flag or sub-command fails here, not on their screen)."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    lines = [line.split("#")[0].split(" 2>")[0].strip() for block in blocks for line in block.splitlines()]
+    commands = [shlex.split(line)[1:] for line in lines if line.startswith("docllm ")]
+    assert len(commands) >= 8, commands
+    for argv in commands:
+        argv = ["FILE" if a == "FILE..." else a for a in argv]
+        _parser().parse_args(argv)  # SystemExit (argparse's error) fails the test

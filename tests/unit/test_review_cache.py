@@ -237,22 +237,27 @@ def test_a_batch_member_writes_only_what_a_realtime_review_would_ask_now():
     from docllm.domain.batches.lines import request_lines
     from docllm.domain.batches.results import ChunkAnswer, Tokens
     from docllm.domain.review.chunking import split_markdown
-    from docllm.domain.review.memory import Asked, batch_recall, sent_bodies
+    from docllm.domain.review.memory import Asked, asked_digest, batch_recall
     from docllm.domain.review.rubric import RequiredSections
 
     chunks = split_markdown(DOC, 200)
     answers = [ChunkAnswer(i, {"findings": [], "summary": str(i)}, Tokens(10, 0, 2)) for i in range(len(chunks))]
 
-    def sent(rubric: Rubric | None, model: str = "m") -> dict[int, Any]:
+    def recorded(rubric: Rubric | None, model: str = "m", url: str = "http://llm/v1") -> str:
+        """What the batcher records for the member (the bodies of its lines)."""
         lines = request_lines(7, 1, "a.md", DOC, rubric, model, 200)
-        return sent_bodies(json.dumps(line) for line in lines)[(7, 1)]
+        return asked_digest(answerer(model, url), rubric, [line["body"] for line in lines])
 
     asked = Asked("a.md", house("2"), "m", "http://llm/v1", "east", "acme")
-    recall = batch_recall(asked, chunks, answers, sent(house("2")))
+    recall = batch_recall(asked, chunks, answers, recorded(house("2")))
     assert recall is not None and len(recall.answered) == len(chunks) and recall.scope == "acme"
-    assert batch_recall(asked, chunks, answers, sent(house("1"))) is None  # the rubric changed meanwhile
-    assert batch_recall(asked, chunks, answers, sent(house("2"), model="m-old")) is None  # the model did
-    assert batch_recall(asked, chunks, answers, {}) is None  # the input file could not be read
+    assert batch_recall(asked, chunks, answers, recorded(house("1"))) is None  # the rubric changed meanwhile
+    assert batch_recall(asked, chunks, answers, recorded(house("2"), model="m-old")) is None  # the model did
+    assert batch_recall(asked, chunks, answers, recorded(house("2"), url="http://old/v1")) is None  # the server
+    assert batch_recall(asked, chunks, answers, None) is None  # a batch recorded before 0011
     plain = Rubric("plain", "3", (RequiredSections("sections", sections=("Install",)),))
+    older = Rubric("plain", "2", (RequiredSections("sections", sections=("Install",)),))
     no_words = Asked("a.md", plain, "m", None, None, None)
-    assert batch_recall(no_words, chunks, answers, sent(plain)) is None  # its version is not in the messages
+    # A rubric without instructions: the same messages, yet its version is in the digest.
+    assert batch_recall(no_words, chunks, answers, recorded(older, url="")) is None
+    assert batch_recall(no_words, chunks, answers, recorded(plain, url="")) is not None

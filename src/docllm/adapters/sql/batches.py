@@ -74,7 +74,8 @@ class SqlAlchemyBatchStore:
             row |= {"tasks": batch.tasks, "max_chunk_chars": max_chunk_chars}
             conn.execute(insert(b).values(**row, created_at=when, updated_at=when))
             if chosen:
-                conn.execute(insert(m), [{"ref": ref, "task_id": x.task_id, "attempt": x.attempt} for x in chosen])
+                rows = [{"ref": ref, "task_id": x.task_id, "attempt": x.attempt, "asked": x.asked} for x in chosen]
+                conn.execute(insert(m), rows)
             return batch
 
         try:
@@ -156,5 +157,5 @@ def _read(conn: Connection, ref: str) -> Batch | None:
     row = conn.execute(select(b).where(b.c.ref == ref)).first()
     if row is None:
         return None
-    pairs = conn.execute(select(m.c.task_id, m.c.attempt).where(m.c.ref == ref).order_by(m.c.task_id))
-    return batch_of(row, tuple(BatchMember(t, a) for t, a in pairs))
+    found = conn.execute(select(m.c.task_id, m.c.attempt, m.c.asked).where(m.c.ref == ref).order_by(m.c.task_id))
+    return batch_of(row, tuple(BatchMember(t, a, asked) for t, a, asked in found))

@@ -154,6 +154,7 @@ llm_batch_tasks = Table(
     Column("ref", String(32), ForeignKey(f"{BATCHES_TABLE}.ref"), primary_key=True),
     Column("task_id", TaskId, primary_key=True, autoincrement=False),
     Column("attempt", Integer, primary_key=True, autoincrement=False),
+    Column("asked", String(64), nullable=True),  # the digest of what its lines asked (0011; the review cache)
     **MYSQL_TABLE_OPTIONS,
 )
 # ``show`` and ``cancel`` find a task's batches through this index.

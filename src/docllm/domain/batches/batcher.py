@@ -26,18 +26,22 @@ from docllm.domain.batches.bound import leaving, return_all, to_realtime
 from docllm.domain.batches.clock_steps import waited
 from docllm.domain.batches.lines import request_lines
 from docllm.domain.batches.members import BatchTarget
-from docllm.domain.batches.model import BatchState
+from docllm.domain.batches.model import BatchMember, BatchState
 from docllm.domain.batches.ports import BatchApi, BatchLeases, BatchStore
 from docllm.domain.errors import DocllmError, Unavailable
 from docllm.domain.lanes.model import BATCH_LANE
 from docllm.domain.llm.ledger import batch_key
 from docllm.domain.llm.spend_ledger import REFUSED_RETRY_S, SpendLedger, refusal, room_of
+from docllm.domain.review.cache import answerer
+from docllm.domain.review.memory import asked_digest
 from docllm.domain.tasks.attempts import TaskProcessor
 from docllm.domain.tasks.model import Attempt, Delivery
 from docllm.domain.tasks.outcome import Outcome, Reason
 from docllm.domain.tasks.verdict import Happened, decide, facts_of
 
-Lines = tuple[list[dict[str, Any]], float | None]  # a member's batch lines and their estimate (USD)
+# A member's batch lines, their estimate (USD) and the digest of what they ask (the review cache's:
+# ``review.memory.asked_digest``; None with the cache off).
+Lines = tuple[list[dict[str, Any]], float | None, str | None]
 REFUSED_PAUSE_MS = 60_000  # after the ledger refused a batch, claims wait for more room at most this long
 
 
@@ -184,16 +188,20 @@ class Batcher:
                     a.task_id, a.number, a.task.task_name or "", document, rubric, t.model, t.max_chunk_chars
                 )
                 usd = self.ledger.check_lines(t.priced, lines) if self.ledger is not None else None
+                asked = None
+                if self.proc.cache is not None:
+                    answered_by = answerer(t.model, t.base_url)
+                    asked = asked_digest(answered_by, rubric, [line["body"] for line in lines])
             except Exception as exc:  # noqa: BLE001 - as realtime: decide() says who pays
                 seen = facts_of(exc)
                 self.proc.finish(a, decide(self.proc.facts(a, seen.happened, seen.error, seen.retry_after)))
                 continue
-            found[a.task_id] = (lines, usd)
+            found[a.task_id] = (lines, usd, asked)
         return found
 
     def _submit(self, attempts: list[Attempt], lines: dict[int, Lines]) -> str | None:
         ref, clock = uuid.uuid4().hex, self.proc.clock
-        members = [(a.task_id, a.number) for a in attempts]
+        members = [BatchMember(a.task_id, a.number, lines[a.task_id][2]) for a in attempts]
         # The chunking is recorded with the batch: the poller places its answers by the same split.
         self.store.open(ref, self.target.deployment, members, clock.now_ms(), self.target.max_chunk_chars)
         token = self._hold(ref)

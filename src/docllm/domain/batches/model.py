@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 
@@ -60,6 +60,9 @@ class BatchMember:
 
     task_id: int
     attempt: int
+    # The digest of what its lines asked (``review.memory.asked_digest``, migration 0011): the
+    # review cache is written from its answers only when a realtime review would ask the same now.
+    asked: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

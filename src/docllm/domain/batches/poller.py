@@ -32,7 +32,7 @@ from docllm.domain.errors import BatchFileLost, DocllmError, TransientError
 from docllm.domain.llm.ledger import batch_key
 from docllm.domain.llm.spend_ledger import SpendLedger
 from docllm.domain.review.chunking import Chunk, split_markdown
-from docllm.domain.review.memory import Asked, batch_recall, sent_bodies
+from docllm.domain.review.memory import Asked, batch_recall
 from docllm.domain.review.report import require_reviewable
 from docllm.domain.tasks.attempts import TaskProcessor
 from docllm.domain.tasks.model import Attempt
@@ -214,7 +214,7 @@ class BatchPoller:
         members = {m.task_id: (m.attempt, ANY_CHUNKS) for m in batch.members}
         members |= {a.task_id: (a.number, len(chunks[a.task_id])) for a in attempts}
         results = read_results(lines, members)
-        sent = self._sent(batch)  # what its lines asked, for the review cache (read only when it is on)
+        asked = {m.task_id: m.asked for m in batch.members}  # what each member's lines asked (the cache)
         usages = {task_id: r.usage(t.model, t.price) for task_id, r in results.tasks.items()}  # at the batch price
         for a in attempts:
             # Each finish under a lease still ours: a visit that outlived it (a stalled host) stops
@@ -230,7 +230,7 @@ class BatchPoller:
             # Counted when this member's write lands (its finish says so), drawn on the batch's hold.
             a.hold, a.hold_release = batch_key(batch.ref), False
             if result.state is State.answered:
-                self._remember(a, chunks[a.task_id], result, sent.get((a.task_id, a.number), {}))
+                self._remember(a, chunks[a.task_id], result, asked.get(a.task_id))
                 outcome = Outcome.success(self._stamped(a, result.report(chunks[a.task_id], t.model, t.deployment)))
             else:
                 facts = task_facts(result, results.served, a.task.handbacks, self.proc.retry.max_handbacks, t.model)
@@ -259,23 +259,12 @@ class BatchPoller:
         size = batch.max_chunk_chars or self.target.max_chunk_chars  # None: recorded before it was kept
         return split_markdown(require_reviewable(document or ""), size)
 
-    def _sent(self, batch: Batch) -> dict[tuple[int, int], dict[int, Any]]:
-        """The request bodies of the batch's input file, by (task, attempt) and chunk; empty when
-        the review cache is off or the file cannot be read (then no member writes to the cache)."""
-        if self.proc.cache is None or not batch.input_file_id:
-            return {}
-        try:
-            lines = self.api.content(batch.input_file_id)
-        except DocllmError:
-            return {}
-        return sent_bodies(lines)
-
-    def _remember(self, attempt: Attempt, chunks: list[Chunk], result: TaskResult, sent: dict[int, Any]) -> None:
+    def _remember(self, attempt: Attempt, chunks: list[Chunk], result: TaskResult, recorded: str | None) -> None:
         """With the review cache on, the member's answers go with its commit (written only if it
         lands, as a realtime commit's: issue 46), and only when what its lines asked is what a
         realtime review would ask now (``batch_recall``: a rubric or model changed while the batch
         ran writes nothing)."""
-        if self.proc.cache is None or not sent:
+        if self.proc.cache is None or recorded is None:
             return
         try:
             rubric = self.proc.rubric(attempt.task)
@@ -283,7 +272,7 @@ class BatchPoller:
             return
         name, t = attempt.task.task_name or "", self.target
         asked = Asked(name, rubric, t.model, t.base_url, t.deployment, attempt.task.tenant)
-        recall = batch_recall(asked, chunks, result.answers, sent)
+        recall = batch_recall(asked, chunks, result.answers, recorded)
         if recall is not None:
             attempt.meta["recall"] = recall
 

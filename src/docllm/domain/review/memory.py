@@ -13,20 +13,21 @@ says so), and at most once a minute per process a recall also removes one page o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from docllm.domain.batches.lines import parse_custom_id
 from docllm.domain.batches.results import ChunkAnswer
 from docllm.domain.errors import PermanentError
-from docllm.domain.review.cache import DAY_MS, CachedChunk, Recall, answerer, chunk_key
+from docllm.domain.review.answer_schema import SCHEMA_VERSION
+from docllm.domain.review.cache import DAY_MS, KEY_VERSION, CachedChunk, Recall, answerer, chunk_key
 from docllm.domain.review.chat import RUNGS, chat_body
 from docllm.domain.review.chunking import Chunk, split_markdown
 from docllm.domain.review.ports import ReviewCache
-from docllm.domain.review.prompt import build_messages
+from docllm.domain.review.prompt import PROMPT_VERSION, build_messages
 from docllm.domain.review.report import require_reviewable, validate_answer
 from docllm.domain.review.rubric import Rubric
 from docllm.domain.tasks.model import Task
@@ -120,36 +121,37 @@ class Asked:
     scope: str | None  # the task's tenant
 
 
-def sent_bodies(lines: Iterable[Any]) -> dict[tuple[int, int], dict[int, Any]]:
-    """A batch input file's request bodies by (task, attempt) and chunk (0-based, as its lines
-    number them); a line that does not read as docllm's is left out."""
-    sent: dict[tuple[int, int], dict[int, Any]] = {}
-    for raw in lines:
-        try:
-            line = json.loads(raw) if isinstance(raw, str | bytes) else raw
-            at = parse_custom_id(line.get("custom_id"))
-            sent.setdefault((at.task_id, at.attempt), {})[at.chunk] = line["body"]
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue
-    return sent
+def asked_digest(answered_by: str, rubric: Rubric | None, bodies: Sequence[Mapping[str, Any]]) -> str:
+    """The digest of what a batch member's lines ask (their request bodies: the model, the messages)
+    and of what else a chunk's key holds (who answers, the versions, the rubric's name and version):
+    the batcher records it with the member, the poller compares it with the same digest made now."""
+    asked = {
+        "key": KEY_VERSION,
+        "answerer": answered_by,
+        "prompt_version": PROMPT_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "rubric": None if rubric is None else [rubric.ref, rubric.version],
+        "bodies": list(bodies),
+    }
+    text = json.dumps(asked, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def batch_recall(
-    asked: Asked, chunks: Sequence[Chunk], answers: Sequence[ChunkAnswer], sent: Mapping[int, Any]
+    asked: Asked, chunks: Sequence[Chunk], answers: Sequence[ChunkAnswer], recorded: str | None
 ) -> Recall | None:
     """A batch member's answers, for its commit to write as a realtime review's are; None (write
-    nothing) unless every line the batch sent for it is the request a realtime review would send
-    now (``batch_lines.request_lines``' body: the model, the messages): a rubric edited or a model
-    changed while the batch ran must not be served the old answers. A rubric without instructions
-    is not in the messages, so its version cannot be told from them: such a member writes nothing.
-    The batch lane does not read the cache: a bulk task's chunks all go to its batch."""
+    nothing) unless what its lines asked (``recorded``: ``asked_digest`` when the batch was made) is
+    what a realtime review would ask now: a rubric edited or a model changed while the batch ran
+    must not be served the old answers, and a batch recorded before the digest was kept writes
+    nothing. The batch lane does not read the cache: a bulk task's chunks all go to its batch."""
     rubric, n = asked.rubric, len(chunks)
-    if rubric is not None and not rubric.instructions:
-        return None
     messages = [build_messages(asked.task_name, c.text, c.heading, i, n, rubric) for i, c in enumerate(chunks, 1)]
-    if len(sent) != n or any(sent.get(i) != chat_body(asked.model, m, RUNGS[0]) for i, m in enumerate(messages)):
+    answered_by = answerer(asked.model, asked.base_url)
+    now = asked_digest(answered_by, rubric, [chat_body(asked.model, m, RUNGS[0]) for m in messages])
+    if recorded is None or recorded != now:
         return None
-    recall, answered_by = Recall(scope=asked.scope), answerer(asked.model, asked.base_url)
+    recall = Recall(scope=asked.scope)
     for a in answers:
         usage = {"prompt_tokens": a.tokens.prompt, "completion_tokens": a.tokens.completion}
         recall.answer(

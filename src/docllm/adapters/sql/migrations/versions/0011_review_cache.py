@@ -1,4 +1,4 @@
-"""The review cache (issue 46): the table ``review_cache`` and ``task_doc_llm.fresh``.
+"""The review cache (issue 46): the table ``review_cache``, ``task_doc_llm.fresh`` and ``llm_batch_tasks.asked``.
 
 Revision ID: 0011
 Revises: 0010
@@ -7,7 +7,9 @@ Create Date: 2026-12-07
 A chunk's answer is kept under the digest of what decided it (domain/review/cache.py), written in
 the transaction of the commit it came from; every worker reads it. ``fresh`` marks a task submitted
 with ``--fresh`` (reviewed without the cache); NULL, for every row written before or by a producer
-that does not know it, is "no". Idempotent, like 0009: what is already there is left alone.
+that does not know it, is "no". ``asked`` is the digest of what a batch member's lines asked: its
+answers are cached only when a realtime review would ask the same (NULL: a batch recorded before,
+whose answers are not cached). Idempotent, like 0009: what is already there is left alone.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ down_revision = "0010"
 branch_labels = None
 depends_on = None
 
-TASKS, CACHE = "task_doc_llm", "review_cache"
+TASKS, CACHE, MEMBERS = "task_doc_llm", "review_cache", "llm_batch_tasks"
 COLUMN, AGE_INDEX = "fresh", "ix_review_cache_created_ms"
 OPTIONS: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 LongText = sa.Text().with_variant(LONGTEXT(), "mysql", "mariadb")
@@ -49,6 +51,8 @@ def upgrade() -> None:
     inspector = sa.inspect(op.get_bind())
     if COLUMN not in {c["name"] for c in inspector.get_columns(TASKS)}:
         op.add_column(TASKS, sa.Column(COLUMN, sa.Boolean, nullable=True))
+    if "asked" not in {c["name"] for c in inspector.get_columns(MEMBERS)}:
+        op.add_column(MEMBERS, sa.Column("asked", sa.String(64), nullable=True))
     if not inspector.has_table(CACHE):
         op.create_table(CACHE, *_cache(), **OPTIONS)
     if AGE_INDEX not in {i["name"] for i in sa.inspect(op.get_bind()).get_indexes(CACHE)}:
@@ -56,5 +60,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_column(MEMBERS, "asked")
     op.drop_table(CACHE)
     op.drop_column(TASKS, COLUMN)

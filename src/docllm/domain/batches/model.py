@@ -15,7 +15,7 @@ the state. Times are the authority's (the Redis server's clock), as every deadli
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -63,6 +63,10 @@ class BatchMember:
     # The digest of what its lines asked (``review.memory.asked_digest``, migration 0011): the
     # review cache is written from its answers only when a realtime review would ask the same now.
     asked: str | None = field(default=None, compare=False)
+
+    def __iter__(self) -> Iterator[int]:
+        """Unpacks as the ``(task_id, attempt)`` pair a store took before members carried more."""
+        return iter((self.task_id, self.attempt))
 
 
 @dataclass(frozen=True)

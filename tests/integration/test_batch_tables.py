@@ -45,7 +45,7 @@ def version(engine: Engine) -> str:
 def test_the_batch_tables_match_the_model(engine):
     upgrade_schema(engine)
     upgrade_schema(engine)  # idempotent
-    assert version(engine) == "0010" and set(inspect(engine).get_table_names()) >= TABLES
+    assert version(engine) == "0012" and set(inspect(engine).get_table_names()) >= TABLES
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
         assert compare_metadata(context, metadata) == []
@@ -59,7 +59,7 @@ def test_down_to_0008_and_up_again_keeps_the_tasks(engine):
     assert version(engine) == "0008" and not TABLES & set(inspect(engine).get_table_names())
     assert SqlAlchemyTaskRepository(engine).get(task.task_id).task_name == "kept"
     upgrade_schema(engine)
-    assert version(engine) == "0010" and SqlAlchemyBatchStore(engine).unfinished() == []
+    assert version(engine) == "0012" and SqlAlchemyBatchStore(engine).unfinished() == []
 
 
 def test_an_upgrade_adopts_batch_tables_already_there(engine):
@@ -68,7 +68,7 @@ def test_an_upgrade_adopts_batch_tables_already_there(engine):
     metadata.tables["llm_batches"].create(engine)
     metadata.tables["llm_batch_tasks"].create(engine)
     upgrade_schema(engine)
-    assert version(engine) == "0010"
+    assert version(engine) == "0012"
     store = SqlAlchemyBatchStore(engine)
     store.open("r" * 32, "gpt", [(1, 1)], 1_700_000_000_000)
     assert store.get("r" * 32).tasks == 1

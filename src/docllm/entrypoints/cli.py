@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from docllm.domain.errors import DocllmError
 from docllm.domain.lanes import LANES, tenant_error
-from docllm.entrypoints import check_command
+from docllm.entrypoints import check_command, findings_command
 from docllm.entrypoints.output import CommandError
 from docllm.entrypoints.processes import parse_processes
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("directory", metavar="DIR", help="documents, each beside its NAME.expected.yaml")
     ev.add_argument("--json", action="store_true")
     check_command.add_parser(sub)
+    findings_command.add_parser(sub)
     db = sub.add_parser("dashboard", help="serve the web dashboard (loopback unless DOCLLM_DASHBOARD_TOKEN is set)")
     db.add_argument("--host", default="127.0.0.1")
     db.add_argument("--port", type=int, default=8765)
@@ -140,6 +141,8 @@ def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | N
         return {"list": commands.dead_list, "retry": commands.dead_retry, "discard": commands.dead_discard}[
             args.dead_command
         ]
+    if args.command == "findings":
+        return findings_command.run
     if args.command == "eval":  # not the builtin's name
         return commands.evaluate
     return getattr(commands, args.command.replace("-", "_"))

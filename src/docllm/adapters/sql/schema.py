@@ -155,3 +155,27 @@ llm_batch_tasks = Table(
 )
 # ``show`` and ``cancel`` find a task's batches through this index.
 Index(BATCH_TASKS_INDEX, llm_batch_tasks.c.task_id)
+
+# Findings a person judged (issue 46, migration 0012): one mark per (document name, fingerprint),
+# domain/marks/model.py. Producers never see it.
+MARKS_TABLE = "finding_marks"
+
+finding_marks = Table(
+    MARKS_TABLE,
+    metadata,
+    Column("document", String(255), primary_key=True),
+    Column("fingerprint", String(64), primary_key=True),
+    Column("reason", String(16), nullable=False),
+    Column("note", Text, nullable=True),
+    Column("rule", String(255), nullable=True),
+    Column("category", String(32), nullable=True),
+    Column("severity", String(16), nullable=True),
+    Column("quote", Text, nullable=True),
+    Column("heading", Text, nullable=True),
+    Column("message", Text, nullable=True),
+    Column("task_id", TaskId, nullable=True),  # where it was marked; the task may be deleted since
+    Column("number", Integer, nullable=True),
+    Column("marked_by", String(255), nullable=True),
+    timestamp("marked_at", defaulted=True),
+    **MYSQL_TABLE_OPTIONS,
+)

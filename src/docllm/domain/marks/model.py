@@ -1,0 +1,132 @@
+"""A finding's fingerprint and the mark a person puts on it (docs/FINDINGS.md).
+
+The fingerprint is what a finding *is*, not where it is: its rule (the rubric check, else the
+category), the quote's normalised text and the heading path. Lines are left out, so a mark still
+applies when text is added or removed around the finding; a changed quote is a new finding. A
+finding without a quote is known by its message, its numbers left out ("repeats the one on line
+37" stays the same finding when that line moves).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from docllm.domain.errors import DocllmError
+
+REASONS = ("false-alarm", "accepted", "wont-fix")
+MAX_NOTE = 1000  # characters: a sentence or two, not a document
+MAX_NAME = 255  # the task name's column
+_NUMBERS = re.compile(r"\d+")
+
+
+class MarkError(DocllmError):
+    """A mark that cannot be made: a bad reason, an unknown task, a finding number out of range.
+    Nothing is written."""
+
+
+def _words(text: str) -> str:
+    """Unicode-normalised (NFKC: full-width, ligatures), runs of whitespace as one space, trimmed:
+    a paragraph re-wrapped or re-indented quotes the same text."""
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+def heading_path(heading: str) -> str:
+    """``Install >  linux`` as ``install > linux``: parts compared as words, case ignored."""
+    return " > ".join(_words(part).casefold() for part in heading.split(">") if part.strip())
+
+
+def _location(finding: dict[str, Any]) -> dict[str, Any]:
+    loc = finding.get("location")
+    return loc if isinstance(loc, dict) else {}
+
+
+def rule_of(finding: dict[str, Any]) -> str:
+    """What SARIF calls the finding's rule: its rubric check, else its category."""
+    return str(finding.get("check") or finding.get("category") or "other")
+
+
+def parts(finding: dict[str, Any]) -> tuple[str, str, str]:
+    """(rule, quote, heading path), normalised: what the fingerprint hashes."""
+    loc = _location(finding)
+    quote = _words(str(finding.get("quote") or ""))
+    if not quote:  # no quote: the message is what tells two findings of a section apart
+        quote = "message: " + _NUMBERS.sub("#", _words(str(finding.get("message") or "")))
+    return rule_of(finding), quote, heading_path(str(loc.get("heading") or ""))
+
+
+def fingerprint(finding: dict[str, Any]) -> str:
+    """64 hex characters; the same for the same rule, quote and heading, wherever the lines are."""
+    return hashlib.sha256(json.dumps(parts(finding), ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A person's judgement of one finding of one document. ``task_id``/``number``: where it was
+    made (the task and the finding's 1-based place in its report); ``marked_at``: the store's time."""
+
+    document: str
+    fingerprint: str
+    reason: str
+    note: str = ""
+    rule: str = ""
+    category: str = ""
+    severity: str = ""
+    quote: str = ""
+    heading: str = ""
+    message: str = ""
+    task_id: int | None = None
+    number: int | None = None
+    marked_by: str = ""
+    marked_at: datetime | None = None
+
+    def shown(self) -> dict[str, Any]:
+        """What a report, SARIF or JSON says of a dismissed finding."""
+        at = self.marked_at.isoformat() if self.marked_at else None
+        return {"reason": self.reason, "note": self.note, "by": self.marked_by, "at": at, "task_id": self.task_id}
+
+
+def check_reason(reason: str) -> str:
+    if reason not in REASONS:
+        raise MarkError(f"reason must be one of {', '.join(REASONS)}; got {reason!r}")
+    return reason
+
+
+def check_note(note: str) -> str:
+    note = " ".join(note.split())  # one line: it is shown in tables, annotations and SARIF
+    if len(note) > MAX_NOTE:
+        raise MarkError(f"a note is at most {MAX_NOTE} characters; got {len(note)}")
+    return note
+
+
+def mark_for(
+    document: str, finding: dict[str, Any], reason: str, note: str, task_id: int, number: int, by: str
+) -> Mark:
+    """The mark of ``finding`` (the ``number``-th of task ``task_id``'s report), checked."""
+    rule, _, _ = parts(finding)
+    loc = _location(finding)
+    return Mark(
+        document=document,
+        fingerprint=fingerprint(finding),
+        reason=check_reason(reason),
+        note=check_note(note),
+        rule=rule[:255],
+        category=str(finding.get("category") or "")[:32],
+        severity=str(finding.get("severity") or "")[:16],
+        quote=str(finding.get("quote") or "")[:500],
+        heading=str(loc.get("heading") or "")[:500],
+        message=str(finding.get("message") or "")[:1000],
+        task_id=task_id,
+        number=number,
+        marked_by=by[:255],
+    )
+
+
+def dismissed(finding: dict[str, Any], mark: Mark) -> dict[str, Any]:
+    """The finding as a report shows it once judged: the same, with the judgement beside it."""
+    return {**finding, "dismissed": mark.shown()}

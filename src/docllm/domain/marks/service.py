@@ -1,0 +1,103 @@
+"""Judgements: the one way in for ``docllm findings`` and the dashboard's dismiss button. Both
+name a finding as the person saw it, task and number (its 1-based place in the report, as ``docllm
+show`` numbers it); the mark is kept by the task's document name and the finding's fingerprint."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from docllm.domain.marks.model import Mark, MarkError, check_note, check_reason, dismissed, fingerprint, mark_for
+from docllm.domain.marks.ports import MarkStore
+from docllm.domain.model import Task
+from docllm.domain.ports import TaskLookup
+
+Finding = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A report's findings split: those that still count, and those a person dismissed (each with
+    its judgement under ``dismissed``)."""
+
+    active: list[Finding]
+    dismissed: list[Finding]
+
+
+def judge(findings: Sequence[Any], marks: Sequence[Mark]) -> Judged:
+    """Split ``findings`` by the marks of their document; a finding that is not a dict (an old or
+    foreign report) is left active, as it is."""
+    by_print = {m.fingerprint: m for m in marks}
+    active, gone = [], []
+    for f in findings:
+        mark = by_print.get(fingerprint(f)) if isinstance(f, dict) and by_print else None
+        if mark is None:
+            active.append(f)
+        else:
+            gone.append(dismissed(f, mark))
+    return Judged(active, gone)
+
+
+def marked_numbers(findings: Sequence[Any], marks: Sequence[Mark]) -> dict[int, Mark]:
+    """The 1-based numbers of the findings a mark dismisses, with the mark: a report keeps its
+    numbering (``docllm findings dismiss TASK N``) and shows those apart."""
+    by_print = {m.fingerprint: m for m in marks}
+    if not by_print:
+        return {}
+    found = ((n, by_print.get(fingerprint(f))) for n, f in enumerate(findings, 1) if isinstance(f, dict))
+    return {n: m for n, m in found if m is not None}
+
+
+class Judgements:
+    def __init__(self, tasks: TaskLookup, marks: MarkStore):
+        self.tasks, self.marks = tasks, marks
+
+    def dismiss(self, task_id: int, number: int, reason: str, note: str = "", by: str = "") -> Mark:
+        """Mark the ``number``-th finding of task ``task_id``; MarkError (nothing written) for a bad
+        reason or note, an unknown task, a task without a report, a number out of range."""
+        check_reason(reason)
+        check_note(note)
+        name, finding = self._finding(task_id, number)
+        return self.marks.put(mark_for(name, finding, reason, note, task_id, number, by))
+
+    def restore(self, task_id: int, number: int) -> bool:
+        """Take the mark off the finding again (it counts from the next report read); False when
+        it had none."""
+        name, finding = self._finding(task_id, number)
+        return self.marks.remove(name, fingerprint(finding))
+
+    def judged(self, document: str | None, findings: Sequence[Any]) -> Judged:
+        """A report of ``document`` as a person should see it now."""
+        if not document:
+            return Judged(list(findings), [])
+        return judge(findings, self.marks.for_documents([document]).get(document, []))
+
+    def of_task(self, task: Task) -> dict[int, Mark]:
+        """Which findings of the task's report are dismissed now, by number; {} without a report."""
+        findings = task.result.get("findings") if isinstance(task.result, dict) else None
+        if not isinstance(findings, list) or not findings or not task.task_name:
+            return {}
+        return marked_numbers(findings, self.marks.for_documents([task.task_name]).get(task.task_name, []))
+
+    def _finding(self, task_id: int, number: int) -> tuple[str, Finding]:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise MarkError(f"no task with id {task_id}")
+        report = task.result
+        findings = report.get("findings") if isinstance(report, dict) else None
+        if not isinstance(findings, list):
+            raise MarkError(f"task {task_id} has no report to judge (it is {task.status.value})")
+        if not findings:
+            raise MarkError(f"task {task_id}'s report has no finding")
+        if not 1 <= number <= len(findings):
+            raise MarkError(
+                f"task {task_id}'s report has {len(findings)} finding(s): give a number from 1 to "
+                f"{len(findings)} (docllm show {task_id})"
+            )
+        finding = findings[number - 1]
+        if not isinstance(finding, dict):
+            raise MarkError(f"finding {number} of task {task_id} is not a docllm finding")
+        if not task.task_name:
+            raise MarkError(f"task {task_id} has no name: marks are kept by the document's name")
+        return task.task_name, finding

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from typing import cast
 
 import pytest
 
@@ -13,6 +14,7 @@ from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.domain.marks.checked import against_baseline, with_marks
 from docllm.domain.marks.model import MarkError, fingerprint
 from docllm.domain.marks.service import Judgements
+from docllm.domain.model import Task
 from docllm.domain.report import finding
 from docllm.domain.services.checking import Checked, Source, failing
 from tests.support.memory.marks import InMemoryMarkStore
@@ -91,15 +93,21 @@ def judgements() -> Judgements:
 
 def reviewed(j: Judgements, name: str, text: str) -> int:
     report = OfflineReviewer().review_now(name, text, None)
-    repo = j.tasks
+    repo = cast(InMemoryTaskRepository, j.tasks)
     task = repo.create(name, text)
     repo.start_attempt(task.task_id, "tok")
     assert repo.commit(task.task_id, 1, report)
     return task.task_id
 
 
+def row(j: Judgements, task_id: int) -> Task:
+    found = j.tasks.get(task_id)
+    assert found is not None
+    return found
+
+
 def number_of(j: Judgements, task_id: int, quote: str) -> int:
-    findings = j.tasks.get(task_id).result["findings"]
+    findings = row(j, task_id).result["findings"]
     return next(n for n, f in enumerate(findings, 1) if quote in f["quote"])
 
 
@@ -116,14 +124,14 @@ def test_a_dismissed_finding_stays_dismissed_on_the_next_review_of_the_edited_do
     )
 
     second = reviewed(judgements, "guide.md", EDITED)
-    report = judgements.tasks.get(second).result
+    report = row(judgements, second).result
     todo = [f for f in report["findings"] if "TODO" in f["quote"]]
     assert todo and todo[0]["location"]["line_start"] != 5  # it moved
     judged = judgements.judged("guide.md", report["findings"])
     assert [f["quote"] for f in judged.dismissed] == [todo[0]["quote"]]
     assert judged.dismissed[0]["dismissed"]["reason"] == "accepted"
     assert all("TODO" not in f["quote"] for f in judged.active)
-    assert judgements.of_task(judgements.tasks.get(second)) == {number_of(judgements, second, "TODO"): mark}
+    assert judgements.of_task(row(judgements, second)) == {number_of(judgements, second, "TODO"): mark}
     # another document of other text keeps its finding: marks are by document name
     assert len(judgements.judged("other.md", report["findings"]).dismissed) == 0
 
@@ -152,7 +160,7 @@ def test_the_latest_judgement_wins_and_restore_takes_it_off(judgements):
 )
 def test_bad_input_is_refused_and_nothing_is_written(judgements, task, number, reason, note, says):
     reviewed(judgements, "guide.md", GUIDE)
-    judgements.tasks.create("waiting.md", GUIDE)
+    cast(InMemoryTaskRepository, judgements.tasks).create("waiting.md", GUIDE)
     with pytest.raises(MarkError, match=says.replace("(", r"\(").replace(")", r"\)")):
         judgements.dismiss(task, number, reason, note)
     assert judgements.marks.listed() == []

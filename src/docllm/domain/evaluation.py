@@ -119,15 +119,22 @@ class Comparison:
     score: Score
     missed: tuple[Expected, ...]
     unexpected: tuple[dict[str, Any], ...]
+    # Of the unexpected, those a person had dismissed as false alarms (``false_alarms:``): back again.
+    false_alarms: tuple[dict[str, Any], ...] = ()
 
 
 def compare(
-    expected: Sequence[Expected], produced: Sequence[dict[str, Any]], cost_usd: float | None = 0.0
+    expected: Sequence[Expected],
+    produced: Sequence[dict[str, Any]],
+    cost_usd: float | None = 0.0,
+    false_alarms: Sequence[Expected] = (),
 ) -> Comparison:
     pairs = pair(expected, produced)
     paired_e, paired_p = {i for i, _ in pairs}, {j for _, j in pairs}
+    unexpected = tuple(f for j, f in enumerate(produced) if j not in paired_p)
     return Comparison(
         Score(len(expected), len(produced), len(pairs), cost_usd),
         tuple(e for i, e in enumerate(expected) if i not in paired_e),
-        tuple(f for j, f in enumerate(produced) if j not in paired_p),
+        unexpected,
+        tuple(f for f in unexpected if any(a.matches(f) for a in false_alarms)),
     )

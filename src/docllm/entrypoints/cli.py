@@ -96,9 +96,17 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")
     demo.add_argument("--workers", type=int, default=3)
     demo.add_argument("--dashboard", action="store_true", help="then serve the dashboard over the demo's data")
-    ev = sub.add_parser("eval", help="score the reviewer on a golden set: precision, recall and cost per document")
+    ev = sub.add_parser(
+        "eval",
+        help="score the reviewer on a golden set: precision, recall and cost per document",
+        epilog="docllm eval export --dismissed DIR: write the documents people judged as a golden set",
+    )
     ev.add_argument("directory", metavar="DIR", help="documents, each beside its NAME.expected.yaml")
     ev.add_argument("--json", action="store_true")
+    # `docllm eval export ...` (main() routes it here: eval's DIR would take the word "export")
+    ex = sub.add_parser("eval-export", prog="docllm eval export")
+    ex.add_argument("--dismissed", required=True, metavar="DIR", help="a new or empty directory for the golden set")
+    ex.add_argument("--json", action="store_true")
     check_command.add_parser(sub)
     findings_command.add_parser(sub)
     db = sub.add_parser("dashboard", help="serve the web dashboard (loopback unless DOCLLM_DASHBOARD_TOKEN is set)")
@@ -115,6 +123,9 @@ def _usd(raw: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["eval", "export"]:  # a golden set named "export" is ./export
+        argv = ["eval-export", *argv[2:]]
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for a usage error
@@ -145,6 +156,10 @@ def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | N
         return findings_command.run
     if args.command == "eval":  # not the builtin's name
         return commands.evaluate
+    if args.command == "eval-export":
+        from docllm.entrypoints.eval_export import export_dismissed
+
+        return export_dismissed
     return getattr(commands, args.command.replace("-", "_"))
 
 

@@ -41,7 +41,7 @@ def heading_path(heading: str) -> str:
     return " > ".join(_words(part).casefold() for part in heading.split(">") if part.strip())
 
 
-def _location(finding: dict[str, Any]) -> dict[str, Any]:
+def location_of(finding: dict[str, Any]) -> dict[str, Any]:
     loc = finding.get("location")
     return loc if isinstance(loc, dict) else {}
 
@@ -53,7 +53,7 @@ def rule_of(finding: dict[str, Any]) -> str:
 
 def parts(finding: dict[str, Any]) -> tuple[str, str, str]:
     """(rule, quote, heading path), normalised: what the fingerprint hashes."""
-    loc = _location(finding)
+    loc = location_of(finding)
     quote = _words(str(finding.get("quote") or ""))
     if not quote:  # no quote: the message is what tells two findings of a section apart
         quote = "message: " + _NUMBERS.sub("#", _words(str(finding.get("message") or "")))
@@ -109,7 +109,7 @@ def mark_for(
 ) -> Mark:
     """The mark of ``finding`` (the ``number``-th of task ``task_id``'s report), checked."""
     rule, _, _ = parts(finding)
-    loc = _location(finding)
+    loc = location_of(finding)
     return Mark(
         document=document,
         fingerprint=fingerprint(finding),

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from docllm.domain.marks.golden import GoldenDocument, golden_document, newest_judged
 from docllm.domain.marks.model import Mark, MarkError, check_note, check_reason, dismissed, fingerprint, mark_for
 from docllm.domain.marks.ports import MarkStore
 from docllm.domain.model import Task
@@ -79,6 +80,22 @@ class Judgements:
         if not isinstance(findings, list) or not findings or not task.task_name:
             return {}
         return marked_numbers(findings, self.marks.for_documents([task.task_name]).get(task.task_name, []))
+
+    def golden_set(self, limit: int = 100_000) -> list[GoldenDocument]:
+        """Every judged document as a golden case (``golden.py``), in document order; a document
+        whose judged tasks are all gone (deleted, or without a report) is left out."""
+        by_document: dict[str, list[Mark]] = {}
+        for m in self.marks.listed(limit=limit):
+            by_document.setdefault(m.document, []).append(m)
+        taken: set[str] = set()
+        cases = []
+        for document in sorted(by_document):
+            marks = by_document[document]
+            ids = sorted({m.task_id for m in marks if m.task_id is not None})
+            task = newest_judged([self.tasks.get(i) for i in ids])
+            if task is not None:
+                cases.append(golden_document(task, marks, taken))
+        return cases
 
     def _finding(self, task_id: int, number: int) -> tuple[str, Finding]:
         task = self.tasks.get(task_id)

@@ -79,11 +79,21 @@ def test_one_mark_per_document_and_fingerprint_the_latest_wins(store):
     assert store.for_documents([]) == {}
 
 
+def test_a_tenants_marks_never_touch_another_tenants_documents(store):
+    store.put(mark(tenant="acme", reason="accepted"))
+    store.put(mark(tenant="globex", reason="wont-fix"))
+    assert store.for_documents(["guide.md"]) == {}  # no tenant: neither
+    assert [m.reason for m in store.for_documents(["guide.md"], "acme")["guide.md"]] == ["accepted"]
+    assert [m.reason for m in store.for_documents(["guide.md"], "globex")["guide.md"]] == ["wont-fix"]
+    assert store.remove("", "guide.md", A) is False and store.remove("acme", "guide.md", A) is True
+    assert [m.tenant for m in store.listed()] == ["globex"]
+
+
 def test_remove_forgets_one_mark(store):
     store.put(mark())
     store.put(mark(fp=B))
-    assert store.remove("guide.md", A) is True
-    assert store.remove("guide.md", A) is False
+    assert store.remove("", "guide.md", A) is True
+    assert store.remove("", "guide.md", A) is False
     assert [m.fingerprint for m in store.for_documents(["guide.md"])["guide.md"]] == [B]
 
 
@@ -124,7 +134,7 @@ def test_a_database_before_0012_has_no_marks_and_refuses_to_write_one(backend, r
     engine = make_engine(url)
     upgrade_schema(engine, "0010")
     old = SqlAlchemyMarkStore(engine)
-    assert old.for_documents(["guide.md"]) == {} and old.listed() == [] and old.remove("guide.md", A) is False
+    assert old.for_documents(["guide.md"]) == {} and old.listed() == [] and old.remove("", "guide.md", A) is False
     with pytest.raises(ConfigurationError, match="no finding_marks table: run `docllm init-db` first"):
         old.put(mark())
     upgrade_schema(engine)

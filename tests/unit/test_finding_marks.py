@@ -136,6 +136,23 @@ def test_a_dismissed_finding_stays_dismissed_on_the_next_review_of_the_edited_do
     assert len(judgements.judged("other.md", report["findings"]).dismissed) == 0
 
 
+def test_a_judgement_on_one_tenants_task_leaves_another_tenants_document_alone(judgements):
+    repo = cast(InMemoryTaskRepository, judgements.tasks)
+    report = OfflineReviewer().review_now("guide.md", GUIDE, None)
+    ids = []
+    for tenant in ("acme", "globex"):
+        task = repo.create("guide.md", GUIDE, tenant=tenant)
+        repo.start_attempt(task.task_id, "tok")
+        assert repo.commit(task.task_id, 1, report)
+        ids.append(task.task_id)
+    n = number_of(judgements, ids[0], "TODO")
+    assert judgements.dismiss(ids[0], n, "false-alarm").tenant == "acme"
+    assert judgements.of_task(row(judgements, ids[0])) != {}
+    assert judgements.of_task(row(judgements, ids[1])) == {}  # globex's guide.md still counts it
+    assert judgements.judged("guide.md", report["findings"]).dismissed == []  # nor does a check without one
+    assert len(judgements.judged("guide.md", report["findings"], "acme").dismissed) == 1
+
+
 def test_the_latest_judgement_wins_and_restore_takes_it_off(judgements):
     task = reviewed(judgements, "guide.md", GUIDE)
     n = number_of(judgements, task, "TODO")

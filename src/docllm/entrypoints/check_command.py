@@ -43,12 +43,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--ignore-marks", action="store_true", help="count findings a person dismissed (docllm findings) too"
     )
+    c.add_argument("--tenant", type=_tenant, help="whose judgements apply (and whose tasks, with --fleet)")
 
     def one_line(message: str) -> None:  # a CI log gets one line, not argparse's usage block
         print(f"docllm check: {message} (docllm check --help)", file=sys.stderr)
         raise SystemExit(EXIT_ERROR)
 
     c.error = one_line
+
+
+def _tenant(text: str) -> str:
+    from docllm.domain.lanes import tenant_error
+
+    reason = tenant_error(text)
+    if reason:
+        raise argparse.ArgumentTypeError(reason)
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,7 +134,7 @@ def _judged(
     if not args.ignore_marks:
         from docllm.entrypoints.check_marks import marks_for
 
-        results = with_marks(results, marks_for(settings, {r.source.name for r in results}))
+        results = with_marks(results, marks_for(settings, {r.source.name for r in results}, args.tenant or ""))
     if baseline is not None:
         from docllm.adapters.files.sarif_baseline import where
 
@@ -157,7 +167,7 @@ def _in_fleet(args: argparse.Namespace, settings: Settings, changed: dict[str, s
     if args.timeout <= 0:
         raise ValueError(f"--timeout must be above 0 seconds, got {args.timeout:g}")
     sources = _sources(args, settings.max_document_bytes, changed)
-    results = check_in_fleet(settings, sources, args.rubric, args.timeout)
+    results = check_in_fleet(settings, sources, args.rubric, args.timeout, args.tenant)
     return results if changed is None else only_changed(results, changed)
 
 

@@ -16,7 +16,7 @@ class MarksUnavailable(DocllmError):
     pass
 
 
-def marks_for(settings: Settings, documents: Collection[str]) -> dict[str, list[Mark]]:
+def marks_for(settings: Settings, documents: Collection[str], tenant: str = "") -> dict[str, list[Mark]]:
     from docllm.adapters.sql.engine import make_engine
     from docllm.adapters.sql.marks import SqlAlchemyMarkStore
 
@@ -27,7 +27,7 @@ def marks_for(settings: Settings, documents: Collection[str]) -> dict[str, list[
         url, connect_timeout=settings.database_connect_timeout_seconds, io_timeout=settings.database_timeout_seconds
     )
     try:
-        return SqlAlchemyMarkStore(engine).for_documents(documents)
+        return SqlAlchemyMarkStore(engine).for_documents(documents, tenant)
     except Exception as exc:  # noqa: BLE001 - whatever the database said, one line and the way out
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise MarksUnavailable(

@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def mark_json(m: Mark) -> dict[str, Any]:
     return {
         "document": m.document,
+        "tenant": m.tenant or None,
         "fingerprint": m.fingerprint,
         "rule": m.rule,
         "severity": m.severity,
@@ -102,11 +103,13 @@ def _list(marks: list[Mark], as_json: bool) -> int:
     if as_json:
         print_json([mark_json(m) for m in marks])
         return 0
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table("document", "reason", "rule", "heading", "quote", "note", "by", "at")
+    table = Table("document", "tenant", "reason", "rule", "heading", "quote", "note", "by", "at")
     for m in marks:
         at = m.marked_at.strftime("%Y-%m-%d %H:%M") if m.marked_at else "-"
-        table.add_row(m.document, m.reason, m.rule, m.heading, m.quote[:60], m.note[:60], m.marked_by, at)
+        cells = (m.document, m.tenant or "-", m.reason, m.rule, m.heading, m.quote[:60], m.note[:60], m.marked_by, at)
+        table.add_row(*(escape(c) for c in cells))  # a note is the user's text, never rich markup
     console().print(table)
     return 0

@@ -13,7 +13,7 @@ from docllm.domain.marks.model import Mark
 
 class InMemoryMarkStore:
     def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], Mark] = {}
+        self._rows: dict[tuple[str, str, str], Mark] = {}
         self._lock = threading.Lock()
         self._last = datetime.now(UTC)
 
@@ -24,23 +24,23 @@ class InMemoryMarkStore:
     def put(self, mark: Mark) -> Mark:
         with self._lock:
             stored = replace(mark, marked_at=self._now())
-            self._rows[(mark.document, mark.fingerprint)] = stored
+            self._rows[(mark.tenant, mark.document, mark.fingerprint)] = stored
             return stored
 
-    def remove(self, document: str, fingerprint: str) -> bool:
+    def remove(self, tenant: str, document: str, fingerprint: str) -> bool:
         with self._lock:
-            return self._rows.pop((document, fingerprint), None) is not None
+            return self._rows.pop((tenant, document, fingerprint), None) is not None
 
-    def for_documents(self, documents: Collection[str]) -> dict[str, list[Mark]]:
+    def for_documents(self, documents: Collection[str], tenant: str = "") -> dict[str, list[Mark]]:
         wanted, found = set(documents), dict[str, list[Mark]]()
         with self._lock:
-            for (document, _), mark in sorted(self._rows.items()):
-                if document in wanted:
+            for (owner, document, _), mark in sorted(self._rows.items()):
+                if owner == tenant and document in wanted:
                     found.setdefault(document, []).append(mark)
         return found
 
     def listed(self, document: str | None = None, limit: int = 1000) -> list[Mark]:
         with self._lock:
             marks = [m for m in self._rows.values() if document is None or m.document == document]
-        marks.sort(key=lambda m: (-(m.marked_at or self._last).timestamp(), m.document, m.fingerprint))
+        marks.sort(key=lambda m: (-(m.marked_at or self._last).timestamp(), m.tenant, m.document, m.fingerprint))
         return marks[:limit]

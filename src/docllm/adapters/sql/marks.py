@@ -33,6 +33,10 @@ def _mark(row: Any) -> Mark:
     return Mark(**values)
 
 
+def _key(tenant: str, document: str, fingerprint: str) -> Any:
+    return (t.c.tenant == tenant) & (t.c.document == document) & (t.c.fingerprint == fingerprint)
+
+
 class SqlAlchemyMarkStore:
     def __init__(self, engine: Engine, retry: TransientRetry | None = None):
         self._engine = engine
@@ -55,11 +59,12 @@ class SqlAlchemyMarkStore:
         if not self._has_table():
             raise ConfigurationError(f"the database has no {MARKS_TABLE} table: run `docllm init-db` first")
         values = {k: getattr(mark, k) for k in _FIELDS} | {"marked_by": mark.marked_by, "marked_at": utcnow()}
-        key = (t.c.document == mark.document) & (t.c.fingerprint == mark.fingerprint)
+        key = _key(mark.tenant, mark.document, mark.fingerprint)
+        ids = {"tenant": mark.tenant, "document": mark.document, "fingerprint": mark.fingerprint}
 
         def work(conn: Connection) -> Mark:
             if conn.execute(update(t).where(key).values(**values)).rowcount == 0:
-                conn.execute(insert(t).values(document=mark.document, fingerprint=mark.fingerprint, **values))
+                conn.execute(insert(t).values(**ids, **values))
             return _mark(conn.execute(select(t).where(key)).one())
 
         try:
@@ -67,19 +72,19 @@ class SqlAlchemyMarkStore:
         except IntegrityError:  # a racing put inserted it first: ours replaces it
             return self._run(work)
 
-    def remove(self, document: str, fingerprint: str) -> bool:
+    def remove(self, tenant: str, document: str, fingerprint: str) -> bool:
         if not self._has_table():
             return False
-        key = (t.c.document == document) & (t.c.fingerprint == fingerprint)
+        key = _key(tenant, document, fingerprint)
         return bool(self._run(lambda conn: conn.execute(delete(t).where(key)).rowcount))
 
-    def for_documents(self, documents: Collection[str]) -> dict[str, list[Mark]]:
+    def for_documents(self, documents: Collection[str], tenant: str = "") -> dict[str, list[Mark]]:
         names = sorted(set(documents))
         if not names or not self._has_table():
             return {}
         found: dict[str, list[Mark]] = {}
         for start in range(0, len(names), 500):  # bounded IN lists
-            query = select(t).where(t.c.document.in_(names[start : start + 500]))
+            query = select(t).where(t.c.tenant == tenant, t.c.document.in_(names[start : start + 500]))
             rows = self._rows(query)
             for row in rows:
                 found.setdefault(row.document, []).append(_mark(row))
@@ -88,7 +93,7 @@ class SqlAlchemyMarkStore:
     def listed(self, document: str | None = None, limit: int = 1000) -> list[Mark]:
         if not self._has_table():
             return []
-        query = select(t).order_by(t.c.marked_at.desc(), t.c.document, t.c.fingerprint).limit(limit)
+        query = select(t).order_by(t.c.marked_at.desc(), t.c.tenant, t.c.document, t.c.fingerprint).limit(limit)
         if document is not None:
             query = query.where(t.c.document == document)
         return [_mark(row) for row in self._rows(query)]

@@ -163,6 +163,7 @@ MARKS_TABLE = "finding_marks"
 finding_marks = Table(
     MARKS_TABLE,
     metadata,
+    Column("tenant", String(64), primary_key=True),  # '' for tasks without a tenant (a key holds no NULL)
     Column("document", String(255), primary_key=True),
     Column("fingerprint", String(64), primary_key=True),
     Column("reason", String(16), nullable=False),

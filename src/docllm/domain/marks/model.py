@@ -74,6 +74,7 @@ class Mark:
     fingerprint: str
     reason: str
     note: str = ""
+    tenant: str = ""  # the tenant of the task it was made on ("": none); it applies to that tenant's reports only
     rule: str = ""
     category: str = ""
     severity: str = ""
@@ -98,14 +99,15 @@ def check_reason(reason: str) -> str:
 
 
 def check_note(note: str) -> str:
-    note = " ".join(note.split())  # one line: it is shown in tables, annotations and SARIF
+    # One line of printable text: it is shown in tables, annotations, SARIF and JUnit.
+    note = " ".join("".join(c for c in note if c.isprintable() or c.isspace()).split())
     if len(note) > MAX_NOTE:
         raise MarkError(f"a note is at most {MAX_NOTE} characters; got {len(note)}")
     return note
 
 
 def mark_for(
-    document: str, finding: dict[str, Any], reason: str, note: str, task_id: int, number: int, by: str
+    document: str, finding: dict[str, Any], reason: str, note: str, task_id: int, number: int, by: str, tenant: str = ""
 ) -> Mark:
     """The mark of ``finding`` (the ``number``-th of task ``task_id``'s report), checked."""
     rule, _, _ = parts(finding)
@@ -115,6 +117,7 @@ def mark_for(
         fingerprint=fingerprint(finding),
         reason=check_reason(reason),
         note=check_note(note),
+        tenant=tenant,
         rule=rule[:255],
         category=str(finding.get("category") or "")[:32],
         severity=str(finding.get("severity") or "")[:16],

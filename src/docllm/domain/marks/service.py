@@ -59,45 +59,48 @@ class Judgements:
         reason or note, an unknown task, a task without a report, a number out of range."""
         check_reason(reason)
         check_note(note)
-        name, finding = self._finding(task_id, number)
-        return self.marks.put(mark_for(name, finding, reason, note, task_id, number, by))
+        task, finding = self._finding(task_id, number)
+        return self.marks.put(
+            mark_for(str(task.task_name), finding, reason, note, task_id, number, by, task.tenant or "")
+        )
 
     def restore(self, task_id: int, number: int) -> bool:
         """Take the mark off the finding again (it counts from the next report read); False when
         it had none."""
-        name, finding = self._finding(task_id, number)
-        return self.marks.remove(name, fingerprint(finding))
+        task, finding = self._finding(task_id, number)
+        return self.marks.remove(task.tenant or "", str(task.task_name), fingerprint(finding))
 
-    def judged(self, document: str | None, findings: Sequence[Any]) -> Judged:
-        """A report of ``document`` as a person should see it now."""
+    def judged(self, document: str | None, findings: Sequence[Any], tenant: str | None = None) -> Judged:
+        """A report of the tenant's ``document`` as a person should see it now."""
         if not document:
             return Judged(list(findings), [])
-        return judge(findings, self.marks.for_documents([document]).get(document, []))
+        return judge(findings, self.marks.for_documents([document], tenant or "").get(document, []))
 
     def of_task(self, task: Task) -> dict[int, Mark]:
         """Which findings of the task's report are dismissed now, by number; {} without a report."""
         findings = task.result.get("findings") if isinstance(task.result, dict) else None
         if not isinstance(findings, list) or not findings or not task.task_name:
             return {}
-        return marked_numbers(findings, self.marks.for_documents([task.task_name]).get(task.task_name, []))
+        marks = self.marks.for_documents([task.task_name], task.tenant or "").get(task.task_name, [])
+        return marked_numbers(findings, marks)
 
     def golden_set(self, limit: int = 100_000) -> list[GoldenDocument]:
         """Every judged document as a golden case (``golden.py``), in document order; a document
         whose judged tasks are all gone (deleted, or without a report) is left out."""
-        by_document: dict[str, list[Mark]] = {}
+        by_document: dict[tuple[str, str], list[Mark]] = {}
         for m in self.marks.listed(limit=limit):
-            by_document.setdefault(m.document, []).append(m)
+            by_document.setdefault((m.tenant, m.document), []).append(m)
         taken: set[str] = set()
         cases = []
-        for document in sorted(by_document):
-            marks = by_document[document]
+        for key in sorted(by_document):
+            marks = by_document[key]
             ids = sorted({m.task_id for m in marks if m.task_id is not None})
             task = newest_judged([self.tasks.get(i) for i in ids])
             if task is not None:
                 cases.append(golden_document(task, marks, taken))
         return cases
 
-    def _finding(self, task_id: int, number: int) -> tuple[str, Finding]:
+    def _finding(self, task_id: int, number: int) -> tuple[Task, Finding]:
         task = self.tasks.get(task_id)
         if task is None:
             raise MarkError(f"no task with id {task_id}")
@@ -117,4 +120,4 @@ class Judgements:
             raise MarkError(f"finding {number} of task {task_id} is not a docllm finding")
         if not task.task_name:
             raise MarkError(f"task {task_id} has no name: marks are kept by the document's name")
-        return task.task_name, finding
+        return task, finding

@@ -4,7 +4,7 @@ Revision ID: 0012
 Revises: 0010
 Create Date: 2026-12-07
 
-One mark per (document name, fingerprint of the finding): its reason (false-alarm, accepted,
+One mark per (tenant, document name, fingerprint of the finding): its reason (false-alarm, accepted,
 wont-fix), a note, who and when, and the finding as it was shown. A table of its own beside
 ``task_doc_llm``, which is left as it is: producers never see it. Idempotent, like 0009: a table
 already there is left alone.
@@ -34,6 +34,7 @@ OPTIONS: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 def _columns() -> list[sa.Column]:
     # Written out rather than imported from the model: a migration is a snapshot of its day.
     return [
+        sa.Column("tenant", sa.String(64), primary_key=True),
         sa.Column("document", sa.String(255), primary_key=True),
         sa.Column("fingerprint", sa.String(64), primary_key=True),
         sa.Column("reason", sa.String(16), nullable=False),

@@ -213,3 +213,14 @@ def test_a_baseline_leaves_out_what_the_earlier_run_had_and_counts_repeats():
     twice = replace(new, findings=[*new.findings, new.findings[0]])  # one more alike than before
     [result] = against_baseline([twice], seen, lambda s: s.path)
     assert len(result.findings) == 2
+
+
+def test_an_exported_documents_file_name_is_safe_unique_and_found_alone_by_its_expectations():
+    from docllm.domain.marks.golden import file_name
+
+    taken: set[str] = set()
+    names = [file_name(n, taken) for n in ("guide.md", "manual.pdf", "../../etc/passwd", "guide.md", "a b.txt", ".md")]
+    assert names == ["guide.md", "manual-pdf.md", "passwd.md", "guide-2.md", "a-b.txt", "document.md"]
+    stems = [n.rsplit(".", 1)[0] for n in names]
+    assert all("." not in s and "/" not in s for s in stems)  # NAME.expected.yaml finds one document
+    assert all(sum(n.startswith(s + ".") for n in names) == 1 for s in stems)

@@ -98,10 +98,12 @@ def test_a_finding_is_dismissed_from_its_page_and_shown_apart(world: World):
     dismissed = shown.split('id="dismissed"')[1]
     assert QUOTE.replace("`", "") in dismissed.replace("`", "") and "the target is spelt so on purpose" in dismissed
     assert shown.split('id="dismissed"')[0].count('class="dismiss"') == 1  # only finding 2 left to dismiss
+    assert "<td>2 (1 dismissed)</td>" in client.get("/tasks").get_data(as_text=True)  # the list says so too
 
     answer = client.post(f"/tasks/{world.done}/findings/1/restore", data={"csrf": csrf_of(shown)})
     assert answer.status_code == 302 and marks(world) == []
     assert 'id="dismissed"' not in client.get(f"/tasks/{world.done}").get_data(as_text=True)
+    assert "<td>2</td>" in client.get("/tasks").get_data(as_text=True)
 
 
 def test_a_dismissal_without_the_csrf_token_or_from_a_foreign_host_writes_nothing(world: World):

@@ -27,7 +27,7 @@ from docllm.entrypoints import batch_view, lane_view
 from docllm.entrypoints.dashboard import security
 from docllm.entrypoints.dashboard.batch_pages import add_batch_pages
 from docllm.entrypoints.dashboard.chart import throughput_svg
-from docllm.entrypoints.dashboard.finding_actions import add_finding_actions
+from docllm.entrypoints.dashboard.finding_actions import add_finding_actions, finding_counts
 from docllm.entrypoints.dashboard.redirects import safe_next
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 from docllm.entrypoints.views import printable, task_json
@@ -124,7 +124,8 @@ def _add_task_pages(app: Flask, src: Sources) -> None:
             abort(400, f"unknown status {status!r}")
         q = request.args.get("q", "").strip()
         rows = src.repository.search(TaskStatus(status) if status else None, q, LIST_LIMIT)
-        return render_template("tasks.html", tasks=rows, status=status or "", q=q, findings=_findings_count)
+        counts = finding_counts(rows, src.marks)
+        return render_template("tasks.html", tasks=rows, status=status or "", q=q, findings=counts.get)
 
     @app.get("/tasks/<task_id:task_id>")
     def task(task_id: int) -> str:
@@ -213,11 +214,6 @@ def _add_error_pages(app: Flask) -> None:
     @app.errorhandler(429)
     def error(exc: Any) -> Any:
         return render_template("error.html", code=exc.code, message=exc.description), exc.code
-
-
-def _findings_count(task: Task) -> int | None:
-    findings = task.result.get("findings") if isinstance(task.result, dict) else None
-    return len(findings) if isinstance(findings, list) else None
 
 
 def _report(task: Task, marks: dict[int, Mark]) -> dict[str, Any] | None:

@@ -20,8 +20,8 @@ from collections import Counter
 
 from bench.common import Env, Table, percentile, verdict
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.lanes import LanePolicy
-from docllm.domain.payload import make_payload
+from docllm.domain.lanes.model import LanePolicy
+from docllm.domain.tasks.payload import make_payload
 from sim.manual_clock import ManualClock
 
 DB = 9

@@ -68,8 +68,8 @@ class MockLLM:
 def request_body() -> bytes:
     """What docllm sends for the bench document: the real prompt, so the mock parses real sizes."""
     from bench.llm_task import DOCUMENT
-    from docllm.domain.chat import STRICT_SCHEMA
-    from docllm.domain.prompt import build_messages
+    from docllm.domain.review.chat import STRICT_SCHEMA
+    from docllm.domain.review.prompt import build_messages
 
     return json.dumps(
         {

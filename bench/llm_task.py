@@ -87,8 +87,8 @@ def async_client():
 
 
 def _request(task_id: int) -> dict[str, Any]:
-    from docllm.domain.chat import STRICT_SCHEMA
-    from docllm.domain.prompt import build_messages
+    from docllm.domain.review.chat import STRICT_SCHEMA
+    from docllm.domain.review.prompt import build_messages
 
     return {
         "model": MODEL,
@@ -98,7 +98,7 @@ def _request(task_id: int) -> dict[str, Any]:
 
 
 def _parse(response: Any) -> int:
-    from docllm.domain.report import parse_answer
+    from docllm.domain.review.report import parse_answer
 
     return len(parse_answer(response.choices[0].message.content or "")["findings"])
 

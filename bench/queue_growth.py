@@ -24,9 +24,9 @@ import time
 
 from bench.common import Table
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.payload import make_payload
-from docllm.domain.services.producer import retry_dead
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.producer import retry_dead
+from docllm.domain.tasks.reconciler import Reconciler
 from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
 from tests.support.memory.repository import InMemoryTaskRepository

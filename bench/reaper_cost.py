@@ -18,7 +18,7 @@ import time
 import uuid
 
 from bench.common import Env, Table, payload, verdict
-from docllm.domain.lanes import LanePolicy
+from docllm.domain.lanes.model import LanePolicy
 
 PREFIX = "reap"
 DB = 7
@@ -92,8 +92,8 @@ def original_cycle(client, keys, now_s: int) -> int:
 def measure_size(env: Env, size: int) -> list[dict]:
     from docllm.adapters.redis.clock import RedisServerClock
     from docllm.adapters.redis.queue import RedisTaskQueue, queue_scripts
-    from docllm.domain.policies import RetryPolicy
-    from docllm.domain.services.reaper import Reaper
+    from docllm.domain.tasks.policies import RetryPolicy
+    from docllm.domain.tasks.reaper import Reaper
     from tests.support.memory.repository import InMemoryTaskRepository
 
     client = env.client(DB)

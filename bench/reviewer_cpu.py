@@ -49,7 +49,7 @@ import orjson
 from bench.llm_mock_client import MockLLM
 from bench.llm_task import DOCUMENT, MODEL
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer, httpx
-from docllm.domain.chat import JSON_MODE
+from docllm.domain.review.chat import JSON_MODE
 
 
 class _Httpx(OpenAIReviewer):
@@ -190,7 +190,7 @@ def parts() -> None:
     from openai._models import FinalRequestOptions
 
     from bench.llm_mock import CHAT
-    from docllm.domain.prompt import build_messages
+    from docllm.domain.review.prompt import build_messages
 
     once = FinalRequestOptions.construct(method="post", url="/chat/completions")
     answer = CHAT.split(b"\r\n\r\n", 1)[1]

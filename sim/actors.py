@@ -14,8 +14,8 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from docllm.domain.errors import Unavailable
-from docllm.domain.services.producer import retry_dead, submit
-from docllm.domain.services.reaper import Reaper
+from docllm.domain.tasks.producer import retry_dead, submit
+from docllm.domain.tasks.reaper import Reaper
 from docllm.runtime.assembly import Wiring
 from docllm.runtime.service import Service
 from docllm.runtime.worker import Worker

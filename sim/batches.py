@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from docllm.adapters.redis.batch_leases import RedisBatchLeases
-from docllm.domain.batch_lines import parse_custom_id
-from docllm.domain.batches import ProviderBatch
+from docllm.domain.batches.lines import parse_custom_id
+from docllm.domain.batches.model import ProviderBatch
 from docllm.domain.errors import BatchFileLost, PermanentError, ProviderUnavailable
 from sim.fault_injection import Faulty
 from sim.llm import poison_kind
@@ -96,7 +96,7 @@ class BatchCounts:
 
 
 class SimBatchApi:
-    """The provider's Files and Batch APIs (``docllm.domain.ports.BatchApi``), one per run."""
+    """The provider's Files and Batch APIs (``docllm.domain.batches.ports.BatchApi``), one per run."""
 
     def __init__(self, system: Any, profile: BatchProfile):
         self.sys, self.profile = system, profile

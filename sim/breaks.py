@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.budget import Grant
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import Attempt, TaskStatus, WriteKind
-from docllm.domain.payload import parse_payload
-from docllm.domain.rate_limits import MAX_COUNT, MAX_RETRY_AFTER_S, ProviderHints
-from docllm.domain.usage import Usage, UsageMeter
-from docllm.domain.verdict import Facts
+from docllm.domain.llm.budget import Grant
+from docllm.domain.llm.rate_limits import MAX_COUNT, MAX_RETRY_AFTER_S, ProviderHints
+from docllm.domain.llm.usage import Usage, UsageMeter
+from docllm.domain.tasks.model import Attempt, TaskStatus, WriteKind
+from docllm.domain.tasks.payload import parse_payload
+from docllm.domain.tasks.verdict import Facts
 
 
 class AckAnyTokenQueue(RedisTaskQueue):

@@ -23,8 +23,8 @@ import logging
 from typing import Any
 
 from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
-from docllm.domain.chunking import Chunk
-from docllm.domain.rubric import Rubric
+from docllm.domain.review.chunking import Chunk
+from docllm.domain.review.rubric import Rubric
 from sim.fault_injection import Faulty
 from sim.invariants import ALL_BLOCKERS
 from sim.llm import SimLLM

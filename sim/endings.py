@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from docllm.domain.batch_lines import parse_custom_id
+from docllm.domain.batches.lines import parse_custom_id
 from docllm.domain.errors import ConfigurationError, ProviderUnavailable
-from docllm.domain.model import TaskStatus
+from docllm.domain.tasks.model import TaskStatus
 from sim.llm import _token
 from sim.product import ProductSystem
 from sim.runner import Options, RunResult, _run

@@ -14,7 +14,7 @@
   because the provider was down, or because its own host was cut off from the LLM while the
   provider served others, the cut still in force when the charge was written (the fault
   ``llm_partition``; a cut that ended before the gate's check looks like a poison document's
-  failure to the product, as the end of an outage does: domain/verdict.py); I12 (DESIGN section 14, issue 22):
+  failure to the product, as the end of an outage does: domain/tasks/verdict.py); I12 (DESIGN section 14, issue 22):
   (a) no task has more counted hand-backs than DOCLLM_MAX_HANDBACKS, and no task is handed back
   uncharged for an LLM failure more than that many times while the provider served its host (the
   latest call failed neither for an outage nor for its host's partition: the provider answered
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from docllm.domain.verdict import HOST_CUT, STORE_DOWN, WAITED
+from docllm.domain.tasks.verdict import HOST_CUT, STORE_DOWN, WAITED
 from docllm.runtime.presence import beat_seconds
 from sim.ledger import FAILED, PROCESSING, TERMINAL
 
@@ -53,7 +53,7 @@ ALL_BLOCKERS = ("redis", "db", "no_reaper", "no_ready_reaper", "no_reconciler")
 TIME_CHECK_MS = 1_000
 LOSS_CHECK_MS = 10_000
 STALL_MS = 60_000  # HEALTH: how far back a stall may be explained by an outage or a pause
-TIMEOUT_CHARGE = "attempt exceeded PROCESSING_TIMEOUT_SECONDS"  # domain.verdict: a timeout's error
+TIMEOUT_CHARGE = "attempt exceeded PROCESSING_TIMEOUT_SECONDS"  # domain.tasks.verdict: a timeout's error
 WAIT_SLACK_MS = 1_000  # I12 (b): rounding of the runtime's timers against the harness's measure
 # Hand-backs "handed back uncharged" for reasons other than the LLM (a daily spend cap: the operator's, I16).
 NOT_LLM = (STORE_DOWN, WAITED, "SpendCapReached:")

@@ -14,8 +14,8 @@ import zlib
 from typing import Any
 
 from docllm.domain.errors import BadPayload
-from docllm.domain.lanes import LANES
-from docllm.domain.payload import parse_payload
+from docllm.domain.lanes.model import LANES
+from docllm.domain.tasks.payload import parse_payload
 
 TENANTS = (None, "acme", "beta")
 

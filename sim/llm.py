@@ -49,9 +49,9 @@ from typing import Any
 from docllm.adapters.llm.openai_reviewer import _reported_tokens
 from docllm.adapters.llm.provider_hints import hints_from_headers
 from docllm.domain.errors import ProviderUnavailable, TransientError
-from docllm.domain.rate_limits import ProviderHints
-from docllm.domain.report import make_report
-from docllm.domain.usage import LlmCall, record
+from docllm.domain.llm.rate_limits import ProviderHints
+from docllm.domain.llm.usage import LlmCall, record
+from docllm.domain.review.report import make_report
 
 POISON_KINDS = ("fail", "timeout", "hang")
 BATCH_KINDS = ("timeout", "err500")  # a poison batch: every document fails the same way

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from docllm.adapters.redis.budget import RedisSpendBudget
-from docllm.domain.budget import MICRO, BudgetView, Grant, Settle, day_of
+from docllm.domain.llm.budget import MICRO, BudgetView, Grant, Settle, day_of
 from sim.observers import Gate
 
 DRAIN_CAP_USD = 1_000_000.0  # what the operator sets when the faults stop

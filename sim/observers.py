@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import Delivery, FencedWrite, GroupOutcome, StartRequest, StartResult, WriteKind
-from docllm.domain.payload import task_id_of
-from docllm.domain.services.outcome import CANCELLED_ERROR
-from docllm.domain.usage import Usage
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import Delivery, FencedWrite, GroupOutcome, StartRequest, StartResult, WriteKind
+from docllm.domain.tasks.outcome import CANCELLED_ERROR
+from docllm.domain.tasks.payload import task_id_of
 from sim.fault_injection import group_of
 from sim.ledger import FAILED, PENDING, Ledger
 

@@ -25,10 +25,10 @@ from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.adapters.redis.registry import RedisWorkerRegistry
 from docllm.container import Container, breaker_policy
 from docllm.domain.errors import Unavailable
-from docllm.domain.policies import RetryPolicy
-from docllm.domain.services.cancel import Canceller
-from docllm.domain.services.outcome import Reason
-from docllm.domain.services.rate_gate import RateGate
+from docllm.domain.llm.rate_gate import RateGate
+from docllm.domain.tasks.cancel import Canceller
+from docllm.domain.tasks.outcome import Reason
+from docllm.domain.tasks.policies import RetryPolicy
 from docllm.entrypoints.bootstrap import build_parts
 from docllm.runtime.assembly import Wiring
 from docllm.runtime.service import Service

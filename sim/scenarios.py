@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from docllm.domain.deployments import Deployment
+from docllm.domain.llm.deployments import Deployment
 from docllm.settings import Settings
 from sim.batches import BatchProfile
 from sim.faults import KINDS, POINTS

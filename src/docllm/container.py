@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 from dependency_injector import containers, providers
 
-from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.leftovers import LeftoverSweep
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.leftovers import LeftoverSweep
+from docllm.domain.tasks.policies import LeasePolicy, Limits, RetryPolicy
+from docllm.domain.tasks.reaper import Reaper
+from docllm.domain.tasks.reconciler import Reconciler
 from docllm.runtime.port_calls import CLAIM_THREADS, threads_for
 from docllm.settings import Settings
 
@@ -138,7 +138,7 @@ def _spend_budget(client, settings: Settings, clock):
 def _spend_ledger(settings: Settings, budget):
     """The spend ledger (I16): every cap checked at one reservation, spend settled per write that
     landed, in Redis (nothing is reserved or counted for an unpriced deployment)."""
-    from docllm.domain.services.ledger import SpendLedger
+    from docllm.domain.llm.spend_ledger import SpendLedger
 
     hold_ms = int(2 * (settings.processing_timeout_seconds + settings.lease_seconds) * 1000)
     return SpendLedger(
@@ -152,7 +152,7 @@ def _spend_ledger(settings: Settings, budget):
 
 def priced_deployments(settings: Settings) -> list:
     """Each deployment as the ledger prices it: its own price, else DOCLLM_LLM_PRICES' for its model."""
-    from docllm.domain.ledger import Priced
+    from docllm.domain.llm.ledger import Priced
 
     return [
         Priced(
@@ -201,8 +201,8 @@ def _batch_target(settings: Settings):
     d = settings.batch_deployment
     if d is None:
         return None
-    from docllm.domain.prices import batch_price
-    from docllm.domain.services.batch_members import BatchTarget
+    from docllm.domain.batches.members import BatchTarget
+    from docllm.domain.llm.prices import batch_price
 
     price = d.price if d.price is not None else settings.price_table.price(d.model)
     return BatchTarget(
@@ -218,7 +218,7 @@ def _batcher(settings: Settings, processor, store, leases, api, target, ledger):
     """The batch lane's batcher (issue 28); None when batching is off."""
     if target is None:
         return None
-    from docllm.domain.services.batcher import Batcher
+    from docllm.domain.batches.batcher import Batcher
 
     max_wait_ms, lease_ms = int(settings.batch_max_wait_seconds * 1000), int(settings.batch_lease_seconds * 1000)
     return Batcher(
@@ -239,7 +239,7 @@ def _batch_poller(settings: Settings, processor, store, leases, api, target, led
     """The batch lane's poller (any worker process polls any batch); None when batching is off."""
     if target is None:
         return None
-    from docllm.domain.services.batch_poller import BatchPoller
+    from docllm.domain.batches.poller import BatchPoller
 
     return BatchPoller(
         processor,
@@ -263,7 +263,7 @@ def _reaper_batches(settings: Settings, store):
 
 
 def breaker_policy(settings: Settings):
-    from docllm.domain.breaker import BreakerPolicy
+    from docllm.domain.llm.breaker import BreakerPolicy
 
     return BreakerPolicy(
         window_seconds=settings.breaker_window_seconds,
@@ -305,7 +305,7 @@ def _rate_limiter(client, settings: Settings, clock):
 def _rate_gate(limiter, metrics):
     if limiter is None:
         return None
-    from docllm.domain.services.rate_gate import RateGate
+    from docllm.domain.llm.rate_gate import RateGate
 
     return RateGate(limiter, on_wait=metrics.limit_wait.observe if metrics else None)
 
@@ -348,7 +348,7 @@ def _routes(health, settings: Settings, metrics):
 
 def _deployment_reviewer(settings: Settings, d, metrics=None, rate_gate=None, named: bool = False):
     from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
-    from docllm.domain.prices import PriceTable
+    from docllm.domain.llm.prices import PriceTable
 
     return OpenAIReviewer(
         base_url=d.base_url,

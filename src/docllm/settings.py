@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from docllm.domain.breaker import BreakerPolicy
-from docllm.domain.deployments import Deployment, parse_deployments
 from docllm.domain.errors import ConfigurationError
-from docllm.domain.lanes import BATCH_LANE, DEFAULT_WEIGHTS, LANES, LanePolicy, parse_caps, parse_weights
-from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.prices import PriceTable
+from docllm.domain.lanes.model import BATCH_LANE, DEFAULT_WEIGHTS, LANES, LanePolicy, parse_caps, parse_weights
+from docllm.domain.llm.breaker import BreakerPolicy
+from docllm.domain.llm.deployments import Deployment, parse_deployments
+from docllm.domain.llm.prices import PriceTable
+from docllm.domain.tasks.policies import LeasePolicy, Limits, RetryPolicy
 
 EMBEDDED_REDIS = "embedded"
 PROVIDERS = ("offline", "openai")
@@ -100,7 +100,7 @@ class Settings:
     redis_failover_seconds: float | None = None
     # Replicas that must have a claim or an ack before it counts as done (WAIT, up to 1 s; 0: off).
     redis_wait_replicas: int = 0
-    # Lanes and tenants (issue 26, domain/lanes.py): claim weights; tasks in flight per tenant
+    # Lanes and tenants (issue 26, domain/lanes/model.py): claim weights; tasks in flight per tenant
     # (0: no cap), and per-tenant overrides "acme=4,beta=2".
     lane_weights: str = DEFAULT_WEIGHTS
     tenant_max_in_flight: int = 0

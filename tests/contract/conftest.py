@@ -18,7 +18,7 @@ import redis
 
 from docllm.adapters.redis.client import make_redis_client
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.ports import TaskQueue
+from docllm.domain.tasks.ports import TaskQueue
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 

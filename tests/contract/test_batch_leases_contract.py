@@ -18,7 +18,7 @@ import redis
 from docllm.adapters.redis.batch_leases import RedisBatchLeases
 from docllm.adapters.redis.client import make_redis_client
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.ports import BatchLeases
+from docllm.domain.batches.ports import BatchLeases
 from sim.manual_clock import ManualClock
 from tests.support.memory.batch_leases import in_memory_batch_leases
 from tests.support.memory.queue import InMemoryTaskQueue

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from docllm.domain.batches import BatchCount, BatchMember, BatchState
-from docllm.domain.ports import BatchStore
+from docllm.domain.batches.model import BatchCount, BatchMember, BatchState
+from docllm.domain.batches.ports import BatchStore
 from tests.support.memory.batches import InMemoryBatchStore
 
 OPEN, UPLOADED, SUBMITTED, APPLIED, RETURNED = BatchState

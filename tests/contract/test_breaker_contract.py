@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from docllm.adapters.redis.breaker import RedisLlmBreaker
-from docllm.domain.breaker import BreakerPolicy, BreakerState
-from docllm.domain.ports import LlmBreaker
+from docllm.domain.llm.breaker import BreakerPolicy, BreakerState
+from docllm.domain.llm.ports import LlmBreaker
 from sim.manual_clock import ManualClock
 from tests.support.memory.breaker import InMemoryLlmBreaker
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from docllm.adapters.redis.dashboard_sessions import RedisDashboardSessions
-from docllm.domain.ports import DashboardSessions
+from docllm.domain.tasks.ports import DashboardSessions
 from sim.manual_clock import ManualClock
 from tests.support.memory.dashboard_sessions import InMemoryDashboardSessions
 

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import update
 
 from docllm.adapters.sql.schema import task_doc_llm
-from docllm.domain.lane_figures import LANES, MAX_TOP_TENANTS, OTHERS, GroupFigures
-from docllm.domain.model import Task
+from docllm.domain.lanes.figures import LANES, MAX_TOP_TENANTS, OTHERS, GroupFigures
+from docllm.domain.tasks.model import Task
 from tests.contract import test_task_repository_contract as repository_contract
 from tests.support.memory.repository import InMemoryTaskRepository
 

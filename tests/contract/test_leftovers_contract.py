@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from docllm.domain.model import Delivery, Leftovers
-from docllm.domain.payload import make_payload
-from docllm.domain.ports import TaskQueue
+from docllm.domain.tasks.model import Delivery, Leftovers
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.ports import TaskQueue
 
 from .conftest import QueueUnderTest
 

@@ -13,8 +13,9 @@ import redis
 
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter, limit_key
-from docllm.domain.ports import Clock, RateLimiter
-from docllm.domain.rate_limits import MAX_COUNT, MAX_RESET_S, MAX_RETRY_AFTER_S, PACE, ProviderHints
+from docllm.domain.llm.ports import RateLimiter
+from docllm.domain.llm.rate_limits import MAX_COUNT, MAX_RESET_S, MAX_RETRY_AFTER_S, PACE, ProviderHints
+from docllm.domain.tasks.ports import Clock
 from sim.manual_clock import ManualClock
 from tests.support.memory.rate_limiter import InMemoryRateLimiter
 

@@ -10,7 +10,7 @@ import pytest
 from docllm.adapters.rubrics.catalog import YamlRubricCatalog
 from docllm.adapters.rubrics.parse import parse_rubric
 from docllm.domain.errors import RubricError
-from docllm.domain.ports import RubricCatalog
+from docllm.domain.review.ports import RubricCatalog
 from tests.support.memory.rubrics import InMemoryRubricCatalog
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rubrics" / "install-guide.yaml"

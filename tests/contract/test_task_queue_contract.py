@@ -6,9 +6,9 @@ import json
 import threading
 import time
 
-from docllm.domain.model import Delivery
-from docllm.domain.payload import make_payload
-from docllm.domain.ports import TaskQueue
+from docllm.domain.tasks.model import Delivery
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.ports import TaskQueue
 
 from .conftest import QueueUnderTest
 

@@ -12,9 +12,9 @@ from datetime import UTC
 
 import pytest
 
-from docllm.domain.model import StartResult, Task, TaskStatus
-from docllm.domain.ports import TaskRepository
-from docllm.domain.usage import Usage
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import StartResult, Task, TaskStatus
+from docllm.domain.tasks.ports import TaskRepository
 from tests.support.memory.repository import InMemoryTaskRepository
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
@@ -432,7 +432,7 @@ def test_cancel_pending_never_touches_a_row_an_attempt_runs(repo):
 
 
 def test_a_group_with_one_stale_attempt_commits_the_others_and_reports_that_one(repo):
-    from docllm.domain.model import FencedWrite, WriteKind
+    from docllm.domain.tasks.model import FencedWrite, WriteKind
 
     rows = [started(repo, token=f"tok-{i}", name=f"doc-{i}") for i in range(4)]
     stale = rows[1]
@@ -455,7 +455,7 @@ def test_a_group_with_one_stale_attempt_commits_the_others_and_reports_that_one(
 
 
 def test_a_group_of_starts_over_pending_and_processing_rows(repo):
-    from docllm.domain.model import FencedWrite, StartRequest, WriteKind
+    from docllm.domain.tasks.model import FencedWrite, StartRequest, WriteKind
 
     pending = repo.create("a", "body-a")
     busy = started(repo, token="tok-other", name="b")

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.lanes import LanePolicy
-from docllm.domain.payload import make_payload
+from docllm.domain.lanes.model import LanePolicy
+from docllm.domain.tasks.payload import make_payload
 from sim.manual_clock import ManualClock
 
 LEASE = 30_000

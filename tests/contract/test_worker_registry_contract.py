@@ -16,8 +16,8 @@ import redis
 
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.registry import RedisWorkerRegistry
-from docllm.domain.ports import WorkerRegistry
-from docllm.domain.workers import InFlight, WorkerRecord
+from docllm.domain.tasks.ports import WorkerRegistry
+from docllm.domain.tasks.workers import InFlight, WorkerRecord
 from sim.manual_clock import ManualClock
 from tests.support.memory.registry import InMemoryWorkerRegistry
 

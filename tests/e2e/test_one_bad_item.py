@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from docllm.domain.storable import REPLACED_KEY
+from docllm.domain.tasks.storable import REPLACED_KEY
 from tests.e2e.harness import Harness, Probe, product_env, start_llm_server, wait_until, write_documents
 
 pytestmark = pytest.mark.e2e

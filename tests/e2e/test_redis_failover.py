@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.producer import submit
 from docllm.entrypoints.bootstrap import build_container
 from docllm.settings import Settings
 from tests.e2e.harness import Harness, Probe, commits, install_commit_audit, product_env, wait_until, write_documents

@@ -15,8 +15,8 @@ import redis
 
 from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.budget import micro
-from docllm.domain.lanes import BATCH_LANE
+from docllm.domain.lanes.model import BATCH_LANE
+from docllm.domain.llm.budget import micro
 from tests.e2e.harness import Harness, wait_until, write_documents
 from tests.servers.ports import free_port
 from tests.support import keda_read
@@ -72,7 +72,7 @@ def test_keda_reads_every_lane_and_tenant_and_not_the_batch_members(
     _submit(harness, tmp_path, 1, "urgent", "--priority", "interactive")
     assert keda("waiting") == 8
 
-    # The batch lane's batcher claims the bulk lane alone (domain/services/batcher.py) and holds the
+    # The batch lane's batcher claims the bulk lane alone (domain/batches/batcher.py) and holds the
     # leases while its batch waits on the provider, renewing them (Batcher.keep): its members leave
     # the waiting work.
     lease_ms = int(float(harness.env["DOCLLM_LEASE_SECONDS"]) * 1000)

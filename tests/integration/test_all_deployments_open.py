@@ -13,9 +13,9 @@ from typing import Any
 
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
-from docllm.domain.breaker import BreakerPolicy, BreakerState
-from docllm.domain.deployments import Deployment
-from docllm.domain.model import TaskStatus
+from docllm.domain.llm.breaker import BreakerPolicy, BreakerState
+from docllm.domain.llm.deployments import Deployment
+from docllm.domain.tasks.model import TaskStatus
 from tests.support.llm_server import FakeLLM
 from tests.support.memory.breaker import InMemoryLlmBreaker
 from tests.support.runtime_rig import RealClock, Rig, run

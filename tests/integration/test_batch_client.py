@@ -11,7 +11,7 @@ import time
 import pytest
 
 from docllm.adapters.llm.batch_client import OpenAIBatchApi
-from docllm.domain.batch_lines import request_lines
+from docllm.domain.batches.lines import request_lines
 from docllm.domain.errors import BatchFileLost, DocllmError, ProviderUnavailable
 from tests.support.llm_server import FakeLLM
 

@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from docllm.domain import events as ev
-from docllm.domain.batches import BatchState
-from docllm.domain.model import TaskStatus
+from docllm.domain.batches.model import BatchState
+from docllm.domain.tasks.model import TaskStatus
 from tests.integration.test_batch_lane import (  # noqa: F401
     DOC,
     ApiBut,

@@ -17,13 +17,13 @@ from dependency_injector import providers
 
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.domain import events as ev
-from docllm.domain.batches import BatchState
+from docllm.domain.batches.members import member_attempts
+from docllm.domain.batches.model import BatchState
 from docllm.domain.errors import ProviderUnavailable
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.services.batch_members import member_attempts
-from docllm.domain.services.cancel import Canceller
-from docllm.domain.services.outcome import CANCELLED_ERROR
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.cancel import Canceller
+from docllm.domain.tasks.model import Task, TaskStatus
+from docllm.domain.tasks.outcome import CANCELLED_ERROR
+from docllm.domain.tasks.producer import submit
 from docllm.entrypoints.bootstrap import build_container, build_service, prepare_schema
 from docllm.settings import Settings
 from tests.support.llm_server import FakeLLM

@@ -7,9 +7,9 @@ import asyncio
 import json
 
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
-from docllm.domain.batch_lines import request_lines
-from docllm.domain.batch_results import State, read_results
-from docllm.domain.chunking import split_markdown
+from docllm.domain.batches.lines import request_lines
+from docllm.domain.batches.results import State, read_results
+from docllm.domain.review.chunking import split_markdown
 from tests.support.llm_server import FakeLLM, smart_answer, with_cached
 
 DOCUMENT = "# Guide\n\nIntro line.\n\n## Install\n\nRun it.\n\n## Use\n\nCall it.\n" + "More words here.\n" * 20

@@ -12,7 +12,7 @@ import pytest
 from docllm.adapters.sql.batches import SqlAlchemyBatchStore
 from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
-from docllm.domain.batches import BatchMember, BatchState
+from docllm.domain.batches.model import BatchMember, BatchState
 
 OPEN, UPLOADED, SUBMITTED, APPLIED, RETURNED = BatchState
 T0 = 1_700_000_000_000

@@ -12,9 +12,9 @@ from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
-from docllm.domain.model import TaskStatus
-from docllm.domain.prices import PriceTable
-from docllm.domain.usage import UsageMeter, metering
+from docllm.domain.llm.prices import PriceTable
+from docllm.domain.llm.usage import UsageMeter, metering
+from docllm.domain.tasks.model import TaskStatus
 from docllm.entrypoints.views import task_usage_json, usage_json
 from tests.support.llm_server import CACHED_FIELDS, FakeLLM
 
@@ -91,9 +91,9 @@ def test_a_document_over_the_per_task_cap_fails_before_any_call():
     """The per-task cap is the spend ledger's (I16): the attempt's reservation refuses the document
     before the reviewer sends anything."""
     from docllm.domain.errors import OverCostCap
-    from docllm.domain.ledger import Priced
-    from docllm.domain.services.ledger import SpendLedger
-    from docllm.domain.verdict import Happened, happened_of
+    from docllm.domain.llm.ledger import Priced
+    from docllm.domain.llm.spend_ledger import SpendLedger
+    from docllm.domain.tasks.verdict import Happened, happened_of
 
     ledger = SpendLedger(None, [Priced("default", "test-model", PRICES.price("test-model"))], task_cap_usd=1e-6)
     with pytest.raises(OverCostCap, match="DOCLLM_TASK_MAX_COST_USD") as raised:

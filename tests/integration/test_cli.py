@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
-from docllm.domain.answer_schema import SCHEMA_VERSION
-from docllm.domain.batches import BatchState
-from docllm.domain.report import finding, make_report
-from docllm.domain.workers import InFlight, WorkerRecord
+from docllm.domain.batches.model import BatchState
+from docllm.domain.review.answer_schema import SCHEMA_VERSION
+from docllm.domain.review.report import finding, make_report
+from docllm.domain.tasks.workers import InFlight, WorkerRecord
 from docllm.entrypoints.bootstrap import build_container, load_settings
 from tests.support.cli_runner import cli_runner
 from tests.support.cli_shapes import BATCH_FIELDS, CLOSED_BREAKER, SHOW_FIELDS, STATUS_FIELDS
@@ -42,7 +42,8 @@ def lane_row(key, name, depth):
     """A row of ``stats --json`` -> lanes with ``depth`` pending rows, none started or ended."""
     waits = {"wait_p50_s": None, "wait_p95_s": None, "wait_samples": 0}
     oldest = ANY_AGE if depth else None
-    return {key: name, "depth": depth, "in_flight": 0, "finished": 0, **waits, "oldest_pending_s": oldest}
+    done = {"finished": 0, "done_per_min": 0.0}
+    return {key: name, "depth": depth, "in_flight": 0, **done, **waits, "oldest_pending_s": oldest}
 
 
 class _AnyAge:
@@ -139,7 +140,7 @@ def test_unknown_task_id_is_an_error(cli):
 def test_dead_letters_list_and_retry(cli, tmp_path, redis_url):
     import redis
 
-    from docllm.domain.services.attempts import TaskProcessor
+    from docllm.domain.tasks.attempts import TaskProcessor
     from docllm.entrypoints.bootstrap import build_container, load_settings
 
     path = write(tmp_path, "a.md", "# A\n")

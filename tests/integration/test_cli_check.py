@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from junitparser import Failure, JUnitXml
 
-from docllm.domain.services.checking import at_or_above
+from docllm.domain.review.checking import at_or_above
 from tests.support.cli_runner import cli_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"

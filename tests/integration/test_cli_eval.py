@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from docllm.domain.report import CATEGORIES
+from docllm.domain.review.report import CATEGORIES
 from tests.support.cli_runner import cli_runner
 from tests.support.llm_server import FakeLLM
 

@@ -17,8 +17,8 @@ import redis
 from docllm.adapters.redis.batch_leases import RedisBatchLeases
 from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.model import Delivery
-from docllm.domain.payload import make_payload
+from docllm.domain.tasks.model import Delivery
+from docllm.domain.tasks.payload import make_payload
 
 LEASE = 30_000
 BEAT = LEASE / 3000  # a worker's heartbeat, and how often a clock re-reads TIME (seconds)

@@ -15,11 +15,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from docllm.container import Container
-from docllm.domain.batches import BatchState
-from docllm.domain.model import TaskStatus
-from docllm.domain.payload import make_payload
-from docllm.domain.report import finding, make_report
-from docllm.domain.workers import InFlight, WorkerRecord
+from docllm.domain.batches.model import BatchState
+from docllm.domain.review.report import finding, make_report
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.workers import InFlight, WorkerRecord
 from docllm.entrypoints.bootstrap import build_container
 from docllm.entrypoints.cli import main
 from docllm.entrypoints.dashboard.app import Sources, create_app
@@ -51,7 +51,7 @@ def world(redis_url: str, mysql_url: str) -> Iterator[World]:
     c = build_container(settings, log=False)
     upgrade_schema(c.engine())
     repo, queue = c.repository(), c.queue()
-    from docllm.domain.services.producer import submit
+    from docllm.domain.tasks.producer import submit
 
     done, dead, waiting = (
         submit(repo, queue, name, "# Guide\n\ntext\n") for name in ("guide.md", "broken.md", "later.md")
@@ -277,7 +277,7 @@ def test_a_task_is_cancelled_from_its_page_with_csrf_as_the_cli_does(world: Worl
 
 
 def test_a_running_task_is_marked_for_its_worker_to_stop(world: World):
-    from docllm.domain.services.producer import submit
+    from docllm.domain.tasks.producer import submit
 
     repo, queue = world.sources.repository, world.sources.queue
     running = submit(repo, queue, "running.md", "# R\n").task_id
@@ -311,8 +311,8 @@ def test_the_dashboard_is_served_on_the_worker_http_port(world: World):
 def test_each_deployment_shows_its_breaker_limit_use_and_spend_today(world: World):
     from dependency_injector import providers
 
-    from docllm.domain.breaker import BreakerPolicy
-    from docllm.domain.deployments import Deployment
+    from docllm.domain.llm.breaker import BreakerPolicy
+    from docllm.domain.llm.deployments import Deployment
     from tests.support.memory.breaker import InMemoryLlmBreaker
     from tests.support.memory.rate_limiter import InMemoryRateLimiter
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from docllm.container import Container
-from docllm.domain.report import finding, make_report
+from docllm.domain.review.report import finding, make_report
 from docllm.entrypoints.bootstrap import build_container
 from docllm.entrypoints.dashboard.app import Sources, create_app
 from docllm.entrypoints.snapshot import stats_of
@@ -33,7 +33,7 @@ class World:
 @pytest.fixture
 def world(redis_url: str, mysql_url: str) -> Iterator[World]:
     from docllm.adapters.sql.migrations import upgrade_schema
-    from docllm.domain.services.producer import submit
+    from docllm.domain.tasks.producer import submit
 
     settings = replace(
         Settings.from_env({}), redis_url=redis_url, database_url=mysql_url, queue_prefix=f"m{uuid.uuid4().hex[:6]}"

@@ -14,10 +14,10 @@ import pytest
 
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
-from docllm.domain.breaker import BreakerPolicy, BreakerState
-from docllm.domain.deployments import Deployment
 from docllm.domain.errors import ConfigurationError, ProviderUnavailable
-from docllm.domain.services.rate_gate import RateGate
+from docllm.domain.llm.breaker import BreakerPolicy, BreakerState
+from docllm.domain.llm.deployments import Deployment
+from docllm.domain.llm.rate_gate import RateGate
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, Reply, error
 from tests.support.memory.breaker import InMemoryLlmBreaker

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from docllm.runtime.http_endpoints import HttpEndpoints
 from docllm.runtime.http_server import MAX_HEAD, THREADS
+from tests.support.http_port import connect, held_endpoints
 
 READ_TIMEOUT = 1.0  # short, so that the test sees the deadline; the waits below derive from it
 CAP = 32
@@ -24,22 +25,8 @@ ATTACKERS = 125
 
 @pytest.fixture
 def endpoints() -> Iterator[HttpEndpoints]:
-    release = threading.Event()
-    checks = {"slow": lambda: release.wait(30)}  # /readyz holds a page thread until released
-    served = HttpEndpoints(
-        "127.0.0.1", 0, CollectorRegistry(), lambda: (True, []), checks, read_timeout=READ_TIMEOUT, max_connections=CAP
-    ).start()
-    served.release = release  # type: ignore[attr-defined]
-    yield served
-    release.set()
-    served.stop()
-
-
-def connect(port: int, send: bytes = b"") -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    if send:
-        sock.sendall(send)
-    return sock
+    with held_endpoints(READ_TIMEOUT, CAP) as served:
+        yield served
 
 
 def healthz(port: int) -> tuple[int, float]:

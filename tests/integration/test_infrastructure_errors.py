@@ -24,10 +24,10 @@ from docllm.adapters.sql.engine import TransientRetry, make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import TaskStatus
-from docllm.domain.payload import make_payload
-from docllm.domain.policies import RetryPolicy
-from docllm.domain.services.reaper import Reaper
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.policies import RetryPolicy
+from docllm.domain.tasks.reaper import Reaper
 from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
 from tests.support.memory.queue import InMemoryTaskQueue

@@ -17,16 +17,16 @@ from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.adapters.telemetry.metrics import Metrics
-from docllm.domain.breaker import BreakerPolicy
-from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import PermanentError
-from docllm.domain.model import TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.prices import PriceTable
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.usage import LlmCall, UsageMeter, metering
+from docllm.domain.llm.breaker import BreakerPolicy
+from docllm.domain.llm.prices import PriceTable
+from docllm.domain.llm.usage import LlmCall, UsageMeter, metering
+from docllm.domain.review.chunking import split_markdown
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.reaper import Reaper
 from docllm.entrypoints.views import usage_json
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls

@@ -26,9 +26,9 @@ from docllm.adapters.telemetry.lane_metrics import EVERY_S
 from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents, reason_label
 from docllm.container import Container
 from docllm.domain import events as ev
-from docllm.domain.model import TaskStatus
-from docllm.domain.services.outcome import Reason
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.outcome import Reason
+from docllm.domain.tasks.producer import submit
 from docllm.entrypoints.bootstrap import build_service
 from docllm.runtime.service import Service
 from docllm.settings import Settings

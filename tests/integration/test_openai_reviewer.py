@@ -13,11 +13,11 @@ import time
 import pytest
 
 from docllm.adapters.llm.openai_reviewer import RUNGS, OpenAIReviewer
-from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_VERSION
-from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import ConfigurationError, PermanentError, TransientError
-from docllm.domain.prompt import PROMPT_VERSION
-from docllm.domain.report import validate_report
+from docllm.domain.review.answer_schema import ANSWER_SCHEMA, SCHEMA_VERSION
+from docllm.domain.review.chunking import split_markdown
+from docllm.domain.review.prompt import PROMPT_VERSION
+from docllm.domain.review.report import validate_report
 from tests.support.llm_server import FakeLLM, Reply, error
 
 KEY = "sk-test-0123456789-secret"

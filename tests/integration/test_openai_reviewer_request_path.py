@@ -17,9 +17,9 @@ import pytest
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.domain.errors import ProviderUnavailable, TransientError
-from docllm.domain.report import validate_report
-from docllm.domain.services.rate_gate import RateGate
-from docllm.domain.usage import LlmCall
+from docllm.domain.llm.rate_gate import RateGate
+from docllm.domain.llm.usage import LlmCall
+from docllm.domain.review.report import validate_report
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, Reply, completion
 

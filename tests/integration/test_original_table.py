@@ -12,7 +12,7 @@ from sqlalchemy.engine import make_url
 from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
-from docllm.domain.model import StartResult, TaskStatus
+from docllm.domain.tasks.model import StartResult, TaskStatus
 from docllm.entrypoints import views
 from tests.support.original_deployment import OriginalDeployment
 

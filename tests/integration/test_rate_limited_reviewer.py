@@ -12,8 +12,8 @@ import pytest
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.domain.errors import TransientError
-from docllm.domain.rate_limits import PACE
-from docllm.domain.services.rate_gate import RateGate
+from docllm.domain.llm.rate_gate import RateGate
+from docllm.domain.llm.rate_limits import PACE
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, Reply, error
 

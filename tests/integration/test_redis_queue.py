@@ -15,8 +15,8 @@ from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.queue import RedisTaskQueue, queue_scripts
 from docllm.domain.errors import Unavailable
-from docllm.domain.lanes import LanePolicy
-from docllm.domain.payload import make_payload
+from docllm.domain.lanes.model import LanePolicy
+from docllm.domain.tasks.payload import make_payload
 from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
 
@@ -146,7 +146,7 @@ def test_a_non_utf8_payload_is_leased_and_dead_lettered_byte_for_byte(
     assert queue.dead_letter(delivery.token, delivery.raw, "not UTF-8")
     [letter] = queue.dead_letters()
     assert letter.raw.encode("utf-8", "surrogateescape") == raw
-    # Bytes that are not UTF-8 name no task, to the scripts as to the parser (domain/payload.py):
+    # Bytes that are not UTF-8 name no task, to the scripts as to the parser (domain/tasks/payload.py):
     # real Redis's cjson used to read task 1 here, where fakeredis's and the parser read none.
     assert letter.task_id is None
 

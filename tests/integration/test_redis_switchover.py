@@ -10,7 +10,7 @@ from typing import Any
 from docllm.adapters.redis.client import make_redis_client
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain.errors import Unavailable
-from docllm.domain.payload import make_payload
+from docllm.domain.tasks.payload import make_payload
 from tests.servers import RedisClusterSet, SentinelSet
 from tests.servers.redis_topologies import MASTER_NAME, wait_for
 

@@ -9,7 +9,7 @@ import time
 
 from docllm.adapters.redis.client import make_redis_client
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.payload import make_payload
+from docllm.domain.tasks.payload import make_payload
 from tests.servers import RedisClusterSet, SentinelSet
 
 LEASE_MS = 30_000

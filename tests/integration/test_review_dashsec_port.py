@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from docllm.runtime.http_endpoints import HttpEndpoints
 from docllm.runtime.http_server import THREADS
+from tests.support.http_port import connect, held_endpoints
 
 READ_TIMEOUT = 2.0
 CAP = 16
@@ -20,22 +18,8 @@ CAP = 16
 
 @pytest.fixture
 def endpoints() -> Iterator[HttpEndpoints]:
-    release = threading.Event()
-    checks = {"slow": lambda: release.wait(30)}  # /readyz holds a page thread (a database that is slow)
-    served = HttpEndpoints(
-        "127.0.0.1", 0, CollectorRegistry(), lambda: (True, []), checks, read_timeout=READ_TIMEOUT, max_connections=CAP
-    ).start()
-    served.release = release  # type: ignore[attr-defined]
-    yield served
-    release.set()
-    served.stop()
-
-
-def connect(port: int, send: bytes = b"") -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    if send:
-        sock.sendall(send)
-    return sock
+    with held_endpoints(READ_TIMEOUT, CAP) as served:
+        yield served
 
 
 def test_a_complete_request_waiting_for_a_thread_is_not_evicted_for_idle_sockets(endpoints: HttpEndpoints):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from docllm.domain.batches import BatchState
+from docllm.domain.batches.model import BatchState
 from docllm.domain.errors import ProviderUnavailable
-from docllm.domain.model import TaskStatus
+from docllm.domain.tasks.model import TaskStatus
 from tests.integration.test_batch_endings import SlowCreate
 from tests.integration.test_batch_lane import ApiBut, rig_for  # noqa: F401
 

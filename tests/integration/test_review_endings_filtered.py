@@ -14,9 +14,9 @@ from docllm.adapters.redis.breaker import RedisLlmBreaker
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.rate_limiter import breaker_key
 from docllm.container import breaker_policy
-from docllm.domain.breaker import BreakerState
-from docllm.domain.model import TaskStatus
-from docllm.domain.services.producer import submit
+from docllm.domain.llm.breaker import BreakerState
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.producer import submit
 from docllm.entrypoints.bootstrap import build_container, build_service, prepare_schema
 from docllm.settings import Settings
 from tests.support.llm_server import FakeLLM, Reply, error

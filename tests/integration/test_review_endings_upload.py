@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from docllm.domain.errors import ConfigurationError
-from docllm.domain.model import TaskStatus
+from docllm.domain.tasks.model import TaskStatus
 from tests.integration.test_batch_lane import ApiBut, rig_for  # noqa: F401
 
 MAX_HANDBACKS = 2

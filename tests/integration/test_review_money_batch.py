@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from docllm.domain.batches import BatchState
+from docllm.domain.batches.model import BatchState
 from docllm.domain.errors import ProviderUnavailable
-from docllm.domain.model import TaskStatus
+from docllm.domain.tasks.model import TaskStatus
 from tests.integration.test_batch_lane import ApiBut, rig_for  # noqa: F401 - the fixture
 
 DAY_CAP = 1000.0

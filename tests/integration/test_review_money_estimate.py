@@ -13,8 +13,8 @@ import json
 import time
 from pathlib import Path
 
-from docllm.domain.budget import micro
-from docllm.domain.model import TaskStatus
+from docllm.domain.llm.budget import micro
+from docllm.domain.tasks.model import TaskStatus
 from docllm.entrypoints.bootstrap import build_service
 from tests.integration.test_batch_lane import Rig, make_settings
 from tests.support.llm_server import FakeLLM, Reply, completion

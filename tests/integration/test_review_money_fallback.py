@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from docllm.domain.budget import micro
-from docllm.domain.deployments import Deployment
-from docllm.domain.model import TaskStatus
-from docllm.domain.prices import Price
+from docllm.domain.llm.budget import micro
+from docllm.domain.llm.deployments import Deployment
+from docllm.domain.llm.prices import Price
+from docllm.domain.tasks.model import TaskStatus
 from docllm.entrypoints.bootstrap import build_service
 from tests.integration.test_batch_lane import Rig, make_settings
 from tests.support.llm_server import FakeLLM

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from docllm.domain.errors import SpendCapReached
-from docllm.domain.ledger import document_requests
+from docllm.domain.llm.ledger import document_requests
 from tests.integration.test_batch_lane import DOC, Rig, make_settings
 from tests.support.llm_server import FakeLLM
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from docllm.domain.deployments import Deployment
-from docllm.domain.model import TaskStatus
+from docllm.domain.llm.deployments import Deployment
+from docllm.domain.tasks.model import TaskStatus
 from docllm.entrypoints.bootstrap import build_service
 from tests.integration.test_batch_lane import Rig, make_settings
 from tests.support.llm_server import FakeLLM

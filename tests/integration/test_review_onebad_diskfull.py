@@ -17,11 +17,11 @@ from sqlalchemy.engine import Engine
 from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
-from docllm.domain.model import Attempt, TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.outcome import Outcome
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Attempt, TaskStatus
+from docllm.domain.tasks.outcome import Outcome
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
 from docllm.runtime.grouper import send_bisected
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue

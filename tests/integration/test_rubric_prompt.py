@@ -11,11 +11,11 @@ from pathlib import Path
 
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.rubrics.catalog import YamlRubricCatalog
-from docllm.domain.model import TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.prompt import SYSTEM_PROMPT
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
+from docllm.domain.review.prompt import SYSTEM_PROMPT
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, Reply
 from tests.support.memory.queue import InMemoryTaskQueue

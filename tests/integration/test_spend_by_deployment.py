@@ -1,4 +1,4 @@
-"""Each LLM deployment's share of the fleet's spend today (issue 27; domain/budget.py), on the real
+"""Each LLM deployment's share of the fleet's spend today (issue 27; domain/llm/budget.py), on the real
 Redis: a routed review over two scripted servers at different prices counts each chunk's calls at
 the deployment that served it, the spend ledger settles both shares with the fleet's total in one
 script call, and a new authority-clock day starts every deployment at nothing while yesterday's
@@ -15,12 +15,12 @@ from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.llm.routed_reviewer import Route, RoutedReviewer
 from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.keys import RedisKeys
-from docllm.domain.breaker import BreakerPolicy
-from docllm.domain.budget import DAY_MS, KEEP_MS, Settle, day_of, micro
-from docllm.domain.deployments import Deployment
-from docllm.domain.prices import PriceTable
-from docllm.domain.services.ledger import SpendLedger, shares
-from docllm.domain.usage import UsageMeter, metering
+from docllm.domain.llm.breaker import BreakerPolicy
+from docllm.domain.llm.budget import DAY_MS, KEEP_MS, Settle, day_of, micro
+from docllm.domain.llm.deployments import Deployment
+from docllm.domain.llm.prices import PriceTable
+from docllm.domain.llm.spend_ledger import SpendLedger, shares
+from docllm.domain.llm.usage import UsageMeter, metering
 from sim.manual_clock import ManualClock
 from tests.support.llm_server import FakeLLM, error
 from tests.support.memory.breaker import InMemoryLlmBreaker

@@ -20,17 +20,17 @@ from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
 from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.domain import events as ev
-from docllm.domain.breaker import BreakerPolicy
-from docllm.domain.budget import BudgetView, Settle
 from docllm.domain.events import NullEvents
-from docllm.domain.ledger import Priced
-from docllm.domain.model import TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.prices import PriceTable
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.ledger import SpendLedger
-from docllm.domain.services.producer import submit
-from docllm.domain.usage import UsageMeter, metering
+from docllm.domain.llm.breaker import BreakerPolicy
+from docllm.domain.llm.budget import BudgetView, Settle
+from docllm.domain.llm.ledger import Priced
+from docllm.domain.llm.prices import PriceTable
+from docllm.domain.llm.spend_ledger import SpendLedger
+from docllm.domain.llm.usage import UsageMeter, metering
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
 from docllm.runtime.budget_gate import POLL_SECONDS, BudgetGate
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls

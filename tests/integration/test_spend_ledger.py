@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from docllm.domain.batches import BatchState
-from docllm.domain.budget import micro
-from docllm.domain.deployments import Deployment
-from docllm.domain.model import TaskStatus
-from docllm.domain.prices import Price
-from docllm.domain.services.batch_members import member_attempts
+from docllm.domain.batches.members import member_attempts
+from docllm.domain.batches.model import BatchState
+from docllm.domain.llm.budget import micro
+from docllm.domain.llm.deployments import Deployment
+from docllm.domain.llm.prices import Price
+from docllm.domain.tasks.model import TaskStatus
 from docllm.entrypoints.bootstrap import build_service
 from docllm.settings import Settings, SettingsError
 from tests.integration.test_batch_lane import DELAY, DOC, Rig, make_settings, two_pollers_on_a_completed_batch
@@ -119,7 +119,7 @@ def test_the_batch_lane_stops_at_the_daily_cap_and_counts_what_it_spent(rig_for)
 
 
 def _lines(rig: Rig, doc: str) -> list[dict[str, Any]]:
-    from docllm.domain.batch_lines import request_lines
+    from docllm.domain.batches.lines import request_lines
 
     t = rig.container.batch_target()
     return request_lines(1, 1, "d0.md", doc, None, t.model, t.max_chunk_chars)

@@ -25,8 +25,8 @@ from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository, non_terminal_page
 from docllm.adapters.sql.schema import USAGE_COLUMNS, metadata
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import StartResult, TaskStatus
-from docllm.domain.usage import Usage
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import StartResult, TaskStatus
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 

@@ -17,12 +17,12 @@ from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.adapters.sql.repository.store import MAX_PACKET
 from docllm.domain.errors import Unstorable
-from docllm.domain.model import Attempt, FencedWrite, Task, TaskStatus, WriteKind
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services import attempts
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.outcome import Outcome
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks import attempts
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Attempt, FencedWrite, Task, TaskStatus, WriteKind
+from docllm.domain.tasks.outcome import Outcome
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
 from docllm.runtime.grouper import Failed, send_bisected
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue

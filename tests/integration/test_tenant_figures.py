@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from docllm.adapters.telemetry.lane_metrics import LaneGauges
 from docllm.container import Container
-from docllm.domain.lane_figures import OTHERS, SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
-from docllm.domain.services.producer import submit
+from docllm.domain.lanes.figures import OTHERS, SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
+from docllm.domain.tasks.producer import submit
 from docllm.entrypoints.bootstrap import build_container
 from docllm.entrypoints.dashboard.app import Sources, create_app
 from docllm.entrypoints.snapshot import stats_of

@@ -10,7 +10,7 @@ import pytest
 
 from docllm.adapters.llm import openai_reviewer, provider_hints
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
-from docllm.domain.usage import UsageMeter, metering
+from docllm.domain.llm.usage import UsageMeter, metering
 from tests.support.llm_server import FakeLLM, Reply, completion
 
 REPORT = json.dumps({"findings": [], "summary": "Checked."})

@@ -19,8 +19,8 @@ import redis
 
 from docllm.adapters.redis.keys import _SUFFIXES, RedisKeys
 from docllm.adapters.redis.queue import RedisTaskQueue
-from docllm.domain.lanes import BATCH_LANE, LANES
-from docllm.domain.payload import make_payload
+from docllm.domain.lanes.model import BATCH_LANE, LANES
+from docllm.domain.tasks.payload import make_payload
 from sim.manual_clock import ManualClock
 
 PREFIX = "waiting"

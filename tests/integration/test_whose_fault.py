@@ -22,9 +22,9 @@ from dependency_injector import providers
 
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.container import Container
-from docllm.domain.model import TaskStatus
-from docllm.domain.services.cancel import Canceller
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.cancel import Canceller
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.producer import submit
 from docllm.entrypoints.bootstrap import build_service
 from docllm.runtime.service import Service
 from docllm.settings import Settings

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from docllm.domain.lanes import LANES, LanePolicy
+from docllm.domain.lanes.model import LANES, LanePolicy
 
 TRIES = 64  # claim.lua: pops per claim
 

@@ -20,15 +20,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from docllm.domain import events as ev
 from docllm.domain.errors import BadPayload
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import Attempt, Leftovers, TaskStatus, WriteKind
-from docllm.domain.payload import make_payload, parse_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.leftovers import LeftoverSweep
-from docllm.domain.services.outcome import Outcome
-from docllm.domain.services.producer import submit
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.leftovers import LeftoverSweep
+from docllm.domain.tasks.model import Attempt, Leftovers, TaskStatus, WriteKind
+from docllm.domain.tasks.outcome import Outcome
+from docllm.domain.tasks.payload import make_payload, parse_payload
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.reaper import Reaper
+from docllm.domain.tasks.reconciler import Reconciler
 from sim.fault_injection import Crash, CrashBudget, Faulty
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue

@@ -20,8 +20,8 @@ from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.adapters.sql.schema import task_doc_llm
-from docllm.domain.lane_figures import WAIT_BUCKETS
-from docllm.domain.model import Task, TaskStatus
+from docllm.domain.lanes.figures import WAIT_BUCKETS
+from docllm.domain.tasks.model import Task, TaskStatus
 from sim.manual_clock import ManualClock
 from tests.support.memory.repository import InMemoryTaskRepository
 

@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from docllm.domain.lanes import LANES, LanePolicy
-from docllm.domain.payload import make_payload
+from docllm.domain.lanes.model import LANES, LanePolicy
+from docllm.domain.tasks.payload import make_payload
 from sim.manual_clock import ManualClock
 from tests.property.lanes_model import LanesModel
 from tests.support.memory.queue import InMemoryTaskQueue

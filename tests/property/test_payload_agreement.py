@@ -1,4 +1,4 @@
-"""One payload rule, written twice: ``domain/payload.py`` and ``task_id_of`` in ``lib.lua`` (which
+"""One payload rule, written twice: ``domain/tasks/payload.py`` and ``task_id_of`` in ``lib.lua`` (which
 the claim scripts use for processing_ts stamps, lease data and cancel marks) must give the same
 verdict on every payload: the same task id, or both malformed (issue 23).
 
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from docllm.adapters.redis.queue import RedisTaskQueue, with_lib
 from docllm.domain.errors import BadPayload
-from docllm.domain.payload import parse_payload, task_id_of
+from docllm.domain.tasks.payload import parse_payload, task_id_of
 from sim.manual_clock import ManualClock
 from tests.servers import RedisServer
 

@@ -11,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from docllm.domain.errors import BadPayload
-from docllm.domain.payload import MAX_TASK_ID, parse_payload, task_id_of
+from docllm.domain.tasks.payload import MAX_TASK_ID, parse_payload, task_id_of
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),

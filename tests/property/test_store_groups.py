@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
-from docllm.domain.model import FencedWrite, StartRequest, Task, TaskStatus, WriteKind
-from docllm.domain.usage import Usage
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import FencedWrite, StartRequest, Task, TaskStatus, WriteKind
 from tests.support.memory.repository import InMemoryTaskRepository
 
 ROWS = 4

@@ -16,8 +16,8 @@ import pytest
 
 from docllm.adapters.sql.repository import store
 from docllm.adapters.sql.schema import task_doc_llm as tasks
-from docllm.domain.services import batch_poller
-from docllm.domain.services.outcome import Outcome
+from docllm.domain.batches import poller as batch_poller
+from docllm.domain.tasks.outcome import Outcome
 from sim.product import ProductSystem
 from sim.runner import Options, RunResult, _run
 from sim.scenarios import SCENARIOS, names, scenario_for

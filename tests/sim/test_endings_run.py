@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from docllm.adapters.llm import routed_reviewer
-from docllm.domain.services import batch_poller
-from docllm.domain.services.batch_members import hand_back_all
-from docllm.domain.services.batch_poller import BatchPoller
+from docllm.domain.batches import poller as batch_poller
+from docllm.domain.batches.members import hand_back_all
+from docllm.domain.batches.poller import BatchPoller
 from sim.endings import ENDINGS, run
 from sim.runner import RunResult
 from sim.scenarios import SCENARIOS, names

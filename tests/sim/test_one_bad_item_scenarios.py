@@ -25,9 +25,9 @@ from docllm.adapters.sql.engine import make_engine
 from docllm.adapters.sql.migrations import upgrade_schema
 from docllm.adapters.sql.repository import SqlAlchemyTaskRepository
 from docllm.adapters.sql.repository import store as sql_store
-from docllm.domain.model import TaskStatus
-from docllm.domain.services import attempts
-from docllm.domain.storable import REPLACED_KEY
+from docllm.domain.tasks import attempts
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.storable import REPLACED_KEY
 from docllm.runtime import grouper
 from tests.support.runtime_rig import Rig, run
 

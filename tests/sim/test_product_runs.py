@@ -35,7 +35,7 @@ def test_a_backward_step_of_the_redis_clock_does_not_hold_the_fleets_rate_limit(
     back 1 h three times. rate_limit.lua once kept the request bucket's TAT written on the old clock (up
     to HORIZON_MS ahead is believed), so every acquire waited about 3 h, every attempt was handed back
     after waiting PROCESSING_TIMEOUT_SECONDS (``rate_limited``), and the task never finished (I2); it
-    now moves its stored times back by a step it sees (domain.rate_limits.STEP_BACK_MS)."""
+    now moves its stored times back by a step it sees (domain.llm.rate_limits.STEP_BACK_MS)."""
     from dataclasses import replace
 
     from sim.product import ProductSystem

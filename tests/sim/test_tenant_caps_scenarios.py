@@ -16,9 +16,9 @@ from typing import Any
 
 from docllm.adapters.redis.queue import base
 from docllm.domain import events as ev
-from docllm.domain.lanes import LanePolicy
-from docllm.domain.model import TaskStatus
-from docllm.domain.services.producer import submit
+from docllm.domain.lanes.model import LanePolicy
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.producer import submit
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.runtime_rig import FakeReviewer, Rig, run
 

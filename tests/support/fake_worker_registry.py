@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from docllm.domain.workers import WorkerRecord
+from docllm.domain.tasks.workers import WorkerRecord
 
 
 class InMemoryWorkerRegistry:

@@ -17,14 +17,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from docllm.domain.breaker import BreakerPolicy
 from docllm.domain.errors import ConfigurationError, ProviderUnavailable
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import Delivery, TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
-from docllm.domain.services.reaper import Reaper
+from docllm.domain.llm.breaker import BreakerPolicy
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Delivery, TaskStatus
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.reaper import Reaper
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import ThreadedPortCalls
 from docllm.runtime.worker import Worker

@@ -6,8 +6,8 @@ import hashlib
 import json
 from typing import Any
 
-from docllm.domain import prompt
-from docllm.domain.answer_schema import ANSWER_SCHEMA, SCHEMA_VERSION
+from docllm.domain.review import prompt
+from docllm.domain.review.answer_schema import ANSWER_SCHEMA, SCHEMA_VERSION
 
 # The digest of each version's text. A change to the schema or the prompt fails here until its
 # version is bumped and the new digest added: reports name the version, so it must name one text.

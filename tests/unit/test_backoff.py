@@ -12,7 +12,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from docllm.adapters.sql.engine import TransientRetry
 from docllm.domain.backoff import Backoff, capped_delay, jittered
-from docllm.domain.policies import RetryPolicy
+from docllm.domain.tasks.policies import RetryPolicy
 
 bases = st.floats(min_value=0.001, max_value=10.0)
 caps = st.floats(min_value=0.01, max_value=1000.0)

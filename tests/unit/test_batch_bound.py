@@ -1,4 +1,4 @@
-"""The batch lane's bound on hand-backs (issue 43, domain/services/batch_bound.py): when a task leaves
+"""The batch lane's bound on hand-backs (issue 43, domain/batches/bound.py): when a task leaves
 the lane for realtime, and what a batch's end does with a member at and past DOCLLM_MAX_HANDBACKS."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from docllm.domain.services.batch_bound import realtime_after, returned
-from docllm.domain.services.outcome import OutcomeKind, Reason
+from docllm.domain.batches.bound import realtime_after, returned
+from docllm.domain.tasks.outcome import OutcomeKind, Reason
 
 
 def member(handbacks: int) -> object:

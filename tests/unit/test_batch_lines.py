@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from docllm.domain.batch_lines import ENDPOINT, LineId, custom_id, parse_custom_id, request_lines
-from docllm.domain.batch_results import ChunkFailure, State, Tokens, read_results
-from docllm.domain.batch_verdict import error_of, facts_of_failure, task_facts
-from docllm.domain.chat import STRICT_SCHEMA, chat_body
+from docllm.domain.batches.lines import ENDPOINT, LineId, custom_id, parse_custom_id, request_lines
+from docllm.domain.batches.results import ChunkFailure, State, Tokens, read_results
+from docllm.domain.batches.verdict import error_of, facts_of_failure, task_facts
 from docllm.domain.errors import ConfigurationError, PermanentError, ProviderUnavailable, TransientError
-from docllm.domain.prices import Price, batch_price
-from docllm.domain.prompt import build_messages
-from docllm.domain.services.outcome import OutcomeKind, Reason
-from docllm.domain.verdict import decide
+from docllm.domain.llm.prices import Price, batch_price
+from docllm.domain.review.chat import STRICT_SCHEMA, chat_body
+from docllm.domain.review.prompt import build_messages
+from docllm.domain.tasks.outcome import OutcomeKind, Reason
+from docllm.domain.tasks.verdict import decide
 
 ANSWER = {"findings": [], "summary": "Fine."}
 
@@ -177,7 +177,7 @@ def test_a_task_whose_chunks_all_answered_is_answered_with_usage_summed():
 
 
 def test_the_report_places_each_chunks_findings_and_merges_as_realtime():
-    from docllm.domain.chunking import split_markdown
+    from docllm.domain.review.chunking import split_markdown
 
     chunks = split_markdown(DOCUMENT, 20)
     finding = {

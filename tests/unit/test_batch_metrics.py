@@ -7,7 +7,7 @@ from prometheus_client import generate_latest
 
 from docllm.adapters.telemetry.batch_metrics import BatchGauges
 from docllm.adapters.telemetry.metrics import Metrics
-from docllm.domain.batches import BatchState
+from docllm.domain.batches.model import BatchState
 from docllm.domain.errors import Unavailable
 from tests.support.memory.batches import InMemoryBatchStore
 from tests.unit.test_lane_metrics import samples

@@ -5,12 +5,12 @@ as any expired lease. In-memory queue (the production Lua on fakeredis), reposit
 
 from __future__ import annotations
 
-from docllm.domain.batches import BatchState
-from docllm.domain.model import Attempt, TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
-from docllm.domain.services.reaper import BATCH_LEASE_EXPIRED, Reaper
+from docllm.domain.batches.model import BatchState
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Attempt, TaskStatus
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.reaper import BATCH_LEASE_EXPIRED, Reaper
 from sim.manual_clock import ManualClock
 from tests.support.memory.batches import InMemoryBatchStore
 from tests.support.memory.queue import InMemoryTaskQueue

@@ -1,4 +1,4 @@
-"""The life of a batch as a pure function (domain/batches.py): its moves, and its terminal states."""
+"""The life of a batch as a pure function (domain/batches/model.py): its moves, and its terminal states."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from docllm.domain.batches import BatchMember, BatchState, can_move, check_move, members_of
+from docllm.domain.batches.model import BatchMember, BatchState, can_move, check_move, members_of
 
 OPEN, UPLOADED, SUBMITTED, APPLIED, RETURNED = BatchState
 FORWARD = {

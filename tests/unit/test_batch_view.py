@@ -3,7 +3,7 @@ without batches; every unfinished batch shown however old, beside the newest one
 
 from __future__ import annotations
 
-from docllm.domain.batches import BatchState
+from docllm.domain.batches.model import BatchState
 from docllm.entrypoints import batch_view
 from tests.support.memory.batches import InMemoryBatchStore
 

@@ -9,11 +9,11 @@ import itertools
 from docllm.domain import events as ev
 from docllm.domain.errors import Unavailable
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import Attempt, TaskStatus
-from docllm.domain.payload import make_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Attempt, TaskStatus
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository

@@ -6,7 +6,7 @@ import pytest
 
 from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents
 from docllm.domain import events as ev
-from docllm.domain.breaker import BreakerState, BreakerView
+from docllm.domain.llm.breaker import BreakerState, BreakerView
 from docllm.entrypoints import views
 from docllm.settings import Settings, SettingsError
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from docllm.domain import events as ev
-from docllm.domain.model import TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.cancel import Canceller, CancelResult
-from docllm.domain.services.outcome import CANCELLED_ERROR, Outcome
-from docllm.domain.services.producer import retry_dead, submit
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.cancel import Canceller, CancelResult
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.outcome import CANCELLED_ERROR, Outcome
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import retry_dead, submit
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository

@@ -1,4 +1,4 @@
-"""The check service's gate, diff filter and fleet wait (domain/services/checking.py), on fakes."""
+"""The check service's gate, diff filter and fleet wait (domain/review/checking.py), on fakes."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from docllm.domain.model import TaskStatus
-from docllm.domain.report import finding
-from docllm.domain.services.checking import Checked, CheckError, Source, failing, only_changed, wait_for_reports
+from docllm.domain.review.checking import Checked, CheckError, Source, failing, only_changed, wait_for_reports
+from docllm.domain.review.report import finding
+from docllm.domain.tasks.model import TaskStatus
 
 
 def _f(severity: str, start: int | None, end: int | None = None) -> dict:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from docllm.domain.chunking import Chunk, parse_outline, place_finding, split_markdown
-from docllm.domain.report import finding
+from docllm.domain.review.chunking import Chunk, parse_outline, place_finding, split_markdown
+from docllm.domain.review.report import finding
 
 FENCE = "```"
 

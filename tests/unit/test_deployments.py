@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from docllm.domain.breaker import BreakerState
-from docllm.domain.deployments import Deployment, route
-from docllm.domain.prices import Price, batch_price
+from docllm.domain.llm.breaker import BreakerState
+from docllm.domain.llm.deployments import Deployment, route
+from docllm.domain.llm.prices import Price, batch_price
 from docllm.settings import Settings, SettingsError
 
 EAST = {"name": "east", "base_url": "https://east.example/v1", "api_key": "sk-east-secret", "model": "m1"}

@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from docllm.domain.model import TaskStatus
-from docllm.domain.payload import make_payload
-from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.policies import LeasePolicy, Limits, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.reconciler import Reconciler
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository

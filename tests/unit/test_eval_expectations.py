@@ -10,8 +10,8 @@ import pytest
 from docllm.adapters.evaluation.expectations import parse_expectations
 from docllm.adapters.evaluation.golden_set import load_cases
 from docllm.domain.errors import EvaluationError
-from docllm.domain.evaluation import Expected
-from docllm.domain.rubric import BannedTerms, Rubric
+from docllm.domain.review.evaluation import Expected
+from docllm.domain.review.rubric import BannedTerms, Rubric
 from tests.support.memory.rubrics import InMemoryRubricCatalog
 
 RUBRICS = Path(__file__).resolve().parents[2] / "examples" / "rubrics"

@@ -1,12 +1,12 @@
-"""The eval's matching rule (domain/evaluation.py): what pairs a produced finding with an expected
+"""The eval's matching rule (domain/review/evaluation.py): what pairs a produced finding with an expected
 one, one to one, and how the pairs make precision and recall."""
 
 from __future__ import annotations
 
 import pytest
 
-from docllm.domain.evaluation import Expected, Score, compare, pair
-from docllm.domain.report import finding
+from docllm.domain.review.evaluation import Expected, Score, compare, pair
+from docllm.domain.review.report import finding
 
 
 def produced(category="completeness", severity="medium", heading="", start=None, end=None, check=None):

@@ -14,9 +14,9 @@ from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.domain.marks.checked import against_baseline, with_marks
 from docllm.domain.marks.model import MarkError, fingerprint
 from docllm.domain.marks.service import Judgements
-from docllm.domain.model import Task
-from docllm.domain.report import finding
-from docllm.domain.services.checking import Checked, Source, failing
+from docllm.domain.review.checking import Checked, Source, failing
+from docllm.domain.review.report import finding
+from docllm.domain.tasks.model import Task
 from tests.support.memory.marks import InMemoryMarkStore
 from tests.support.memory.repository import InMemoryTaskRepository
 

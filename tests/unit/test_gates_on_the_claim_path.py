@@ -18,7 +18,7 @@ import fakeredis
 from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.adapters.redis.breaker import RedisLlmBreaker
 from docllm.adapters.redis.budget import RedisSpendBudget
-from docllm.domain.breaker import BreakerPolicy
+from docllm.domain.llm.breaker import BreakerPolicy
 from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.llm_gate import LlmGate
 from sim.manual_clock import ManualClock

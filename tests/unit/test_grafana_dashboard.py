@@ -25,10 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from docllm.adapters.telemetry.metrics import Metrics, PrometheusEvents
 from docllm.domain import events as ev
-from docllm.domain.lane_figures import WAIT_BUCKETS, GroupFigures, LaneFigures
-from docllm.domain.model import QueueStats
-from docllm.domain.services.outcome import Reason
-from docllm.domain.usage import LlmCall
+from docllm.domain.lanes.figures import WAIT_BUCKETS, GroupFigures, LaneFigures
+from docllm.domain.llm.usage import LlmCall
+from docllm.domain.tasks.model import QueueStats
+from docllm.domain.tasks.outcome import Reason
 from tests.support.memory.batches import InMemoryBatchStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from docllm.domain.errors import Unavailable
-from docllm.domain.payload import make_payload
+from docllm.domain.tasks.payload import make_payload
 from docllm.runtime.grouped_acks import GroupedAcks
 from docllm.runtime.grouper import Grouper
 from sim.manual_clock import ManualClock

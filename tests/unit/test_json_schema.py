@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from docllm.domain.answer_schema import ANSWER_SCHEMA, FINDING_SCHEMA, LOCATION_SCHEMA
-from docllm.domain.json_schema import check
+from docllm.domain.review.answer_schema import ANSWER_SCHEMA, FINDING_SCHEMA, LOCATION_SCHEMA
+from docllm.domain.review.json_schema import check
 
 FINDING: dict[str, Any] = {
     "category": "links",

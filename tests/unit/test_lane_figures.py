@@ -1,10 +1,19 @@
-"""The arithmetic of lane and tenant figures (domain/lane_figures.py): buckets, quantiles, tallies."""
+"""The arithmetic of lane and tenant figures (domain/lanes/figures.py): buckets, quantiles, tallies."""
 
 from __future__ import annotations
 
 import pytest
 
-from docllm.domain.lane_figures import LANES, WAIT_BUCKETS, GroupFigures, Kind, Tally, checked_top, lane_of, wait_bucket
+from docllm.domain.lanes.figures import (
+    LANES,
+    WAIT_BUCKETS,
+    GroupFigures,
+    Kind,
+    Tally,
+    checked_top,
+    lane_of,
+    wait_bucket,
+)
 
 
 def figures(**waits: int) -> GroupFigures:

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from docllm.adapters.telemetry.lane_metrics import LaneGauges
 from docllm.adapters.telemetry.metrics import Metrics
 from docllm.domain.errors import Unavailable
-from docllm.domain.lane_figures import Kind, LaneFigures, Tally
+from docllm.domain.lanes.figures import Kind, LaneFigures, Tally
 from tests.support.memory.repository import InMemoryTaskRepository
 
 

@@ -9,12 +9,12 @@ import json
 import pytest
 
 from docllm.domain.errors import BadPayload
-from docllm.domain.lanes import LanePolicy, parse_caps, parse_weights
-from docllm.domain.payload import make_payload, parse_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.lanes.model import LanePolicy, parse_caps, parse_weights
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.payload import make_payload, parse_payload
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.reconciler import Reconciler
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository

@@ -11,13 +11,13 @@ import pytest
 
 from docllm.domain import events as ev
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import Attempt, Delivery, Leftovers, Task, TaskStatus
-from docllm.domain.payload import make_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.leftovers import LeftoverSweep
-from docllm.domain.services.outcome import Outcome
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.leftovers import LeftoverSweep
+from docllm.domain.tasks.model import Attempt, Delivery, Leftovers, Task, TaskStatus
+from docllm.domain.tasks.outcome import Outcome
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.reconciler import Reconciler
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository

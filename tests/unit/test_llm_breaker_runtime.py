@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from docllm.domain import events as ev
-from docllm.domain.breaker import BreakerState
-from docllm.domain.model import TaskStatus
+from docllm.domain.llm.breaker import BreakerState
+from docllm.domain.tasks.model import TaskStatus
 from tests.support.runtime_rig import FakeReviewer, FlakyProvider, Rig, run
 
 

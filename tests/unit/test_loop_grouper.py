@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import TaskStatus
+from docllm.domain.tasks.model import TaskStatus
 from docllm.runtime.loop_grouper import LoopGrouper
 from sim.aio import VirtualTime
 from tests.support.runtime_rig import FakeReviewer, Rig, run

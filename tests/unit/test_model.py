@@ -3,9 +3,9 @@ import random
 import pytest
 
 from docllm.domain.errors import BadPayload
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.payload import make_payload, parse_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.model import Task, TaskStatus
+from docllm.domain.tasks.payload import make_payload, parse_payload
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
 
 S = TaskStatus
 

@@ -11,7 +11,7 @@ import pytest
 from docllm.adapters.files.documents import DocumentError, read_document
 from docllm.adapters.files.extraction import FileLimits
 from docllm.adapters.offline.reviewer import OfflineReviewer
-from docllm.domain.chunking import parse_outline
+from docllm.domain.review.chunking import parse_outline
 from tests.support.office_files import declare_size, docx_bytes, encrypted_pdf, pdf_bytes, plain_zip, with_member
 
 GUIDE = [

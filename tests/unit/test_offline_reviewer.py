@@ -8,7 +8,7 @@ import pytest
 
 from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.domain.errors import PermanentError
-from docllm.domain.report import validate_report
+from docllm.domain.review.report import validate_report
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "docs").glob("*.md"))
 FENCE = "```"

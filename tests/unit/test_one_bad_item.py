@@ -1,6 +1,6 @@
 """A group that fails for what one item holds fails that item only (issue 44): ``send_bisected``
 halves it down to the refused item, both groupers answer the others, and a report is stored with
-its lone surrogates replaced (``domain.storable``)."""
+its lone surrogates replaced (``domain.tasks.storable``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from docllm.domain.errors import Unavailable, Unstorable
-from docllm.domain.storable import MAX_ERROR_CHARS, REPLACED_KEY, storable_error, storable_report
+from docllm.domain.tasks.storable import MAX_ERROR_CHARS, REPLACED_KEY, storable_error, storable_report
 from docllm.runtime.grouper import Failed, Grouper, send_bisected
 from docllm.runtime.loop_grouper import LoopGrouper
 from sim.aio import VirtualTime

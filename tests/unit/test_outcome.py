@@ -1,4 +1,4 @@
-"""Whose fault it is (domain.verdict, ARCHITECTURE.md, Whose fault it is): every ending of an attempt as a table,
+"""Whose fault it is (domain.tasks.verdict, ARCHITECTURE.md, Whose fault it is): every ending of an attempt as a table,
 and the bound on uncharged hand-backs (I12) as a property over any sequence of failures."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from docllm.domain.errors import (
     TransientError,
     Unavailable,
 )
-from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
-from docllm.domain.verdict import JUDGED, Facts, Happened, decide, facts_of
+from docllm.domain.tasks.outcome import Outcome, OutcomeKind, Reason
+from docllm.domain.tasks.verdict import JUDGED, Facts, Happened, decide, facts_of
 
 H = Happened
 CHARGE, BACK, FAIL, CANCEL = OutcomeKind.retryable, OutcomeKind.release, OutcomeKind.permanent, OutcomeKind.cancelled

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from docllm.domain.model import TaskStatus
+from docllm.domain.tasks.model import TaskStatus
 from docllm.runtime.presence import TTL_PERIODS, beat_seconds
 from docllm.runtime.service import Parts, Service
 from docllm.settings import Settings

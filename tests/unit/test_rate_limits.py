@@ -14,8 +14,8 @@ from docllm.adapters.llm.provider_hints import duration_seconds, hints_from_head
 from docllm.adapters.redis.rate_limiter import RedisRateLimiter
 from docllm.container import Container
 from docllm.domain.errors import Unavailable
-from docllm.domain.rate_limits import COMPLETION_ESTIMATE_TOKENS, PACE, ProviderHints, estimate_tokens
-from docllm.domain.services.rate_gate import RateGate
+from docllm.domain.llm.rate_gate import RateGate
+from docllm.domain.llm.rate_limits import COMPLETION_ESTIMATE_TOKENS, PACE, ProviderHints, estimate_tokens
 from docllm.settings import Settings, SettingsError
 from sim.manual_clock import ManualClock
 from tests.support.memory.rate_limiter import InMemoryRateLimiter

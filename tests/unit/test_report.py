@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from docllm.domain.answer_schema import SCHEMA_VERSION
-from docllm.domain.chat import chunk_report
-from docllm.domain.chunking import split_markdown
 from docllm.domain.errors import PermanentError
-from docllm.domain.prompt import PROMPT_VERSION
-from docllm.domain.report import (
+from docllm.domain.review.answer_schema import SCHEMA_VERSION
+from docllm.domain.review.chat import chunk_report
+from docllm.domain.review.chunking import split_markdown
+from docllm.domain.review.prompt import PROMPT_VERSION
+from docllm.domain.review.report import (
     finding,
     make_report,
     merge_reports,

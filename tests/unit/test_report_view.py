@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.report import make_report
+from docllm.domain.review.report import make_report
+from docllm.domain.tasks.model import Task, TaskStatus
 from docllm.entrypoints.report_view import render_task
 
 
@@ -27,7 +27,7 @@ def test_a_report_stored_before_versions_shows_none():
 
 def test_the_deployment_that_served_each_chunk_is_shown():
     parts = [make_report([], "", "openai", "m", deployments=[name]) for name in ("east", "east", "west")]
-    from docllm.domain.report import merge_reports
+    from docllm.domain.review.report import merge_reports
 
     merged = merge_reports(parts)
     assert merged["deployments"] == ["east", "east", "west"]

@@ -16,10 +16,10 @@ from docllm.adapters.rubrics.parse import parse_rubric
 from docllm.adapters.telemetry.metrics import Metrics, TimedReviewer
 from docllm.container import Container
 from docllm.domain.errors import RubricError
-from docllm.domain.model import TaskStatus
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
 from docllm.settings import Settings
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue

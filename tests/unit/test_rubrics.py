@@ -12,7 +12,7 @@ from docllm.adapters.offline.reviewer import OfflineReviewer
 from docllm.adapters.rubrics.catalog import YamlRubricCatalog
 from docllm.adapters.rubrics.parse import parse_rubric
 from docllm.domain.errors import RubricError
-from docllm.domain.report import finding, make_report, validate_report
+from docllm.domain.review.report import finding, make_report, validate_report
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rubrics"
 GOLDEN = (EXAMPLES / "golden" / "acmedb-install.md").read_text()

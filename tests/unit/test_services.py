@@ -12,15 +12,15 @@ import pytest
 from docllm.domain import events as ev
 from docllm.domain.errors import PermanentError, TransientError, Unavailable
 from docllm.domain.events import RecordingEvents
-from docllm.domain.model import TaskStatus
-from docllm.domain.payload import make_payload
-from docllm.domain.policies import LeasePolicy, Limits, RetryPolicy
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.outcome import Outcome, Reason
-from docllm.domain.services.producer import retry_dead, submit
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.services.reconciler import Reconciler
-from docllm.domain.verdict import Happened
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.outcome import Outcome, Reason
+from docllm.domain.tasks.payload import make_payload
+from docllm.domain.tasks.policies import LeasePolicy, Limits, RetryPolicy
+from docllm.domain.tasks.producer import retry_dead, submit
+from docllm.domain.tasks.reaper import Reaper
+from docllm.domain.tasks.reconciler import Reconciler
+from docllm.domain.tasks.verdict import Happened
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue
 from tests.support.memory.repository import InMemoryTaskRepository

@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import time
 
-from docllm.domain.model import TaskStatus
-from docllm.domain.services.reaper import Reaper
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.reaper import Reaper
 from docllm.runtime.service import LEAVE_SECONDS, Parts, Service
 from docllm.settings import Settings
 from tests.support.memory.registry import InMemoryWorkerRegistry

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from docllm.adapters.redis.budget import RedisSpendBudget
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.domain import events as ev
-from docllm.domain.budget import DAY_MS, KEEP_MS, MICRO, BudgetView, Settle, day_of
 from docllm.domain.errors import Unavailable
 from docllm.domain.events import RecordingEvents
-from docllm.domain.ledger import Priced
-from docllm.domain.model import TaskStatus
-from docllm.domain.services.ledger import SpendLedger
-from docllm.domain.usage import LlmCall, record
+from docllm.domain.llm.budget import DAY_MS, KEEP_MS, MICRO, BudgetView, Settle, day_of
+from docllm.domain.llm.ledger import Priced
+from docllm.domain.llm.spend_ledger import SpendLedger
+from docllm.domain.llm.usage import LlmCall, record
+from docllm.domain.tasks.model import TaskStatus
 from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.worker import Worker
 from sim.manual_clock import ManualClock
@@ -273,8 +273,8 @@ def test_the_deployment_spend_gauge_follows_each_view_and_a_new_day_sets_it_back
 
 def test_a_worker_counts_spend_when_only_its_deployments_carry_prices():
     from docllm.container import priced_deployments
-    from docllm.domain.deployments import Deployment
-    from docllm.domain.prices import Price
+    from docllm.domain.llm.deployments import Deployment
+    from docllm.domain.llm.prices import Price
     from docllm.settings import Settings
 
     def one(price: Price | None) -> Deployment:
@@ -292,7 +292,7 @@ def test_a_worker_counts_spend_when_only_its_deployments_carry_prices():
 def test_an_attempts_hold_stands_while_its_end_is_written():
     """Its slot is free from then on (issue 24): a next claim must find its money still held, not
     released before the end's write (here it answers 2 s late) counts it (I16)."""
-    from docllm.domain.prices import Price
+    from docllm.domain.llm.prices import Price
 
     rig = Rig(PricedReviewer(0.05, {"d0.md": 40}), concurrency=1)
     assert rig.time is not None

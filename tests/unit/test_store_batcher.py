@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import FencedWrite, GroupOutcome, StartRequest, WriteKind
+from docllm.domain.tasks.model import FencedWrite, GroupOutcome, StartRequest, WriteKind
 from docllm.runtime.store_batcher import GroupedStore, StoreBatcher
 from tests.support.memory.repository import InMemoryTaskRepository
 from tests.support.runtime_rig import wait_until

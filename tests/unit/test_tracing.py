@@ -18,14 +18,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from docllm.adapters.telemetry.tracing import OtelTracer
 from docllm.adapters.telemetry.tracing_setup import tracing_on
 from docllm.domain.errors import ConfigurationError
-from docllm.domain.model import Attempt, Task, TaskStatus
-from docllm.domain.payload import make_payload, parse_payload
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.rubric import Rubric
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.review.rubric import Rubric
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Attempt, Task, TaskStatus
+from docllm.domain.tasks.payload import make_payload, parse_payload
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.reaper import Reaper
+from docllm.domain.tasks.reconciler import Reconciler
 from docllm.domain.tracing import NULL_SPAN, NullTracer, Tracer, traced, valid_traceparent
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue

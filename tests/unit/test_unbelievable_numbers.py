@@ -11,8 +11,8 @@ import pytest
 
 from docllm.adapters.llm import provider_hints
 from docllm.adapters.llm.provider_hints import hints_from_headers, retry_after_seconds
-from docllm.domain.rate_limits import ProviderHints
-from docllm.domain.services.rate_gate import MAX_SLEEP_S, RateGate
+from docllm.domain.llm.rate_gate import MAX_SLEEP_S, RateGate
+from docllm.domain.llm.rate_limits import ProviderHints
 
 try:  # what the openai client's responses carry (openai 3 moved to httpx2)
     import httpx2 as httpx

@@ -8,12 +8,12 @@ import asyncio
 import pytest
 
 from docllm.domain.errors import PermanentError, TransientError
-from docllm.domain.policies import LeasePolicy, RetryPolicy
-from docllm.domain.prices import PriceTable
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.producer import submit
-from docllm.domain.usage import LlmCall, Usage, UsageMeter, metering, record
-from docllm.domain.verdict import Happened
+from docllm.domain.llm.prices import PriceTable
+from docllm.domain.llm.usage import LlmCall, Usage, UsageMeter, metering, record
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.policies import LeasePolicy, RetryPolicy
+from docllm.domain.tasks.producer import submit
+from docllm.domain.tasks.verdict import Happened
 from docllm.settings import Settings, SettingsError
 from sim.manual_clock import ManualClock
 from tests.support.memory.queue import InMemoryTaskQueue

@@ -9,7 +9,7 @@ from dependency_injector import providers
 from rich.console import Console
 
 from docllm.container import Container
-from docllm.domain.services.producer import submit
+from docllm.domain.tasks.producer import submit
 from docllm.entrypoints import cli, commands
 from docllm.entrypoints.watch import _view
 from sim.manual_clock import ManualClock

@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from docllm.domain import events as ev
-from docllm.domain.model import TaskStatus
-from docllm.domain.services.reaper import Reaper
+from docllm.domain.tasks.model import TaskStatus
+from docllm.domain.tasks.reaper import Reaper
 from tests.support.runtime_rig import FakeReviewer, Rig, run
 
 

@@ -1,8 +1,8 @@
-"""Event names the services emit, and sinks that need no infrastructure."""
+"""Event names the services emit, the port they go to (``EventSink``), and sinks that need no infrastructure."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 CLAIMED = "claimed"
 STARTED = "started"
@@ -36,6 +36,12 @@ BATCH_ADOPTED = "batch_adopted"
 BATCH_APPLIED = "batch_applied"
 BATCH_RETURNED = "batch_returned"
 BATCH_CALL_FAILED = "batch_call_failed"  # the provider refused a call for a batch; tried again next poll
+
+
+class EventSink(Protocol):
+    """Where services report what happened (logs, metrics, the simulation's trace)."""
+
+    def emit(self, event: str, **fields: Any) -> None: ...
 
 
 class NullEvents:

@@ -13,8 +13,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from docllm.domain.batches import Batch
-from docllm.domain.ports import BatchStore
+from docllm.domain.batches.model import Batch
+from docllm.domain.batches.ports import BatchStore
 
 SHOWN_RECENT = 20  # besides every unfinished batch (up to UNFINISHED_LIMIT), the newest ones
 UNFINISHED_LIMIT = 100

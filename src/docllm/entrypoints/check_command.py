@@ -15,13 +15,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from docllm.domain.errors import DocllmError
-from docllm.domain.report import SEVERITIES
-from docllm.domain.services.checking import Checked, Source, check_documents, failing, only_changed
+from docllm.domain.review.checking import Checked, Source, check_documents, failing, only_changed
+from docllm.domain.review.report import SEVERITIES
 from docllm.entrypoints.check_formats import FORMATS, writer
 
 if TYPE_CHECKING:  # `docllm --help` imports this module: the container is imported when it runs
     from docllm.container import Container
-    from docllm.domain.rubric import Rubric
+    from docllm.domain.review.rubric import Rubric
     from docllm.settings import Settings
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _tenant(text: str) -> str:
-    from docllm.domain.lanes import tenant_error
+    from docllm.domain.lanes.model import tenant_error
 
     reason = tenant_error(text)
     if reason:

@@ -7,8 +7,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from docllm.domain.services.checking import Checked, Source, unread, wait_for_reports
-from docllm.domain.services.producer import submit
+from docllm.domain.review.checking import Checked, Source, unread, wait_for_reports
+from docllm.domain.tasks.producer import submit
 from docllm.settings import Settings
 
 POLL_SECONDS = 0.5

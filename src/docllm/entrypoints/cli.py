@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from docllm.domain.errors import DocllmError
-from docllm.domain.lanes import LANES, tenant_error
+from docllm.domain.lanes.model import LANES, tenant_error
 from docllm.entrypoints import check_command, findings_command
 from docllm.entrypoints.output import CommandError
 from docllm.entrypoints.processes import parse_processes

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from docllm.container import Container
-from docllm.domain.model import Task
-from docllm.domain.services.producer import discard_dead, retry_dead
-from docllm.domain.services.producer import submit as submit_task
+from docllm.domain.tasks.model import Task
+from docllm.domain.tasks.producer import discard_dead, retry_dead
+from docllm.domain.tasks.producer import submit as submit_task
 from docllm.entrypoints import batch_view, lane_view, views
 from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 from docllm.entrypoints.output import CommandError, console, print_json
@@ -241,7 +241,7 @@ def workers(args: argparse.Namespace) -> int:
 def cancel(args: argparse.Namespace) -> int:
     """Exit 0 when every task is cancelled (with ``--wait 0``: or marked, still running); 1 when
     any is unknown, had already finished, or still ran when the wait ended."""
-    from docllm.domain.services.cancel import Canceller, CancelResult
+    from docllm.domain.tasks.cancel import Canceller, CancelResult
 
     with _container() as c:
         s = c.settings()

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.payload import task_id_of
+from docllm.domain.tasks.model import Task, TaskStatus
+from docllm.domain.tasks.payload import task_id_of
 from docllm.entrypoints import views
 
 DEMO_ENV = {  # short lease and fast reaper so the recovery shows within seconds
@@ -53,7 +53,7 @@ def run_demo(workers: int = 3, dashboard: bool = False) -> int:
     os.environ.update({k: env[k] for k in DEMO_ENV} | {"DOCLLM_HOME": str(home)})
     os.environ.pop("DOCLLM_DATABASE_URL", None)
 
-    from docllm.domain.services.producer import submit
+    from docllm.domain.tasks.producer import submit
     from docllm.entrypoints.bootstrap import build_container, load_settings, prepare_schema
 
     home.mkdir(parents=True, exist_ok=True)

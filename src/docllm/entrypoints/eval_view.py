@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from docllm.domain.evaluation import Expected, Score
-from docllm.domain.services.evaluation import CaseResult, total
+from docllm.domain.review.eval_run import CaseResult, total
+from docllm.domain.review.evaluation import Expected, Score
 
 
 def _ratio(value: float | None) -> float | None:

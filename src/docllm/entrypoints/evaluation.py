@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dependency_injector import providers
 
 from docllm.container import Container
-from docllm.domain.services.evaluation import Case, CaseResult, evaluate
+from docllm.domain.review.eval_run import Case, CaseResult, evaluate
 
 
 async def run_eval(container: Container, cases: Sequence[Case]) -> tuple[list[CaseResult], str, str | None]:

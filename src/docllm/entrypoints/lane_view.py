@@ -8,16 +8,16 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from docllm.domain.lane_figures import GroupFigures, LaneFigures
+from docllm.domain.lanes.figures import GroupFigures, LaneFigures
 
 # JSON key -> table heading (short: the tables fit 80 columns)
 COLUMNS = {
     "depth": "depth",
-    "in_flight": "running",
+    "in_flight": "run",
     "finished": "done",
     "done_per_min": "done/min",
-    "wait_p50_s": "wait p50",
-    "wait_p95_s": "wait p95",
+    "wait_p50_s": "p50",
+    "wait_p95_s": "p95",
     "wait_samples": "waits",
     "oldest_pending_s": "oldest",
 }
@@ -61,14 +61,14 @@ def lane_tables(stats: dict[str, Any]) -> list[Table]:
     by_tenant = f"top tenants by depth ({len(lanes['by_tenant'])} shown, {lanes['tenants_with_work']} with work)"
     others = [lanes["other_tenants"]] if lanes.get("other_tenants") else []
     return [
-        _table(f"lanes (done and waits: last {hours}; seconds, waits as bucket bounds)", "lane", lanes["by_lane"]),
+        _table(f"lanes (done, waits p50/p95: last {hours}; seconds, as bucket bounds)", "lane", lanes["by_lane"]),
         _table(by_tenant, "tenant", lanes["by_tenant"] + others),
     ]
 
 
 def _table(title: str, key: str, rows: list[dict[str, Any]]) -> Table:
     table = Table(title=title)
-    table.add_column(key)
+    table.add_column(key, no_wrap=True, min_width=len("interactive"))  # the name is what a reader looks for
     for heading in COLUMNS.values():
         table.add_column(heading, justify="right")
     for row in rows:

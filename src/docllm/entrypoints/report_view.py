@@ -11,10 +11,10 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from docllm.domain.llm.usage import Usage
 from docllm.domain.marks.model import Mark
-from docllm.domain.model import Task
-from docllm.domain.report import SEVERITIES
-from docllm.domain.usage import Usage
+from docllm.domain.review.report import SEVERITIES
+from docllm.domain.tasks.model import Task
 from docllm.entrypoints.batch_view import task_batches_lines
 from docllm.entrypoints.views import task_json
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from docllm.container import Container
-from docllm.domain.lane_figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
+from docllm.domain.lanes.figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
 from docllm.entrypoints import batch_view, lane_view, views
 
 

@@ -9,13 +9,13 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from docllm.domain.breaker import BreakerView
-from docllm.domain.budget import BudgetView
-from docllm.domain.deployments import Deployment
-from docllm.domain.model import DeadLetter, QueueStats, Task, TaskStatus
-from docllm.domain.services.cancel import Cancel, CancelResult
-from docllm.domain.usage import Usage
-from docllm.domain.workers import WorkerRecord
+from docllm.domain.llm.breaker import BreakerView
+from docllm.domain.llm.budget import BudgetView
+from docllm.domain.llm.deployments import Deployment
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.cancel import Cancel, CancelResult
+from docllm.domain.tasks.model import DeadLetter, QueueStats, Task, TaskStatus
+from docllm.domain.tasks.workers import WorkerRecord
 from docllm.settings import redact_url
 
 

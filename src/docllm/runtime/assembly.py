@@ -8,9 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker, SpendBudget
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.events import EventSink
+from docllm.domain.llm.ports import LlmBreaker, SpendBudget
+from docllm.domain.review.ports import DocumentReviewer
+from docllm.domain.tasks.reaper import Reaper
+from docllm.domain.tasks.reconciler import Reconciler
 from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.port_calls import PortCalls

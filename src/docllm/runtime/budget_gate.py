@@ -1,5 +1,5 @@
-"""Whether the fleet's spend budget lets this process claim (I14; domain/budget.py). The spend
-itself is reserved and settled by the spend ledger (domain/services/ledger.py, I16).
+"""Whether the fleet's spend budget lets this process claim (I14; domain/llm/budget.py). The spend
+itself is reserved and settled by the spend ledger (domain/llm/spend_ledger.py, I16).
 
 The dispatcher asks ``pause`` before each claim, beside the LLM gate's: the view it answers from
 is at most ``poll`` seconds old, and while today's spend and the reservations in flight reach the
@@ -18,11 +18,11 @@ import asyncio
 import logging
 
 from docllm.domain import events as ev
-from docllm.domain.budget import BudgetView
 from docllm.domain.errors import Unavailable
-from docllm.domain.events import NullEvents
-from docllm.domain.ports import EventSink, SpendBudget
-from docllm.domain.services.ledger import room_of
+from docllm.domain.events import EventSink, NullEvents
+from docllm.domain.llm.budget import BudgetView
+from docllm.domain.llm.ports import SpendBudget
+from docllm.domain.llm.spend_ledger import room_of
 from docllm.runtime.port_calls import PortCalls
 
 POLL_SECONDS = 0.25  # how old a view may be when the dispatcher claims on it

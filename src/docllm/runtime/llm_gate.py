@@ -6,7 +6,7 @@ LLM breaker (shared through Redis, ARCHITECTURE.md, LLM boundary) and this proce
   every dispatcher claims again within a poll.
 - An attempt that failed for a provider reason (no connection, timeout, 429, 5xx, 401/403, quota)
   is judged (``judge``): this host's own check, whether the provider served others since, the
-  breaker. Whose fault that makes it is ``domain.verdict.decide``'s. A process whose own check
+  breaker. Whose fault that makes it is ``domain.tasks.verdict.decide``'s. A process whose own check
   fails stops claiming and checks again with backoff (a bad key, or a host cut off from the LLM).
 
 The probe is ``check()`` rather than one real attempt: it costs one tiny request instead of a
@@ -23,11 +23,12 @@ from typing import Any
 
 from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff
-from docllm.domain.breaker import BreakerState, BreakerView
 from docllm.domain.errors import Unavailable
-from docllm.domain.events import NullEvents
-from docllm.domain.ports import DocumentReviewer, EventSink, LlmBreaker
-from docllm.domain.verdict import Facts
+from docllm.domain.events import EventSink, NullEvents
+from docllm.domain.llm.breaker import BreakerState, BreakerView
+from docllm.domain.llm.ports import LlmBreaker
+from docllm.domain.review.ports import DocumentReviewer
+from docllm.domain.tasks.verdict import Facts
 from docllm.runtime.port_calls import PortCalls
 
 Via = Callable[..., Awaitable[Any]]  # PortCalls.call or .claim

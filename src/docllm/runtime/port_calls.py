@@ -17,8 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-from docllm.domain.model import Delivery
-from docllm.domain.services.attempts import TaskProcessor
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Delivery
 
 T = TypeVar("T")
 

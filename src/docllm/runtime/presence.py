@@ -12,8 +12,8 @@ import socket
 
 from docllm import __version__
 from docllm.domain.errors import Unavailable
-from docllm.domain.ports import Clock, WorkerRegistry
-from docllm.domain.workers import InFlight, WorkerRecord
+from docllm.domain.tasks.ports import Clock, WorkerRegistry
+from docllm.domain.tasks.workers import InFlight, WorkerRecord
 from docllm.runtime.port_calls import PortCalls
 from docllm.runtime.waiting import sleep_unless
 from docllm.runtime.worker import Worker

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from docllm.domain.model import Attempt
-from docllm.domain.services.outcome import Outcome
-from docllm.domain.verdict import Facts
+from docllm.domain.tasks.model import Attempt
+from docllm.domain.tasks.outcome import Outcome
+from docllm.domain.tasks.verdict import Facts
 
 
 @dataclass(eq=False)

@@ -14,20 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.ports import (
-    BatchStore,
-    DocumentReviewer,
-    LaneViews,
-    LlmBreaker,
-    SpendBudget,
-    TaskQueue,
-    WorkerRegistry,
-)
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.batch_poller import BatchPoller
-from docllm.domain.services.batcher import Batcher
-from docllm.domain.services.reaper import Reaper
-from docllm.domain.services.reconciler import Reconciler
+from docllm.domain.batches.batcher import Batcher
+from docllm.domain.batches.poller import BatchPoller
+from docllm.domain.batches.ports import BatchStore
+from docllm.domain.lanes.ports import LaneViews
+from docllm.domain.llm.ports import LlmBreaker, SpendBudget
+from docllm.domain.review.ports import DocumentReviewer
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.ports import TaskQueue, WorkerRegistry
+from docllm.domain.tasks.reaper import Reaper
+from docllm.domain.tasks.reconciler import Reconciler
 from docllm.runtime import exit_watchdog, heap
 from docllm.runtime.assembly import Wiring, batcher_tick, build_worker, keep_step, reap_step, reconcile_step
 from docllm.runtime.periodic import PeriodicLoop

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from docllm.domain.model import FencedWrite, GroupOutcome, StartRequest, Task
-from docllm.domain.ports import TaskStore
-from docllm.domain.store_groups import GroupOfOne
+from docllm.domain.tasks.model import FencedWrite, GroupOutcome, StartRequest, Task
+from docllm.domain.tasks.ports import TaskStore
+from docllm.domain.tasks.store_groups import GroupOfOne
 from docllm.runtime.grouper import MAX_GROUP, MAX_IN_FLIGHT, Grouper
 
 Request = tuple[Sequence[FencedWrite], Sequence[StartRequest]]

@@ -14,7 +14,7 @@ further chunk is sent, I11) when its lease is lost (it commits nothing and hands
 when it overruns PROCESSING_TIMEOUT_SECONDS (I8: a failed attempt), when an operator cancelled
 its task (seen at a heartbeat: the row fails "cancelled by operator"), and at the end of the
 shutdown grace period (released to ready uncharged, D11). Whose fault a failure is, and so what
-the attempt writes, is ``domain.verdict.decide``'s; the LLM gate gathers what it needs to know.
+the attempt writes, is ``domain.tasks.verdict.decide``'s; the LLM gate gathers what it needs to know.
 The same code runs in production and, on virtual time, in the simulation.
 """
 
@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from docllm.domain import events as ev
 from docllm.domain.backoff import Backoff, jittered
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import Attempt, Delivery
-from docllm.domain.services.attempts import TaskProcessor
-from docllm.domain.services.outcome import Outcome, OutcomeKind, Reason
-from docllm.domain.verdict import JUDGED, Facts, Happened, decide
+from docllm.domain.tasks.attempts import TaskProcessor
+from docllm.domain.tasks.model import Attempt, Delivery
+from docllm.domain.tasks.outcome import Outcome, OutcomeKind, Reason
+from docllm.domain.tasks.verdict import JUDGED, Facts, Happened, decide
 from docllm.runtime.budget_gate import BudgetGate
 from docllm.runtime.llm_gate import LlmGate
 from docllm.runtime.loop_grouper import LoopGrouper

@@ -5,7 +5,7 @@ in-memory queue's own fakeredis server, so its member tasks' leases are that que
 from __future__ import annotations
 
 from docllm.adapters.redis.batch_leases import RedisBatchLeases
-from docllm.domain.ports import Clock
+from docllm.domain.tasks.ports import Clock
 from tests.support.memory.queue import InMemoryTaskQueue
 
 

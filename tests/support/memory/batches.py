@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import replace
 
-from docllm.domain.batches import Batch, BatchCount, BatchMember, BatchState, check_move, members_of, moment
+from docllm.domain.batches.model import Batch, BatchCount, BatchMember, BatchState, check_move, members_of, moment
 
 
 class InMemoryBatchStore:

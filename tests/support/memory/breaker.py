@@ -8,8 +8,8 @@ import threading
 from collections import Counter
 
 from docllm.adapters.redis.breaker_ops import BreakerOps
-from docllm.domain.breaker import BreakerPolicy, BreakerState, BreakerView
-from docllm.domain.ports import Clock
+from docllm.domain.llm.breaker import BreakerPolicy, BreakerState, BreakerView
+from docllm.domain.tasks.ports import Clock
 
 
 class InMemoryLlmBreaker(BreakerOps):

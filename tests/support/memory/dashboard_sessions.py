@@ -8,7 +8,7 @@ import threading
 from collections import Counter
 
 from docllm.adapters.redis.dashboard_sessions import KEY_BYTES, WINDOW_MS
-from docllm.domain.ports import Clock
+from docllm.domain.tasks.ports import Clock
 
 
 class InMemoryDashboardSessions:

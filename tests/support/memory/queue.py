@@ -17,9 +17,9 @@ import fakeredis
 
 from docllm.adapters.redis.queue import RedisTaskQueue
 from docllm.adapters.redis.queue.base import text
-from docllm.domain.lanes import LanePolicy
-from docllm.domain.payload import task_id_of
-from docllm.domain.ports import Clock
+from docllm.domain.lanes.model import LanePolicy
+from docllm.domain.tasks.payload import task_id_of
+from docllm.domain.tasks.ports import Clock
 
 POLL_SECONDS = 0.005  # how often a blocked stage looks again when no push woke it (a script's push)
 

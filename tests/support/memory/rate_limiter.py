@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from docllm.domain.ports import Clock
-from docllm.domain.rate_limits import LimitState, ProviderHints, correct, decide, headroom
+from docllm.domain.llm.rate_limits import LimitState, ProviderHints, correct, decide, headroom
+from docllm.domain.tasks.ports import Clock
 
 
 class _Shared:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from docllm.domain.ports import Clock
-from docllm.domain.workers import WorkerRecord
+from docllm.domain.tasks.ports import Clock
+from docllm.domain.tasks.workers import WorkerRecord
 
 
 class InMemoryWorkerRegistry:

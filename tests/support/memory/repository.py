@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from docllm.domain.lane_figures import (
+from docllm.domain.lanes.figures import (
     OTHERS,
     Kind,
     LaneFigures,
@@ -26,10 +26,18 @@ from docllm.domain.lane_figures import (
     top_tenants_order,
     wait_bucket,
 )
-from docllm.domain.model import FencedWrite, GroupOutcome, StartOutcome, StartRequest, StartResult, Task, TaskStatus
-from docllm.domain.ports import Clock
-from docllm.domain.store_groups import one_at_a_time
-from docllm.domain.usage import Usage
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import (
+    FencedWrite,
+    GroupOutcome,
+    StartOutcome,
+    StartRequest,
+    StartResult,
+    Task,
+    TaskStatus,
+)
+from docllm.domain.tasks.ports import Clock
+from docllm.domain.tasks.store_groups import one_at_a_time
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 COUNTER_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from docllm.domain.errors import RubricError
-from docllm.domain.rubric import Rubric
+from docllm.domain.review.rubric import Rubric
 
 
 class InMemoryRubricCatalog:

@@ -10,7 +10,7 @@ import yaml
 
 from docllm.adapters.yaml_nodes import Bad, mapping, placed, scalar, text, whole_number
 from docllm.domain.errors import EvaluationError
-from docllm.domain.evaluation import Expected
+from docllm.domain.review.evaluation import Expected
 
 MAX_EXPECTATIONS_BYTES = 256 * 1024
 _RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")

@@ -10,9 +10,9 @@ from docllm.adapters.evaluation.expectations import Expectations, read_expectati
 from docllm.adapters.files.documents import DocumentError, read_document
 from docllm.adapters.rubrics.catalog import YamlRubricCatalog
 from docllm.domain.errors import EvaluationError, RubricError
-from docllm.domain.ports import RubricCatalog
-from docllm.domain.rubric import Rubric
-from docllm.domain.services.evaluation import Case
+from docllm.domain.review.eval_run import Case
+from docllm.domain.review.ports import RubricCatalog
+from docllm.domain.review.rubric import Rubric
 
 SUFFIX = ".expected.yaml"
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 import openai
 
 from docllm.adapters.llm.clients import sync_client, translate, where_of
-from docllm.domain.batch_lines import ENDPOINT
-from docllm.domain.batches import ProviderBatch
+from docllm.domain.batches.lines import ENDPOINT
+from docllm.domain.batches.model import ProviderBatch
 from docllm.domain.errors import BatchFileLost, DocllmError
 
 WINDOW: Literal["24h"] = "24h"

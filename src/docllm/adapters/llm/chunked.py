@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from docllm.domain.chunking import Chunk
+from docllm.domain.review.chunking import Chunk
 
 OneChunk = Callable[[Chunk, int, int], Awaitable[dict[str, Any]]]  # (chunk, part, parts) -> its report
 

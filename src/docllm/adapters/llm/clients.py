@@ -12,8 +12,8 @@ from typing import Any
 import openai
 
 from docllm.adapters.llm.provider_hints import retry_after_seconds
-from docllm.domain.chat import detail, status_error
 from docllm.domain.errors import DocllmError, ProviderUnavailable, TransientError
+from docllm.domain.review.chat import detail, status_error
 
 
 def where_of(base_url: str | None) -> str:

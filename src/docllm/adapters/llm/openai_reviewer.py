@@ -15,7 +15,7 @@ raises its error types, which ``_translate`` maps as before.
 The answer's form is asked for as strictly as the server allows (``RUNGS``): the domain's answer
 schema as a strict ``json_schema``, else ``json_object``, else the prompt's words; every answer is
 checked against that one schema whatever was asked (``report.parse_answer``). The body, the reading
-of an answer and the meaning of an error status are the domain's (``domain/chat.py``), shared with
+of an answer and the meaning of an error status are the domain's (``domain/review/chat.py``), shared with
 the Batch API's lines.
 """
 
@@ -39,7 +39,12 @@ from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.clients import client_options, translate, where_of
 from docllm.adapters.llm.lean_http import LeanAioHttpClient
 from docllm.adapters.llm.provider_hints import bounded, hints_from_headers
-from docllm.domain.chat import (
+from docllm.domain.errors import ConfigurationError, DocllmError, TransientError
+from docllm.domain.llm.prices import PriceTable
+from docllm.domain.llm.rate_gate import NoGate, RateGate
+from docllm.domain.llm.rate_limits import estimate_tokens
+from docllm.domain.llm.usage import LlmCall, record
+from docllm.domain.review.chat import (
     RUNGS,
     about_response_format,
     chat_body,
@@ -47,16 +52,11 @@ from docllm.domain.chat import (
     content,
     reported_tokens,
 )
-from docllm.domain.chunking import Chunk, split_markdown
-from docllm.domain.errors import ConfigurationError, DocllmError, TransientError
-from docllm.domain.prices import PriceTable
-from docllm.domain.prompt import build_messages, repair_messages
-from docllm.domain.rate_limits import estimate_tokens
-from docllm.domain.report import merge_reports, parse_answer, require_reviewable
-from docllm.domain.rubric import Rubric
-from docllm.domain.services.rate_gate import NoGate, RateGate
+from docllm.domain.review.chunking import Chunk, split_markdown
+from docllm.domain.review.prompt import build_messages, repair_messages
+from docllm.domain.review.report import merge_reports, parse_answer, require_reviewable
+from docllm.domain.review.rubric import Rubric
 from docllm.domain.tracing import current, traced
-from docllm.domain.usage import LlmCall, record
 
 try:  # openai 3 moved to httpx2; earlier versions use httpx
     import httpx2 as httpx

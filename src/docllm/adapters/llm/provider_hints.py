@@ -3,7 +3,7 @@ compatible servers copy): ``x-ratelimit-limit-*``, ``x-ratelimit-remaining-*`` a
 ``x-ratelimit-reset-*`` for requests and tokens (resets as durations such as ``1s``, ``6m0s``,
 ``20ms`` or plain seconds), ``retry-after-ms`` and ``Retry-After`` (seconds or an HTTP date). A
 value that does not parse is ignored, never an error: headers are advice. So is a number beyond
-the bounds of ``domain.rate_limits`` (NaN, inf, negative, absurdly large), with a warning once per
+the bounds of ``domain.llm.rate_limits`` (NaN, inf, negative, absurdly large), with a warning once per
 process and name: a broken header must not stop or unleash the fleet."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import time
 from typing import Any
 
-from docllm.domain.rate_limits import MAX_COUNT, MAX_RESET_S, MAX_RETRY_AFTER_S, ProviderHints, believed
+from docllm.domain.llm.rate_limits import MAX_COUNT, MAX_RESET_S, MAX_RETRY_AFTER_S, ProviderHints, believed
 
 log = logging.getLogger(__name__)
 

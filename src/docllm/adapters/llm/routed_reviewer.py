@@ -1,7 +1,7 @@
 """RoutedReviewer: the DocumentReviewer over several LLM deployments (DOCLLM_LLM_DEPLOYMENTS,
 ARCHITECTURE.md, Deployments), each an ``OpenAIReviewer`` with its own rate limits and prices.
 
-Each chunk goes to one deployment at a time (``domain.deployments.route``): the first healthy one
+Each chunk goes to one deployment at a time (``domain.llm.deployments.route``): the first healthy one
 in order (or one drawn by weight); when it answers 5xx, 429, a timeout or no connection
 (``ProviderUnavailable``) the chunk goes to the next one, so the same chunk is never in flight at
 two deployments. A refusal (401, 403, 404, no quota: ``ConfigurationError``) is that deployment's
@@ -27,16 +27,16 @@ from typing import Any
 
 from docllm.adapters.llm.chunked import review_chunks
 from docllm.adapters.llm.openai_reviewer import OpenAIReviewer
-from docllm.domain.breaker import BreakerState, BreakerView
-from docllm.domain.chunking import Chunk, split_markdown
-from docllm.domain.deployments import Deployment, route
 from docllm.domain.errors import ConfigurationError, DocllmError, ProviderUnavailable, SpendCapReached, Unavailable
-from docllm.domain.ports import LlmBreaker
-from docllm.domain.prompt import build_messages
-from docllm.domain.report import merge_reports, require_reviewable
-from docllm.domain.rubric import Rubric
-from docllm.domain.services.ledger import REFUSED_RETRY_S, current_purse
-from docllm.domain.services.rate_gate import OverBudget
+from docllm.domain.llm.breaker import BreakerState, BreakerView
+from docllm.domain.llm.deployments import Deployment, route
+from docllm.domain.llm.ports import LlmBreaker
+from docllm.domain.llm.rate_gate import OverBudget
+from docllm.domain.llm.spend_ledger import REFUSED_RETRY_S, current_purse
+from docllm.domain.review.chunking import Chunk, split_markdown
+from docllm.domain.review.prompt import build_messages
+from docllm.domain.review.report import merge_reports, require_reviewable
+from docllm.domain.review.rubric import Rubric
 
 log = logging.getLogger(__name__)
 

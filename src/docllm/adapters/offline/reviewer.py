@@ -11,8 +11,8 @@ from typing import Any
 
 from docllm.adapters.offline.checks import CHECKS, Doc
 from docllm.adapters.offline.checks.rubric import rubric_checks
-from docllm.domain.report import SEVERITIES, make_report, require_reviewable
-from docllm.domain.rubric import Rubric
+from docllm.domain.review.report import SEVERITIES, make_report, require_reviewable
+from docllm.domain.review.rubric import Rubric
 
 # A document this large may take the parsers seconds (a hostile one, up to their bounds), which the
 # event loop's heartbeats cannot wait; smaller ones take milliseconds and run on the loop.

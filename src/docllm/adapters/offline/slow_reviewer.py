@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from docllm.domain.ports import DocumentReviewer, review_with
-from docllm.domain.rubric import Rubric
+from docllm.domain.review.ports import DocumentReviewer, review_with
+from docllm.domain.review.rubric import Rubric
 
 
 class SlowReviewer:

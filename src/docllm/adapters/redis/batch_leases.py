@@ -16,7 +16,7 @@ from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.queue.base import script_text
-from docllm.domain.ports import Clock, Leases
+from docllm.domain.tasks.ports import Clock, Leases
 
 
 class RedisBatchLeases:

@@ -11,8 +11,8 @@ from docllm.adapters.redis.breaker_ops import BreakerOps
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.queue.base import script_text
-from docllm.domain.breaker import BreakerPolicy, BreakerState, BreakerView
-from docllm.domain.ports import Clock
+from docllm.domain.llm.breaker import BreakerPolicy, BreakerState, BreakerView
+from docllm.domain.tasks.ports import Clock
 
 
 def view_of(reply: list[Any]) -> BreakerView:

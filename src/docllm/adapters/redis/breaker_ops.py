@@ -3,7 +3,7 @@ breakers differ only in where that step runs (a lock in the process, or breaker.
 
 from __future__ import annotations
 
-from docllm.domain.breaker import BreakerView
+from docllm.domain.llm.breaker import BreakerView
 
 
 class BreakerOps:

@@ -13,8 +13,8 @@ import redis
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.queue.base import script_text
-from docllm.domain.budget import KEEP_MS, BudgetView, Grant, Settle, cap_in_force, day_of, micro
-from docllm.domain.ports import Clock
+from docllm.domain.llm.budget import KEEP_MS, BudgetView, Grant, Settle, cap_in_force, day_of, micro
+from docllm.domain.tasks.ports import Clock
 
 
 class RedisSpendBudget:

@@ -15,7 +15,7 @@ from redis.cluster import RedisCluster
 
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.topology import recover, server_time
-from docllm.domain.policies import LeasePolicy
+from docllm.domain.tasks.policies import LeasePolicy
 
 log = logging.getLogger("docllm.clock")
 

@@ -15,7 +15,7 @@ import redis
 
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
-from docllm.domain.ports import Clock
+from docllm.domain.tasks.ports import Clock
 
 KEY_BYTES = 32
 WINDOW_MS = 60_000

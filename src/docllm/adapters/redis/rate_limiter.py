@@ -11,8 +11,8 @@ import redis
 
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
-from docllm.domain.ports import Clock
-from docllm.domain.rate_limits import Budget, LimitState, ProviderHints, headroom
+from docllm.domain.llm.rate_limits import Budget, LimitState, ProviderHints, headroom
+from docllm.domain.tasks.ports import Clock
 
 
 def deployment_digest(base_url: str, model: str, name: str | None = None) -> str:

@@ -16,8 +16,8 @@ import redis
 from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
-from docllm.domain.ports import Clock
-from docllm.domain.workers import InFlight, WorkerRecord
+from docllm.domain.tasks.ports import Clock
+from docllm.domain.tasks.workers import InFlight, WorkerRecord
 
 
 @functools.cache

@@ -12,7 +12,7 @@ import threading
 
 from docllm.adapters.rubrics.parse import MAX_RUBRIC_BYTES, parse_rubric
 from docllm.domain.errors import RubricError
-from docllm.domain.rubric import NAME_PATTERN, NAME_RULE, Rubric
+from docllm.domain.review.rubric import NAME_PATTERN, NAME_RULE, Rubric
 
 
 class YamlRubricCatalog:

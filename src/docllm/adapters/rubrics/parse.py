@@ -12,7 +12,7 @@ import yaml
 
 from docllm.adapters.yaml_nodes import Bad, mapping, placed, scalar, text, whole_number
 from docllm.domain.errors import RubricError
-from docllm.domain.rubric import (
+from docllm.domain.review.rubric import (
     BannedTerms,
     BuiltinCheck,
     Check,

@@ -2,7 +2,7 @@
 
 A move is one conditional UPDATE whose WHERE holds the state it moves from, so two pollers that
 race from one state get one rowcount of 1 between them; nothing is read and written back. Times
-are the authority's, as the caller gives them (domain/batches.py).
+are the authority's, as the caller gives them (domain/batches/model.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,16 @@ from sqlalchemy.exc import IntegrityError
 from docllm.adapters.sql.engine import TransientRetry
 from docllm.adapters.sql.schema import llm_batch_tasks as m
 from docllm.adapters.sql.schema import llm_batches as b
-from docllm.domain.batches import TERMINAL, Batch, BatchCount, BatchMember, BatchState, check_move, members_of, moment
+from docllm.domain.batches.model import (
+    TERMINAL,
+    Batch,
+    BatchCount,
+    BatchMember,
+    BatchState,
+    check_move,
+    members_of,
+    moment,
+)
 
 UNFINISHED = tuple(s.value for s in BatchState if s not in TERMINAL)
 

@@ -116,7 +116,7 @@ task_doc_llm = Table(
 Index(STATUS_INDEX, task_doc_llm.c.status, task_doc_llm.c.updated_at)
 
 # Provider batches of bulk tasks (issue 28, migration 0009): the durable record a batcher writes
-# before it asks the provider anything (domain/batches.py). Its times are the authority's, given
+# before it asks the provider anything (domain/batches/model.py). Its times are the authority's, given
 # by the caller (the batch's deadlines are read on that clock), not the database's.
 BATCHES_TABLE = "llm_batches"
 BATCH_TASKS_TABLE = "llm_batch_tasks"

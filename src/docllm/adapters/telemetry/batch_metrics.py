@@ -13,7 +13,7 @@ from collections.abc import Callable
 from prometheus_client.core import GaugeMetricFamily
 
 from docllm.adapters.telemetry.throttled_read import ThrottledRead
-from docllm.domain.batches import BatchCount, BatchState
+from docllm.domain.batches.model import BatchCount, BatchState
 
 EVERY_S = 15.0
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from prometheus_client.core import GaugeMetricFamily
 
 from docllm.adapters.telemetry.throttled_read import ThrottledRead
-from docllm.domain.lane_figures import LANES, LaneFigures
+from docllm.domain.lanes.figures import LANES, LaneFigures
 
 EVERY_S = 15.0
 QUANTILES = (0.5, 0.95)

@@ -21,20 +21,16 @@ from docllm.adapters.telemetry.batch_metrics import BatchGauges
 from docllm.adapters.telemetry.lane_metrics import LaneGauges
 from docllm.adapters.telemetry.scaling import WAITING
 from docllm.domain import events as ev
+from docllm.domain.batches.ports import BatchStore
 from docllm.domain.errors import Unavailable
-from docllm.domain.lane_figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
-from docllm.domain.ports import (
-    BatchStore,
-    Clock,
-    DocumentReviewer,
-    EventSink,
-    LaneViews,
-    QueueInspection,
-    review_with,
-)
-from docllm.domain.rubric import Rubric
-from docllm.domain.services.outcome import Reason
-from docllm.domain.usage import LlmCall
+from docllm.domain.events import EventSink
+from docllm.domain.lanes.figures import SHOWN_TOP_TENANTS, SHOWN_WINDOW_S
+from docllm.domain.lanes.ports import LaneViews
+from docllm.domain.llm.usage import LlmCall
+from docllm.domain.review.ports import DocumentReviewer, review_with
+from docllm.domain.review.rubric import Rubric
+from docllm.domain.tasks.outcome import Reason
+from docllm.domain.tasks.ports import Clock, QueueInspection
 
 log = logging.getLogger("docllm.metrics")
 

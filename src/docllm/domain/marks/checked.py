@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from docllm.domain.marks.model import Mark, fingerprint
 from docllm.domain.marks.service import judge
-from docllm.domain.services.checking import Checked, Source
+from docllm.domain.review.checking import Checked, Source
 
 
 def with_marks(results: Sequence[Checked], marks: Mapping[str, Sequence[Mark]]) -> list[Checked]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docllm.domain.marks.model import Mark, fingerprint, location_of
-from docllm.domain.model import Task
+from docllm.domain.tasks.model import Task
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".text")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

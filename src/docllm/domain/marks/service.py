@@ -11,8 +11,8 @@ from typing import Any
 from docllm.domain.marks.golden import GoldenDocument, golden_document, newest_judged
 from docllm.domain.marks.model import Mark, MarkError, check_note, check_reason, dismissed, fingerprint, mark_for
 from docllm.domain.marks.ports import MarkStore
-from docllm.domain.model import Task
-from docllm.domain.ports import TaskLookup
+from docllm.domain.tasks.model import Task
+from docllm.domain.tasks.ports import TaskLookup
 
 Finding = dict[str, Any]
 

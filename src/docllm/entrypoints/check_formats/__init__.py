@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from docllm.domain.services.checking import Checked
+from docllm.domain.review.checking import Checked
 
 Render = Callable[[Sequence[Checked], str], str]
 FORMATS = ("text", "json", "sarif", "junit", "github", "rdjson")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from docllm.domain.services.checking import Checked
+from docllm.domain.review.checking import Checked
 from docllm.entrypoints.check_formats.rules import GITHUB_LEVEL, lines, title
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from docllm.domain.services.checking import Checked, failing
+from docllm.domain.review.checking import Checked, failing
 
 
 def render(results: Sequence[Checked], threshold: str) -> str:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from xml.etree import ElementTree as ET
 
-from docllm.domain.services.checking import Checked, at_or_above
+from docllm.domain.review.checking import Checked, at_or_above
 from docllm.entrypoints.check_formats.rules import lines, rule_id
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from docllm.domain.services.checking import Checked
+from docllm.domain.review.checking import Checked
 from docllm.entrypoints.check_formats.rules import RDJSON_SEVERITY, lines, rule_id
 
 

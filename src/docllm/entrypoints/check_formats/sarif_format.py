@@ -13,7 +13,7 @@ from urllib.parse import quote
 import docllm
 from docllm.adapters.files.sarif_baseline import FINGERPRINT_KEY
 from docllm.domain.marks.model import fingerprint
-from docllm.domain.services.checking import Checked
+from docllm.domain.review.checking import Checked
 from docllm.entrypoints.check_formats.rules import SARIF_LEVEL, lines, rule_help, rule_id
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from docllm.domain.services.checking import Checked, at_or_above, failing
+from docllm.domain.review.checking import Checked, at_or_above, failing
 from docllm.entrypoints.check_formats.rules import lines
 
 

@@ -15,14 +15,16 @@ from typing import Any
 from flask import Flask, abort, flash, redirect, render_template, request, url_for
 from werkzeug.routing import BaseConverter, ValidationError
 
+from docllm.domain.batches.ports import BatchStore
+from docllm.domain.events import EventSink
 from docllm.domain.marks.model import REASONS, Mark
 from docllm.domain.marks.ports import MarkStore
 from docllm.domain.marks.service import Judgements
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.ports import BatchStore, DashboardSessions, EventSink, TaskQueue, TaskRepository, WorkerRegistry
-from docllm.domain.report import SEVERITIES
-from docllm.domain.services.cancel import Canceller
-from docllm.domain.services.producer import discard_dead, retry_dead
+from docllm.domain.review.report import SEVERITIES
+from docllm.domain.tasks.cancel import Canceller
+from docllm.domain.tasks.model import Task, TaskStatus
+from docllm.domain.tasks.ports import DashboardSessions, TaskQueue, TaskRepository, WorkerRegistry
+from docllm.domain.tasks.producer import discard_dead, retry_dead
 from docllm.entrypoints import batch_view, lane_view
 from docllm.entrypoints.dashboard import security
 from docllm.entrypoints.dashboard.batch_pages import add_batch_pages

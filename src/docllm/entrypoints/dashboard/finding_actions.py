@@ -13,7 +13,7 @@ from flask import Flask, abort, flash, redirect, request, url_for
 from docllm.domain.marks.model import MarkError
 from docllm.domain.marks.ports import MarkStore
 from docllm.domain.marks.service import Judgements, marked_numbers
-from docllm.domain.model import Task
+from docllm.domain.tasks.model import Task
 
 if TYPE_CHECKING:
     from docllm.entrypoints.dashboard.app import Sources

@@ -24,7 +24,7 @@ from typing import Any
 
 from flask import Flask, abort, g, redirect, request, session, url_for
 
-from docllm.domain.ports import DashboardSessions
+from docllm.domain.tasks.ports import DashboardSessions
 from docllm.entrypoints.dashboard import headers, sessions
 from docllm.settings import dashboard_token_problem
 

@@ -22,7 +22,7 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.wrappers import Request
 from itsdangerous import URLSafeTimedSerializer
 
-from docllm.domain.ports import DashboardSessions
+from docllm.domain.tasks.ports import DashboardSessions
 
 
 class ServerKeyedSessions(SecureCookieSessionInterface):

@@ -9,8 +9,8 @@ from typing import Any
 
 from docllm.adapters.offline.checks.bounds import REVIEW_SECONDS, Deadline
 from docllm.adapters.offline.checks.markdown import Parsed, parse
-from docllm.domain.chunking import Outline
-from docllm.domain.report import finding
+from docllm.domain.review.chunking import Outline
+from docllm.domain.review.report import finding
 
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 

@@ -23,7 +23,7 @@ from markdown_it.token import Token
 
 from docllm.adapters.files.documents import FROM_HTML
 from docllm.adapters.offline.checks.bounds import MARKDOWN_SECONDS, Deadline, TooComplex
-from docllm.domain.chunking import Fence, Heading
+from docllm.domain.review.chunking import Fence, Heading
 
 # markdown-it stops nesting blocks and inlines at this depth (its CommonMark preset's own bound),
 # so a hostile document of 100,000 '>' or '[' is read flat instead of recursing.

@@ -15,8 +15,8 @@ from docllm.adapters.offline.checks.code_blocks import unparsable_code
 from docllm.adapters.offline.checks.document import Doc
 from docllm.adapters.offline.checks.links import broken_links
 from docllm.adapters.offline.checks.prose import long_sentences, markers
-from docllm.domain.report import finding
-from docllm.domain.rubric import (
+from docllm.domain.review.report import finding
+from docllm.domain.review.rubric import (
     BannedTerms,
     BuiltinCheck,
     Check,

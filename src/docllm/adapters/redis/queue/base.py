@@ -22,9 +22,9 @@ from docllm.adapters.redis.clock import RedisServerClock
 from docllm.adapters.redis.errors import redis_errors
 from docllm.adapters.redis.keys import RedisKeys
 from docllm.adapters.redis.topology import node_for, recover
-from docllm.domain.lanes import LanePolicy
-from docllm.domain.model import DeadLetter, Delivery
-from docllm.domain.ports import Clock
+from docllm.domain.lanes.model import LanePolicy
+from docllm.domain.tasks.model import DeadLetter, Delivery
+from docllm.domain.tasks.ports import Clock
 
 SCRIPT_NAMES = (
     "claim",

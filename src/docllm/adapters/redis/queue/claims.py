@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from docllm.adapters.redis.queue.base import QueueBase, text, wire
-from docllm.domain.model import Delivery
+from docllm.domain.tasks.model import Delivery
 
 
 class ClaimsOps(QueueBase):

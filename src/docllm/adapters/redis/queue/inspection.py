@@ -7,7 +7,7 @@ import json
 from collections.abc import Collection
 
 from docllm.adapters.redis.queue.base import QueueBase, dead_letter_of, delivery_of, text
-from docllm.domain.model import DeadLetter, Delivery, QueueStats
+from docllm.domain.tasks.model import DeadLetter, Delivery, QueueStats
 
 
 class InspectionOps(QueueBase):

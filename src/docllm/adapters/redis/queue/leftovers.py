@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from docllm.adapters.redis.queue.base import QueueBase, text, wire
-from docllm.domain.model import Leftovers
+from docllm.domain.tasks.model import Leftovers
 
 
 class LeftoversOps(QueueBase):

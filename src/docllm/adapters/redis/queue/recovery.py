@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from docllm.adapters.redis.queue.base import QueueBase, delivery_of, text
-from docllm.domain.model import Delivery
+from docllm.domain.tasks.model import Delivery
 
 # Processes read the authority clock at slightly different moments: a deadline this much past the
 # horizon is still legitimate (clamp).

@@ -6,7 +6,7 @@ import json
 from typing import Any, cast
 
 from docllm.adapters.redis.queue.base import QueueBase, text
-from docllm.domain.payload import task_id_of
+from docllm.domain.tasks.payload import task_id_of
 
 # The lanes' structures in the order payloads move through them (ready first, as before lanes).
 _LISTS = ("ready", "ready_interactive", "ready_bulk")

@@ -15,8 +15,8 @@ from docllm.adapters.sql.engine import TransientRetry
 from docllm.adapters.sql.schema import USAGE_COLUMNS
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.domain.errors import Unavailable
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.usage import Usage
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import Task, TaskStatus
 
 PENDING, PROCESSING, SUCCESS, FAILED = TaskStatus
 FULL_ROW = tuple(t.c)

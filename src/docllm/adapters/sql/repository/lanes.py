@@ -1,4 +1,4 @@
-"""The LaneViews role over SQLAlchemy: figures per lane and per tenant (domain/lane_figures.py).
+"""The LaneViews role over SQLAlchemy: figures per lane and per tenant (domain/lanes/figures.py).
 
 Every read is grouped by the database and its answer is bounded (lanes x kinds x wait buckets;
 N tenants x the same); the rows read are those not yet ended and those ended within the window,
@@ -13,7 +13,7 @@ from sqlalchemy import and_, case, distinct, func, literal, or_, select
 from docllm.adapters.sql.repository.base import FAILED, PENDING, PROCESSING, SUCCESS, RepositoryBase
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.adapters.sql.timestamps import seconds_between, utc_ago, utcnow
-from docllm.domain.lane_figures import OTHERS, WAIT_BUCKETS, Kind, LaneFigures, Tally, checked_top, lane_of
+from docllm.domain.lanes.figures import OTHERS, WAIT_BUCKETS, Kind, LaneFigures, Tally, checked_top, lane_of
 
 KIND = case(
     (t.c.status == PENDING.value, Kind.pending.value),

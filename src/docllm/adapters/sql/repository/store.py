@@ -21,7 +21,8 @@ from docllm.adapters.sql.schema import USAGE_COLUMNS, LongText
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.adapters.sql.timestamps import utcnow
 from docllm.domain.errors import Unstorable
-from docllm.domain.model import (
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import (
     WRITTEN_STATUS,
     FencedWrite,
     GroupOutcome,
@@ -31,9 +32,8 @@ from docllm.domain.model import (
     Task,
     WriteKind,
 )
-from docllm.domain.storable import storable_error
-from docllm.domain.store_groups import GroupOfOne
-from docllm.domain.usage import Usage
+from docllm.domain.tasks.storable import storable_error
+from docllm.domain.tasks.store_groups import GroupOfOne
 
 
 def usage_params(usage: Usage | None) -> dict[str, Any]:

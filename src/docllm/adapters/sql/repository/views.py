@@ -18,8 +18,8 @@ from docllm.adapters.sql.repository.base import task_of as _task
 from docllm.adapters.sql.repository.base import tasks_of as _tasks
 from docllm.adapters.sql.schema import task_doc_llm as t
 from docllm.adapters.sql.timestamps import minute_of, utc_ago, utcnow
-from docllm.domain.model import Task, TaskStatus
-from docllm.domain.usage import Usage
+from docllm.domain.llm.usage import Usage
+from docllm.domain.tasks.model import Task, TaskStatus
 
 IN_CHUNK = 500  # ids per IN (...) list
 

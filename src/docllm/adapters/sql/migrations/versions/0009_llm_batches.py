@@ -5,7 +5,7 @@ Revises: 0008
 Create Date: 2026-12-06
 
 Two new tables beside ``task_doc_llm``, which is left as it is: producers never see them. A batch
-row is written before the provider is asked anything (domain/batches.py), so a batch the provider
+row is written before the provider is asked anything (domain/batches/model.py), so a batch the provider
 holds is always found again. Idempotent, like 0001: a table or index already there is left alone.
 """
 

@@ -1,1 +1,0 @@
-"""Services over the ports: one attempt's steps, the reaper, the reconciler, submit and operator moves."""

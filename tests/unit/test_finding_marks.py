@@ -65,11 +65,17 @@ def test_an_edit_around_the_finding_keeps_its_fingerprint():
     assert fingerprint(found(quote="TODO:\n   write")) == fingerprint(found())  # re-wrapped
     assert fingerprint(found(quote="ＴＯＤＯ: write")) == fingerprint(found())  # NFKC: full-width letters
     assert fingerprint(found(message="Another wording.", severity="high")) == fingerprint(found())
+    # what a model varies between two answers quoting the same text
+    assert fingerprint(found(quote="“TODO: write”.")) == fingerprint(found(quote='"TODO: write"'))
+    assert fingerprint(found(quote="# `TODO: write`")) == fingerprint(found())
+    assert fingerprint(found(quote="TODO: write…")) == fingerprint(found())
 
 
 def test_a_changed_quote_rule_or_section_is_another_finding():
     assert fingerprint(found(quote="TODO: write the steps")) != fingerprint(found())
     assert fingerprint(found(quote="todo: write")) != fingerprint(found())  # a quote keeps its case
+    assert fingerprint(found(quote="[x](#Limits)")) != fingerprint(found(quote="[x](#limits)"))
+    assert fingerprint(found(quote="TODO - write")) != fingerprint(found())  # punctuation inside is kept
     assert fingerprint(found(category="clarity")) != fingerprint(found())
     assert fingerprint(found(check="rubric:guide/todo")) != fingerprint(found())
     assert fingerprint(found(location={"heading": "Guide > Usage", "line_start": 5, "line_end": 5})) != fingerprint(

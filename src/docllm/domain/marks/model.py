@@ -1,7 +1,7 @@
 """A finding's fingerprint and the mark a person puts on it (docs/FINDINGS.md).
 
 The fingerprint is what a finding *is*, not where it is: its rule (the rubric check, else the
-category), the quote's normalised text and the heading path. Lines are left out, so a mark still
+category), the quote's normalised text (``quoted``) and the heading path. Lines are left out, so a mark still
 applies when text is added or removed around the finding; a changed quote is a new finding. A
 finding without a quote is known by its message, its numbers left out ("repeats the one on line
 37" stays the same finding when that line moves).
@@ -36,6 +36,20 @@ def _words(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).split())
 
 
+# What a model varies from one answer to the next when it quotes the same text: typographic quotes
+# and dashes, code and emphasis marks, the Markdown markers and punctuation at either end.
+_PLAIN = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-", "`": None, "*": None}
+)
+_ENDS = " .,;:!?'\"()[]#>|-+\u2026"
+
+
+def quoted(text: str) -> str:
+    """A quote as the fingerprint reads it: "`tool --help`." and "tool --help" are one quote; case,
+    words and the punctuation inside are kept (``#Limits`` is not ``#limits``)."""
+    return " ".join(_words(text).translate(_PLAIN).strip(_ENDS).split())
+
+
 def heading_path(heading: str) -> str:
     """``Install >  linux`` as ``install > linux``: parts compared as words, case ignored."""
     return " > ".join(_words(part).casefold() for part in heading.split(">") if part.strip())
@@ -54,7 +68,7 @@ def rule_of(finding: dict[str, Any]) -> str:
 def parts(finding: dict[str, Any]) -> tuple[str, str, str]:
     """(rule, quote, heading path), normalised: what the fingerprint hashes."""
     loc = location_of(finding)
-    quote = _words(str(finding.get("quote") or ""))
+    quote = quoted(str(finding.get("quote") or ""))
     if not quote:  # no quote: the message is what tells two findings of a section apart
         quote = "message: " + _NUMBERS.sub("#", _words(str(finding.get("message") or "")))
     return rule_of(finding), quote, heading_path(str(loc.get("heading") or ""))

@@ -98,6 +98,9 @@ def test_a_dismissed_finding_stays_dismissed_after_an_edit_and_does_not_gate_che
     assert result["baselineState"] == "unchanged" and result["partialFingerprints"]["docllm/v1"]
     # Without the marks the same run fails: the mark is what let it pass.
     assert harness.cli("check", str(docs), "--fail-on", "low", "--ignore-marks", env=env, check=False).returncode == 1
+    # The same through the fleet: the worker's stored report, judged the same way.
+    fleet = harness.cli("check", str(docs), "--fleet", "--timeout", "120", "--fail-on", "low", env=env, check=False)
+    assert fleet.returncode == 0 and "[dismissed: false-alarm]" in fleet.stdout, fleet.stdout + fleet.stderr
 
     # --baseline: an earlier SARIF run (marks left out: every finding in it), then a new document.
     base = tmp_path / "base.sarif"

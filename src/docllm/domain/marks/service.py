@@ -84,6 +84,32 @@ class Judgements:
         marks = self.marks.for_documents([task.task_name], task.tenant or "").get(task.task_name, [])
         return marked_numbers(findings, marks)
 
+    @staticmethod
+    def counted(tasks: Sequence[Task], marks: MarkStore | None) -> dict[int, tuple[int, int]]:
+        """Per task with a report: (findings, of them dismissed), with one read of the marks per
+        tenant among ``tasks`` (a page of the task list)."""
+        reports = {
+            t.task_id: t.result["findings"]
+            for t in tasks
+            if isinstance(t.result, dict) and isinstance(t.result.get("findings"), list)
+        }
+        judged: dict[tuple[str, str], list[Mark]] = {}
+        by_tenant: dict[str, set[str]] = {}
+        for t in tasks:
+            if t.task_id in reports and t.task_name and marks is not None:
+                by_tenant.setdefault(t.tenant or "", set()).add(t.task_name)
+        for tenant, names in by_tenant.items():
+            for name, found in marks.for_documents(names, tenant).items() if marks is not None else ():
+                judged[(tenant, name)] = found
+        return {
+            t.task_id: (
+                len(reports[t.task_id]),
+                len(marked_numbers(reports[t.task_id], judged.get((t.tenant or "", t.task_name or ""), []))),
+            )
+            for t in tasks
+            if t.task_id in reports
+        }
+
     def golden_set(self, limit: int = 100_000) -> list[GoldenDocument]:
         """Every judged document as a golden case (``golden.py``), in document order; a document
         whose judged tasks are all gone (deleted, or without a report) is left out."""

@@ -12,7 +12,7 @@ from flask import Flask, abort, flash, redirect, request, url_for
 
 from docllm.domain.marks.model import MarkError
 from docllm.domain.marks.ports import MarkStore
-from docllm.domain.marks.service import Judgements, marked_numbers
+from docllm.domain.marks.service import Judgements
 from docllm.domain.tasks.model import Task
 
 if TYPE_CHECKING:
@@ -20,29 +20,9 @@ if TYPE_CHECKING:
 
 
 def finding_counts(rows: Sequence[Task], marks: MarkStore | None) -> dict[int, str]:
-    """The task list's findings column: ``3``, or ``3 (1 dismissed)``; absent without a report.
-    One read of the marks per tenant on the page."""
-    reports = {
-        t.task_id: t.result["findings"]
-        for t in rows
-        if isinstance(t.result, dict) and isinstance(t.result.get("findings"), list)
-    }
-    judged: dict[tuple[str, str], list[Any]] = {}
-    if marks is not None:
-        by_tenant: dict[str, set[str]] = {}
-        for t in rows:
-            if t.task_id in reports and t.task_name:
-                by_tenant.setdefault(t.tenant or "", set()).add(t.task_name)
-        for tenant, names in by_tenant.items():
-            for name, found in marks.for_documents(names, tenant).items():
-                judged[(tenant, name)] = found
-    counts = {}
-    for t in rows:
-        if t.task_id in reports:
-            findings = reports[t.task_id]
-            gone = len(marked_numbers(findings, judged.get((t.tenant or "", t.task_name or ""), [])))
-            counts[t.task_id] = f"{len(findings)}" + (f" ({gone} dismissed)" if gone else "")
-    return counts
+    """The task list's findings column: ``3``, or ``3 (1 dismissed)``; absent without a report."""
+    counted = Judgements.counted(rows, marks)
+    return {i: f"{n}" + (f" ({gone} dismissed)" if gone else "") for i, (n, gone) in counted.items()}
 
 
 def add_finding_actions(app: Flask, src: Sources) -> None:

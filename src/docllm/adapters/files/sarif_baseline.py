@@ -66,11 +66,19 @@ def read_baseline(path: str) -> Counter[tuple[str, str]]:
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise BaselineError(f"--baseline {path}: not a SARIF log (no list of runs); write one with --format sarif")
     seen: Counter[tuple[str, str]] = Counter()
-    for run in runs:
-        for result in run.get("results") or []:
-            if not isinstance(result, dict) or result.get("suppressions"):
-                continue  # a dismissed finding is the marks' business, not the baseline's
-            file = _path((result.get("locations") or [None])[0])
-            if file is not None:
-                seen[(file, _fingerprint(result))] += 1
+    for r, run in enumerate(runs):
+        results = run.get("results") or []
+        if not isinstance(results, list):
+            raise BaselineError(f"--baseline {path}: not a SARIF log: the results of run {r} are not a list")
+        for i, result in enumerate(results):
+            try:
+                if result.get("suppressions"):
+                    continue  # a dismissed finding is the marks' business, not the baseline's
+                file = _path((result.get("locations") or [None])[0])
+                if file is not None:
+                    seen[(file, _fingerprint(result))] += 1
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError):  # another shape than SARIF's
+                raise BaselineError(
+                    f"--baseline {path}: not a SARIF log: run {r}, result {i} has another shape"
+                ) from None
     return seen

@@ -22,7 +22,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.mysql import LONGTEXT
+from sqlalchemy.dialects.mysql import LONGTEXT, VARCHAR
 from sqlalchemy.types import TypeDecorator
 
 from docllm.adapters.sql.timestamps import UtcDateTime, utcnow
@@ -160,12 +160,19 @@ Index(BATCH_TASKS_INDEX, llm_batch_tasks.c.task_id)
 # domain/marks/model.py. Producers never see it.
 MARKS_TABLE = "finding_marks"
 
+
+def ExactString(length: int) -> Any:  # noqa: N802 - reads as the type it is
+    """A key compared byte for byte: MySQL's default collation would make ``Acme`` and ``acme``,
+    ``README.md`` and ``readme.md``, ``résumé.md`` and ``resume.md`` one key (SQLite compares exactly)."""
+    return String(length).with_variant(VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb")
+
+
 finding_marks = Table(
     MARKS_TABLE,
     metadata,
-    Column("tenant", String(64), primary_key=True),  # '' for tasks without a tenant (a key holds no NULL)
-    Column("document", String(255), primary_key=True),
-    Column("fingerprint", String(64), primary_key=True),
+    Column("tenant", ExactString(64), primary_key=True),  # '' for tasks without a tenant (a key holds no NULL)
+    Column("document", ExactString(255), primary_key=True),
+    Column("fingerprint", ExactString(64), primary_key=True),
     Column("reason", String(16), nullable=False),
     Column("note", Text, nullable=True),
     Column("rule", String(255), nullable=True),

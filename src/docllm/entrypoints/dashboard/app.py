@@ -214,6 +214,7 @@ def _add_error_pages(app: Flask) -> None:
     @app.errorhandler(404)
     @app.errorhandler(405)
     @app.errorhandler(429)
+    @app.errorhandler(503)
     def error(exc: Any) -> Any:
         return render_template("error.html", code=exc.code, message=exc.description), exc.code
 

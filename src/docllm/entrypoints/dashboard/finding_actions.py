@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, abort, flash, redirect, request, url_for
 
+from docllm.domain.errors import DocllmError
 from docllm.domain.marks.model import MarkError
 from docllm.domain.marks.ports import MarkStore
 from docllm.domain.marks.service import Judgements
@@ -43,6 +44,8 @@ def add_finding_actions(app: Flask, src: Sources) -> None:
             )
         except MarkError as exc:
             abort(400, str(exc))
+        except DocllmError as exc:  # the store: not upgraded (run docllm init-db), or down
+            abort(503, str(exc))
         flash(f"finding {number} dismissed as {mark.reason}: it stays dismissed on later reviews of {mark.document}")
         return redirect(url_for("task", task_id=task_id))
 
@@ -52,5 +55,7 @@ def add_finding_actions(app: Flask, src: Sources) -> None:
             removed = judgements().restore(task_id, number)
         except MarkError as exc:
             abort(400, str(exc))
+        except DocllmError as exc:
+            abort(503, str(exc))
         flash(f"finding {number}: " + ("restored, it counts again" if removed else "was not dismissed"))
         return redirect(url_for("task", task_id=task_id))

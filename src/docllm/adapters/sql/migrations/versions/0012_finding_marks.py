@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import mysql
 
 from docllm.adapters.sql.schema import TaskId
 from docllm.adapters.sql.timestamps import UtcDateTime, utcnow
@@ -31,12 +32,20 @@ TABLE = "finding_marks"
 OPTIONS: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 
 
+def _exact(length: int) -> Any:
+    """Keys compared byte for byte on MySQL (utf8mb4_bin): its default collation ignores case and
+    accents, which would make two tenants, or README.md and readme.md, one key."""
+    return sa.String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
 def _columns() -> list[sa.Column]:
     # Written out rather than imported from the model: a migration is a snapshot of its day.
     return [
-        sa.Column("tenant", sa.String(64), primary_key=True),
-        sa.Column("document", sa.String(255), primary_key=True),
-        sa.Column("fingerprint", sa.String(64), primary_key=True),
+        sa.Column("tenant", _exact(64), primary_key=True),
+        sa.Column("document", _exact(255), primary_key=True),
+        sa.Column("fingerprint", _exact(64), primary_key=True),
         sa.Column("reason", sa.String(16), nullable=False),
         sa.Column("note", sa.Text, nullable=True),
         sa.Column("rule", sa.String(255), nullable=True),

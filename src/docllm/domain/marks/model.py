@@ -3,8 +3,8 @@
 The fingerprint is what a finding *is*, not where it is: its rule (the rubric check, else the
 category), the quote's normalised text (``quoted``) and the heading path. Lines are left out, so a mark still
 applies when text is added or removed around the finding; a changed quote is a new finding. A
-finding without a quote is known by its message, its numbers left out ("repeats the one on line
-37" stays the same finding when that line moves).
+finding without a quote is known by its message, its line references left out ("repeats the one on
+line 37" stays the same finding when that line moves; "step 3" and "step 4" stay two).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from docllm.domain.errors import DocllmError
 REASONS = ("false-alarm", "accepted", "wont-fix")
 MAX_NOTE = 1000  # characters: a sentence or two, not a document
 MAX_NAME = 255  # the task name's column
-_NUMBERS = re.compile(r"\d+")
 
 
 class MarkError(DocllmError):
@@ -37,17 +36,24 @@ def _words(text: str) -> str:
 
 
 # What a model varies from one answer to the next when it quotes the same text: typographic quotes
-# and dashes, code and emphasis marks, the Markdown markers and punctuation at either end.
+# and dashes, code marks and emphasis around words, a Markdown marker before the line, punctuation
+# at either end. Operators and signs are text: `x ** 2`, `C++` and `--force` are kept as they are.
 _PLAIN = str.maketrans(
-    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-", "`": None, "*": None}
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-", "`": None}
 )
-_ENDS = " .,;:!?'\"()[]#>|-+\u2026"
+_EMPHASIS = re.compile(r"(\*{1,3}|(?<!\w)_{1,3})(?=\S)(.+?)(?<=\S)\1(?!\w)")  # snake_case is no emphasis
+_MARKER = re.compile(r"^(?:#{1,6}|>|[-*+]|\d{1,3}[.)])\s+")
+_ENDS = " .,;:!?'\"()[]\u2026"
+_LINE_REFERENCE = re.compile(r"\b(lines?|l\.)\s*\d+(?:\s*(?:-|to|and)\s*\d+)?", re.IGNORECASE)
 
 
 def quoted(text: str) -> str:
     """A quote as the fingerprint reads it: "`tool --help`." and "tool --help" are one quote; case,
-    words and the punctuation inside are kept (``#Limits`` is not ``#limits``)."""
-    return " ".join(_words(text).translate(_PLAIN).strip(_ENDS).split())
+    words, signs and the punctuation inside are kept (``#Limits`` is not ``#limits``)."""
+    plain = _EMPHASIS.sub(r"\2", _words(text).translate(_PLAIN))
+    while (bare := _MARKER.sub("", plain)) != plain:
+        plain = bare
+    return " ".join(plain.strip(_ENDS).split())
 
 
 def heading_path(heading: str) -> str:
@@ -70,7 +76,7 @@ def parts(finding: dict[str, Any]) -> tuple[str, str, str]:
     loc = location_of(finding)
     quote = quoted(str(finding.get("quote") or ""))
     if not quote:  # no quote: the message is what tells two findings of a section apart
-        quote = "message: " + _NUMBERS.sub("#", _words(str(finding.get("message") or "")))
+        quote = "message: " + _LINE_REFERENCE.sub(r"\1 #", _words(str(finding.get("message") or "")))
     return rule_of(finding), quote, heading_path(str(loc.get("heading") or ""))
 
 

@@ -47,6 +47,7 @@ def test_adapter_has_every_method_of_the_port(store):
 def test_a_mark_round_trips_with_every_field(store):
     given = mark(
         note="a quoted label, not a TODO",
+        quote_print="c" * 64,
         rule="completeness",
         category="completeness",
         severity="medium",

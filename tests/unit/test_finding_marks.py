@@ -230,3 +230,17 @@ def test_an_exported_documents_file_name_is_safe_unique_and_found_alone_by_its_e
     stems = [n.rsplit(".", 1)[0] for n in names]
     assert all("." not in s and "/" not in s for s in stems)  # NAME.expected.yaml finds one document
     assert all(sum(n.startswith(s + ".") for n in names) == 1 for s in stems)
+
+
+def test_a_mark_finds_its_finding_under_a_renamed_heading_only_when_it_is_the_only_one_alike(judgements):
+    text = "# Guide\n\n## Install\n\nTODO: fix.\n\n## Usage\n\nTODO: fix.\n"
+    task = reviewed(judgements, "guide.md", text)
+    findings = row(judgements, task).result["findings"]
+    install = next(n for n, f in enumerate(findings, 1) if f["location"]["heading"] == "Guide > Install")
+    judgements.dismiss(task, install, "accepted")
+    renamed = reviewed(
+        judgements, "guide.md", text.replace("## Install", "## Setup").replace("## Usage\n\nTODO: fix.\n", "")
+    )
+    assert len(judgements.of_task(row(judgements, renamed))) == 1  # the only TODO: fix. left, moved
+    both = reviewed(judgements, "guide.md", text.replace("## Install", "## Setup"))
+    assert judgements.of_task(row(judgements, both)) == {}  # two alike and the heading changed: neither

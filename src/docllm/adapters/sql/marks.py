@@ -22,7 +22,19 @@ from docllm.adapters.sql.timestamps import utcnow
 from docllm.domain.errors import ConfigurationError
 from docllm.domain.marks.model import Mark
 
-_FIELDS = ("reason", "note", "rule", "category", "severity", "quote", "heading", "message", "task_id", "number")
+_FIELDS = (
+    "quote_print",
+    "reason",
+    "note",
+    "rule",
+    "category",
+    "severity",
+    "quote",
+    "heading",
+    "message",
+    "task_id",
+    "number",
+)
 
 
 _NULLABLE = ("task_id", "number", "marked_at")

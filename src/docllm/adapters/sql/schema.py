@@ -173,6 +173,7 @@ finding_marks = Table(
     Column("tenant", ExactString(64), primary_key=True),  # '' for tasks without a tenant (a key holds no NULL)
     Column("document", ExactString(255), primary_key=True),
     Column("fingerprint", ExactString(64), primary_key=True),
+    Column("quote_print", String(64), nullable=True),  # the fingerprint without the heading
     Column("reason", String(16), nullable=False),
     Column("note", Text, nullable=True),
     Column("rule", String(255), nullable=True),

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from docllm.domain.marks.model import Mark, fingerprint, location_of
+from docllm.domain.marks.model import Mark, location_of, match
 from docllm.domain.tasks.model import Task
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".text")
@@ -66,11 +66,11 @@ def expectation(f: dict[str, Any], severity: bool = True) -> dict[str, Any]:
 
 def golden_document(task: Task, marks: Sequence[Mark], taken: set[str]) -> GoldenDocument:
     """``task``: the newest judged task of its document, with its report; ``marks``: its document's."""
-    by_print = {m.fingerprint: m for m in marks}
     findings = [f for f in task.result["findings"] if isinstance(f, dict)]
+    found = match(findings, marks)
     expected, alarms, matched = [], [], set()
-    for f in findings:
-        mark = by_print.get(fingerprint(f))
+    for i, f in enumerate(findings):
+        mark = found.get(i)
         if mark is not None:
             matched.add(mark.fingerprint)
         if mark is not None and mark.reason == "false-alarm":

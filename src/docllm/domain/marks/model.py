@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -85,6 +86,40 @@ def fingerprint(finding: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts(finding), ensure_ascii=False).encode()).hexdigest()
 
 
+def quote_print(finding: dict[str, Any]) -> str:
+    """The fingerprint without the heading: how a mark finds its finding again when the section
+    was renamed or moved (a new title renames every path), if it is the only one of its kind."""
+    rule, quote, _ = parts(finding)
+    return hashlib.sha256(json.dumps([rule, quote], ensure_ascii=False).encode()).hexdigest()
+
+
+def match(findings: Sequence[Any], marks: Sequence[Mark]) -> dict[int, Mark]:
+    """Which findings (by 0-based index) a mark applies to: the same fingerprint, else, for a mark
+    left without one, the same rule and quote under another heading when exactly one such finding
+    is left and one such mark (two alike: the heading is what told them apart, so neither is taken)."""
+    by_print = {m.fingerprint: m for m in marks}
+    if not by_print:
+        return {}
+    found: dict[int, Mark] = {}
+    for i, f in enumerate(findings):
+        mark = by_print.get(fingerprint(f)) if isinstance(f, dict) else None
+        if mark is not None:
+            found[i] = mark
+    used = {m.fingerprint for m in found.values()}
+    left_marks: dict[str, list[Mark]] = {}
+    for m in marks:
+        if m.fingerprint not in used and m.quote_print:
+            left_marks.setdefault(m.quote_print, []).append(m)
+    left: dict[str, list[int]] = {}
+    for i, f in enumerate(findings):
+        if i not in found and isinstance(f, dict):
+            left.setdefault(quote_print(f), []).append(i)
+    for key, ms in left_marks.items():
+        if len(ms) == 1 and len(left.get(key, [])) == 1:
+            found[left[key][0]] = ms[0]
+    return found
+
+
 @dataclass(frozen=True)
 class Mark:
     """A person's judgement of one finding of one document. ``task_id``/``number``: where it was
@@ -95,6 +130,7 @@ class Mark:
     reason: str
     note: str = ""
     tenant: str = ""  # the tenant of the task it was made on ("": none); it applies to that tenant's reports only
+    quote_print: str = ""  # quote_print() of the finding: found again under a renamed heading; "": not kept
     rule: str = ""
     category: str = ""
     severity: str = ""
@@ -135,6 +171,7 @@ def mark_for(
     return Mark(
         document=document,
         fingerprint=fingerprint(finding),
+        quote_print=quote_print(finding),
         reason=check_reason(reason),
         note=check_note(note),
         tenant=tenant,

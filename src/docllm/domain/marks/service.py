@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from docllm.domain.marks.golden import GoldenDocument, golden_document, newest_judged
-from docllm.domain.marks.model import Mark, MarkError, check_note, check_reason, dismissed, fingerprint, mark_for
+from docllm.domain.marks.model import Mark, MarkError, check_note, check_reason, dismissed, fingerprint, mark_for, match
 from docllm.domain.marks.ports import MarkStore
 from docllm.domain.tasks.model import Task
 from docllm.domain.tasks.ports import TaskLookup
@@ -29,10 +29,10 @@ class Judged:
 def judge(findings: Sequence[Any], marks: Sequence[Mark]) -> Judged:
     """Split ``findings`` by the marks of their document; a finding that is not a dict (an old or
     foreign report) is left active, as it is."""
-    by_print = {m.fingerprint: m for m in marks}
+    found = match(findings, marks)
     active, gone = [], []
-    for f in findings:
-        mark = by_print.get(fingerprint(f)) if isinstance(f, dict) and by_print else None
+    for i, f in enumerate(findings):
+        mark = found.get(i)
         if mark is None:
             active.append(f)
         else:
@@ -43,11 +43,7 @@ def judge(findings: Sequence[Any], marks: Sequence[Mark]) -> Judged:
 def marked_numbers(findings: Sequence[Any], marks: Sequence[Mark]) -> dict[int, Mark]:
     """The 1-based numbers of the findings a mark dismisses, with the mark: a report keeps its
     numbering (``docllm findings dismiss TASK N``) and shows those apart."""
-    by_print = {m.fingerprint: m for m in marks}
-    if not by_print:
-        return {}
-    found = ((n, by_print.get(fingerprint(f))) for n, f in enumerate(findings, 1) if isinstance(f, dict))
-    return {n: m for n, m in found if m is not None}
+    return {i + 1: m for i, m in match(findings, marks).items()}
 
 
 class Judgements:

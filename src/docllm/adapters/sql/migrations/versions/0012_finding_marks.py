@@ -46,6 +46,7 @@ def _columns() -> list[sa.Column]:
         sa.Column("tenant", _exact(64), primary_key=True),
         sa.Column("document", _exact(255), primary_key=True),
         sa.Column("fingerprint", _exact(64), primary_key=True),
+        sa.Column("quote_print", sa.String(64), nullable=True),
         sa.Column("reason", sa.String(16), nullable=False),
         sa.Column("note", sa.Text, nullable=True),
         sa.Column("rule", sa.String(255), nullable=True),

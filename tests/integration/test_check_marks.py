@@ -115,3 +115,26 @@ def test_without_the_database_a_check_reads_no_marks_and_creates_nothing(cli, tm
     code, out, err = cli("check", "docs", "--fail-on", "medium")
     assert (code, out) == (2, "") and "--ignore-marks checks without them" in err and err.count("\n") == 1
     assert cli("check", "docs", "--fail-on", "medium", "--ignore-marks")[0] == 1
+
+
+def test_files_sharing_a_name_take_only_marks_kept_by_their_path(cli, tmp_path, monkeypatch):
+    # guide.md's mark (kept by the name) judged docs/guide.md; a second guide.md makes the name ambiguous.
+    (tmp_path / "docs" / "old").mkdir()
+    (tmp_path / "docs" / "old" / "guide.md").write_text(EDITED)
+    code, out, err = cli("check", "docs", "--fail-on", "medium")
+    assert code == 1 and "[dismissed" not in out
+    assert err == (
+        "docllm check: docs/guide.md, docs/old/guide.md share the name guide.md: its marks are applied to "
+        "neither (name the tasks by path: docllm submit --name docs/guide.md)\n"
+    )
+    # A task named by its path judges that file alone.
+    engine = make_engine(os.environ["DOCLLM_DATABASE_URL"])
+    repo = SqlAlchemyTaskRepository(engine)
+    task = repo.create("docs/old/guide.md", EDITED)
+    repo.start_attempt(task.task_id, "tok")
+    assert repo.commit(task.task_id, 1, OfflineReviewer().review_now("guide.md", EDITED, None))
+    engine.dispose()
+    assert cli("findings", "dismiss", str(task.task_id), "1", "--reason", "accepted")[0] == 0
+    code, out, _ = cli("check", "docs", "--fail-on", "medium")
+    assert "docs/old/guide.md:6: medium completeness [dismissed: accepted]" in out
+    assert "docs/guide.md:6: medium completeness [fails]" in out and code == 1

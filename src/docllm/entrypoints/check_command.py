@@ -129,12 +129,21 @@ def _judged(
 ) -> list[Checked]:
     """Findings a person dismissed moved apart (docs/FINDINGS.md), then with ``--baseline`` only
     the new ones kept."""
-    from docllm.domain.marks.checked import against_baseline, with_marks
+    from docllm.domain.marks.checked import against_baseline, shared_names, with_marks
 
     if not args.ignore_marks:
         from docllm.entrypoints.check_marks import marks_for
 
-        results = with_marks(results, marks_for(settings, {r.source.name for r in results}, args.tenant or ""))
+        names = {r.source.name for r in results} | {r.source.path for r in results}
+        marks = marks_for(settings, names, args.tenant or "")
+        for name, paths in shared_names(results).items():
+            if marks.get(name):
+                print(
+                    f"docllm check: {', '.join(paths)} share the name {name}: its marks are applied to neither "
+                    f"(name the tasks by path: docllm submit --name {paths[0]})",
+                    file=sys.stderr,
+                )
+        results = with_marks(results, marks)
     if baseline is not None:
         from docllm.adapters.files.sarif_baseline import where
 

@@ -12,11 +12,27 @@ from docllm.domain.marks.service import judge
 from docllm.domain.review.checking import Checked, Source
 
 
+def shared_names(results: Sequence[Checked]) -> dict[str, list[str]]:
+    """Names two or more files of this check share (``docs/api/index.md``, ``docs/guide/index.md``):
+    a mark kept by such a name cannot tell which file a person judged."""
+    paths: dict[str, list[str]] = {}
+    for r in results:
+        paths.setdefault(r.source.name, []).append(r.source.path)
+    return {name: found for name, found in paths.items() if len(found) > 1}
+
+
 def with_marks(results: Sequence[Checked], marks: Mapping[str, Sequence[Mark]]) -> list[Checked]:
-    """Each result's dismissed findings moved apart: they no longer gate (``failing``)."""
+    """Each result's dismissed findings moved apart: they no longer gate (``failing``). A file's
+    marks are those kept by its path (a task named so: ``submit --name docs/api/index.md``) and, when
+    no other file of the check has its name, those kept by its name; a name two files share judges
+    neither (a finding nobody looked at must not pass as judged)."""
+    shared = shared_names(results)
     out = []
     for r in results:
-        judged = judge(r.findings, marks.get(r.source.name, ()))
+        own = [*marks.get(r.source.path, ())]
+        if r.source.name not in shared and r.source.name != r.source.path:
+            own += marks.get(r.source.name, ())
+        judged = judge(r.findings, own)
         out.append(replace(r, findings=judged.active, dismissed=[*r.dismissed, *judged.dismissed]))
     return out
 

@@ -125,7 +125,10 @@ def _checked(args: argparse.Namespace) -> list[Checked]:
 
 
 def _judged(
-    args: argparse.Namespace, settings: Settings, results: list[Checked], baseline: Counter[tuple[str, str]] | None
+    args: argparse.Namespace,
+    settings: Settings,
+    results: list[Checked],
+    baseline: tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]] | None,
 ) -> list[Checked]:
     """Findings a person dismissed moved apart (docs/FINDINGS.md), then with ``--baseline`` only
     the new ones kept."""
@@ -147,7 +150,8 @@ def _judged(
     if baseline is not None:
         from docllm.adapters.files.sarif_baseline import where
 
-        results = against_baseline(results, baseline, lambda s: where(s.key))
+        seen, every = baseline
+        results = against_baseline(results, seen, lambda s: where(s.key), every)
     return results
 
 

@@ -50,7 +50,9 @@ def _fingerprint(result: dict[str, Any]) -> str:
     )
 
 
-def read_baseline(path: str) -> Counter[tuple[str, str]]:
+def read_baseline(path: str) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """(file, fingerprint) counted in the earlier run: its open results, and all of them (the
+    suppressed too: what a dismissed finding is compared with)."""
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_BASELINE_BYTES + 1)
@@ -66,19 +68,22 @@ def read_baseline(path: str) -> Counter[tuple[str, str]]:
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise BaselineError(f"--baseline {path}: not a SARIF log (no list of runs); write one with --format sarif")
     seen: Counter[tuple[str, str]] = Counter()
+    every: Counter[tuple[str, str]] = Counter()
     for r, run in enumerate(runs):
         results = run.get("results") or []
         if not isinstance(results, list):
             raise BaselineError(f"--baseline {path}: not a SARIF log: the results of run {r} are not a list")
         for i, result in enumerate(results):
             try:
-                if result.get("suppressions"):
-                    continue  # a dismissed finding is the marks' business, not the baseline's
                 file = _path((result.get("locations") or [None])[0])
-                if file is not None:
-                    seen[(file, _fingerprint(result))] += 1
+                if file is None:
+                    continue
+                key = (file, _fingerprint(result))
+                every[key] += 1
+                if not result.get("suppressions"):  # a dismissed finding is the marks' business
+                    seen[key] += 1
             except (AttributeError, TypeError, KeyError, IndexError, ValueError):  # another shape than SARIF's
                 raise BaselineError(
                     f"--baseline {path}: not a SARIF log: run {r}, result {i} has another shape"
                 ) from None
-    return seen
+    return seen, every

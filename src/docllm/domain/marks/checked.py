@@ -38,15 +38,24 @@ def with_marks(results: Sequence[Checked], marks: Mapping[str, Sequence[Mark]]) 
 
 
 def against_baseline(
-    results: Sequence[Checked], seen: Counter[tuple[str, str]], where: Callable[[Source], str]
+    results: Sequence[Checked],
+    seen: Counter[tuple[str, str]],
+    where: Callable[[Source], str],
+    every: Counter[tuple[str, str]] | None = None,
 ) -> list[Checked]:
     """Only the findings that are new: ``seen`` counts (file, fingerprint) in the earlier run, and
     each of its findings answers for one of this run (two alike where there was one: one is new).
-    ``where``: a source's file as the baseline names files."""
-    left = Counter(seen)
+    ``where``: a source's file as the baseline names files. Dismissed findings stay, each told
+    ``baseline_state`` new or unchanged against ``every`` (the earlier run's results, suppressed ones too)."""
+    left, all_left = Counter(seen), Counter(every if every is not None else seen)
     out = []
     for r in results:
         path, new, known = where(r.source), [], 0
+        judged = []
+        for f in r.dismissed:
+            key = (path, fingerprint(f))
+            judged.append({**f, "baseline_state": "unchanged" if all_left[key] > 0 else "new"})
+            all_left[key] -= 1 if all_left[key] > 0 else 0
         for f in r.findings:
             key = (path, fingerprint(f))
             if left[key] > 0:
@@ -54,5 +63,5 @@ def against_baseline(
                 known += 1
             else:
                 new.append(f)
-        out.append(replace(r, findings=new, known=known))
+        out.append(replace(r, findings=new, dismissed=judged, known=known))
     return out

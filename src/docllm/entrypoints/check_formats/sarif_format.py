@@ -52,7 +52,8 @@ def _result(path: str, f: dict[str, Any], index: int, compared: bool) -> dict[st
     if judged:  # a person dismissed it (docllm findings): suppressed, and known before this run
         why = judged["reason"] + (f": {judged['note']}" if judged.get("note") else "")
         result["suppressions"] = [{"kind": "external", "status": "accepted", "justification": why}]
-        result["baselineState"] = "unchanged"
+        if compared:  # against the earlier run (suppressed results too): judged is not the same as seen
+            result["baselineState"] = f.get("baseline_state", "new")
     elif compared:  # --baseline: only the new ones are reported
         result["baselineState"] = "new"
     return result

@@ -14,7 +14,7 @@ from docllm.domain.review.evaluation import Expected
 
 MAX_EXPECTATIONS_BYTES = 256 * 1024
 _RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
-FINDING_KEYS = ("check", "category", "severity", "lines", "page", "section")
+FINDING_KEYS = ("check", "category", "severity", "lines", "page", "section", "quote")
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def _lines(node: yaml.Node) -> tuple[int, int]:
 def _expected(node: yaml.Node) -> Expected:
     fields = mapping(node, "an expected finding", FINDING_KEYS)
     values: dict[str, object] = {"line": node.start_mark.line + 1}
-    for key in ("check", "category", "severity", "section"):
+    for key in ("check", "category", "severity", "section", "quote"):
         if key in fields:
             values[key] = text(fields[key][1], key).strip()
     for key in ("category", "severity"):

@@ -73,16 +73,20 @@ def golden_document(task: Task, marks: Sequence[Mark], taken: set[str]) -> Golde
         mark = found.get(i)
         if mark is not None:
             matched.add(mark.fingerprint)
-        if mark is not None and mark.reason == "false-alarm":
-            alarms.append(expectation(f, severity=False))
+        if mark is not None and mark.reason == "false-alarm":  # by its quote too: exactly this one
+            alarms.append(expectation(f, severity=False) | ({"quote": f["quote"]} if f.get("quote") else {}))
         else:
             expected.append(expectation(f))
     for m in marks:  # a false alarm of an earlier version, not in this report: still no finding there
         if m.reason == "false-alarm" and m.fingerprint not in matched and m.heading.strip():
             entry = {"check": m.rule} if m.rule != m.category else {}  # placed by its section: lines moved
-            alarms.append(entry | {"category": m.category or "other", "section": m.heading})
+            alarms.append(entry | {"category": m.category or "other", "section": m.heading} | _quote_of(m))
     name = file_name(task.task_name or "document", taken)
     return GoldenDocument(name, task.document or "", task.task_id, task.rubric, expected, alarms)
+
+
+def _quote_of(m: Mark) -> dict[str, str]:
+    return {"quote": m.quote} if m.quote and len(m.quote) < 500 else {}  # 500: kept cut, not whole
 
 
 def newest_judged(tasks: Sequence[Task | None]) -> Task | None:

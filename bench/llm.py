@@ -20,8 +20,10 @@ not drained within its cap is stopped and reported with how many answers it got.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bench.common import PYTHON, Env, Sampler, Table, child_env, payload, spawn, stop, tail, tree_cpu_seconds, wait_for
@@ -181,7 +183,8 @@ def dramatiq_stored_run(
     )
     rows = row_summary(url)
     if rows["counts"].get("success") != n:
-        r["problems"].append(f"rows after the stop: {rows['counts']}")
+        errors = [line for line in tail(Path(r["log"]), 400).splitlines() if "rror" in line or "xception" in line]
+        r["problems"].append(f"rows after the stop: {rows['counts']}; the peer's log: {errors[-6:]}")
     r["label"] = f"Dramatiq, {_processes_label(processes)}, two MariaDB writes per task" + (
         ", openai pools of <= 32" if fair else ""
     )
@@ -244,9 +247,14 @@ def measure(
     enqueue()
     mock.reset()
     log = env.dir / f"llm-{name}-c{c}.log"
+    for k in itertools.count(2):  # one log per run (a second process count must not overwrite it)
+        if not log.exists():
+            break
+        log = env.dir / f"llm-{name}-c{c}-{k}.log"
+    result_log = log
     client = env.client(db)
     proc = spawn(argv, run_env, log)
-    result: dict[str, Any] = {"name": name, "concurrency": c, "n": n, "problems": []}
+    result: dict[str, Any] = {"name": name, "concurrency": c, "n": n, "problems": [], "log": str(result_log)}
     try:
         with Sampler([proc.pid], tree=True) as sampler:
 

@@ -1,6 +1,6 @@
 """``python -m bench.otlp_sink [--port 4318]``: an OTLP/HTTP endpoint that accepts every export and
 keeps nothing, so that a traced worker pays its whole export path (batching, protobuf, HTTP) and
-no collector's CPU lands on the machine (docs/BENCHMARKS.md, Issue 29: tracing's cost)."""
+no collector's CPU lands on the machine (docs/BENCHMARKS.md, "Tracing's cost")."""
 
 from __future__ import annotations
 

@@ -2,5 +2,5 @@
 
 It drives the real domain services and the real adapters (RedisTaskQueue on fakeredis with Lua,
 SqlAlchemyTaskRepository on in-memory SQLite, wired through the container); only time, the LLM
-and faults are simulated. The README's section "Simulation harness" says how to run it and how to read its table.
+and faults are simulated. docs/SIMULATION.md says how to run it and how to read its table.
 """

@@ -65,7 +65,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"break one safety mechanism of the product on purpose: {', '.join(sorted(BREAKS))}",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown (for docs/SIMULATION.md)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the per-task timeline of the first run (needs matplotlib)")
     p.add_argument("--trace", action="store_true", help="print the full trace of every run (use with --seed)")
     p.add_argument(

@@ -42,7 +42,7 @@ def main(workers: bool = True, reaper: bool = True, http: bool = True) -> int:
 def _leave(code: int) -> NoReturn:
     """Exit without the interpreter's finalization: what needed closing is closed (or left on
     purpose), and finalization can wait on threads still blocked, or hang in C code after a clean
-    stop (docs/RELIABILITY.md, "Bugs these tests found")."""
+    stop (docs/RELIABILITY.md, "Stopping: one deadline")."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,6 +1,6 @@
 """The cyclic garbage collector set for a long-running worker process (issue 24).
 
-Measured at C = 1,024 (docs/BENCHMARKS.md, "The run of 2026-12-06, afternoon"): with the
+Measured at C = 1,024 (docs/BENCHMARKS.md at 7a00685, "The run of 2026-12-06, afternoon"): with the
 interpreter's default thresholds a worker spent a quarter of its CPU in the collector (4.4 s of
 17.8). A thousand attempts in flight leave survivors in every young collection, so each walks them
 again, and the older generations fill and are walked too. What it found then was little: the

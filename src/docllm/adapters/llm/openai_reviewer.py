@@ -4,7 +4,7 @@ The client never retries (``max_retries=0``): the worker owns retries, bounded a
 so this adapter only classifies every failure into the domain's error tree.
 
 The request path is the lean one through the ``openai`` package (issue 24; figures in
-docs/BENCHMARKS.md, "Issue 24: the reviewer's request path"): the SDK's aiohttp transport
+docs/BENCHMARKS.md, "The reviewer's request path"): the SDK's aiohttp transport
 (``openai[aiohttp]``) instead of httpx's connection pool; the body a plain dict encoded once,
 sent with the client's ``request`` and options built once per reviewer (no typed-parameter
 transform); the answer the raw response decoded once, ``usage`` and the message read from the

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # The row's error of a cancelled task. Its status is ``failed``: the original deployment's table
-# has an ENUM of the four statuses, and its producers know no other (README, "docllm cancel").
+# has an ENUM of the four statuses, and its producers know no other (docs/CLI.md, "`docllm cancel`").
 CANCELLED_ERROR = "cancelled by operator"
 
 

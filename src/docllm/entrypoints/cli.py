@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("directory", metavar="DIR", help="documents, each beside its NAME.expected.yaml")
     ev.add_argument("--json", action="store_true")
     # `docllm eval export ...` (main() routes it here: eval's DIR would take the word "export")
-    ex = sub.add_parser("eval-export", prog="docllm eval export")
+    ex = sub.add_parser("eval export")
     ex.add_argument("--dismissed", required=True, metavar="DIR", help="a new or empty directory for the golden set")
     ex.add_argument("--json", action="store_true")
     check_command.add_parser(sub)
@@ -125,7 +125,7 @@ def _usd(raw: str) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["eval", "export"]:  # a golden set named "export" is ./export
-        argv = ["eval-export", *argv[2:]]
+        argv = ["eval export", *argv[2:]]
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for a usage error
@@ -156,7 +156,7 @@ def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | N
         return findings_command.run
     if args.command == "eval":  # not the builtin's name
         return commands.evaluate
-    if args.command == "eval-export":
+    if args.command == "eval export":
         from docllm.entrypoints.eval_export import export_dismissed
 
         return export_dismissed

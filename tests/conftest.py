@@ -98,6 +98,9 @@ _MARKERS_BY_FIXTURE = {
 }
 
 
+SIM_TIMEOUT_S = 1800
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that use a real server get its marker, so ``-m "not mariadb"`` works; files with a
     ``long`` test go first, longest first, so that none starts late and ends the run alone."""
@@ -105,6 +108,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = set(getattr(item, "fixturenames", ()))
         for marker in {m for fixture, m in _MARKERS_BY_FIXTURE.items() if fixture in names}:
             item.add_marker(marker)
+        if item.nodeid.startswith("tests/sim/") and item.get_closest_marker("timeout") is None:
+            # Simulated runs wait on virtual time only: the wall-clock limit guards a hang, and a
+            # loaded 2-core machine stretches a run of seconds to minutes (a money run: 4.5 min).
+            item.add_marker(pytest.mark.timeout(SIM_TIMEOUT_S))
     items.sort(key=_file_length(items))
 
 

@@ -1,3 +1,3 @@
 """docllm: a reliable worker that reviews documents with an LLM."""
 
-__version__ = "0.11.0"
+__version__ = "0.12.0"

@@ -191,6 +191,13 @@ def _batch_store(engine):
     return SqlAlchemyBatchStore(engine)
 
 
+def _marks(engine):
+    """Findings a person judged (issue 46), beside the tasks."""
+    from docllm.adapters.sql.marks import SqlAlchemyMarkStore
+
+    return SqlAlchemyMarkStore(engine)
+
+
 def _batch_leases(client, settings: Settings, clock, queue):
     """Who polls each batch, in Redis on the authority clock; its members' leases are ``queue``'s."""
     from docllm.adapters.redis.batch_leases import RedisBatchLeases
@@ -456,6 +463,7 @@ class Container(containers.DeclarativeContainer):
     batch_store = providers.Singleton(_batch_store, engine)  # the batch lane's (issue 28)
     review_memory = providers.Singleton(_review_memory, settings, engine.provider)  # None: off (issue 46)
     batch_leases = providers.Singleton(_batch_leases, redis_client, settings, clock, queue)
+    marks = providers.Singleton(_marks, engine)  # findings a person judged (issue 46)
     batch_api = providers.Singleton(_batch_api, settings)  # None: batching is off
     batch_target = providers.Singleton(_batch_target, settings)
     events = providers.Singleton(_events, settings, metrics)

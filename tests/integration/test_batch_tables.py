@@ -45,7 +45,7 @@ def version(engine: Engine) -> str:
 def test_the_batch_tables_match_the_model(engine):
     upgrade_schema(engine)
     upgrade_schema(engine)  # idempotent
-    assert version(engine) == "0011" and set(inspect(engine).get_table_names()) >= TABLES
+    assert version(engine) == "0012" and set(inspect(engine).get_table_names()) >= TABLES
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
         assert compare_metadata(context, metadata) == []
@@ -60,7 +60,7 @@ def test_down_to_0008_and_up_again_keeps_the_tasks(engine):
     with engine.connect() as conn:  # read as the 0008 schema has it (this version's rows have 0011's column)
         assert conn.execute(text("SELECT task_name FROM task_doc_llm")).scalar_one() == "kept"
     upgrade_schema(engine)
-    assert version(engine) == "0011" and SqlAlchemyBatchStore(engine).unfinished() == []
+    assert version(engine) == "0012" and SqlAlchemyBatchStore(engine).unfinished() == []
 
 
 def test_an_upgrade_adopts_batch_tables_already_there(engine):
@@ -69,7 +69,7 @@ def test_an_upgrade_adopts_batch_tables_already_there(engine):
     metadata.tables["llm_batches"].create(engine)
     metadata.tables["llm_batch_tasks"].create(engine)
     upgrade_schema(engine)
-    assert version(engine) == "0011"
+    assert version(engine) == "0012"
     store = SqlAlchemyBatchStore(engine)
     store.open("r" * 32, "gpt", [(1, 1)], 1_700_000_000_000)
     assert store.get("r" * 32).tasks == 1

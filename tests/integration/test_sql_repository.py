@@ -92,7 +92,7 @@ def test_upgrade_schema_is_idempotent_and_matches_the_model(engine, mysql_url):
     upgrade_schema(mysql_url)
     upgrade_schema(engine)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0011"]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0012"]
         context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
         assert compare_metadata(context, metadata) == []
 
@@ -120,7 +120,7 @@ def test_processes_that_start_together_upgrade_one_sqlite_file_once(tmp_path):
         pool.map(upgrade_schema, [url] * 4)
     engine = make_engine(url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0011"]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0012"]
     engine.dispose()
 
 

@@ -67,6 +67,7 @@ class NoLeftoverSweepMachine(QueueMachine):
         (NoLeftoverSweepMachine, "leftovers are still there"),
     ],
 )
+@pytest.mark.timeout(900)  # a hypothesis search: 80 s alone, over 300 s seen on a loaded machine
 @pytest.mark.long(80)
 def test_a_broken_mechanism_is_caught(machine, symptom):
     with pytest.raises(AssertionError, match=symptom):

@@ -10,8 +10,8 @@ import functools
 import pytest
 
 from sim.breaks import BREAKS
-from sim.crash_scenarios import parse_args, plan
 from sim.runner import Options, run_once
+from tests.sim.default_run import default_runs as planned
 
 EXPECTED = {
     "unfenced-commit": {"I4"},
@@ -44,7 +44,7 @@ def share(k: int, of: int = 2) -> list[str]:
 @functools.cache
 def default_runs() -> frozenset[tuple[str, str, int]]:
     """The default run's (scenario, design, seed): the suite runs them all (test_default_run_*)."""
-    return frozenset(plan(parse_args([])))
+    return frozenset(planned())
 
 
 def check_break(name: str) -> None:

@@ -106,3 +106,19 @@ def test_a_bad_golden_set_is_one_line_naming_the_file(tmp_path, files, error):
     with pytest.raises(EvaluationError) as caught:
         load_cases(str(write(tmp_path, **files)), 10_000, InMemoryRubricCatalog())
     assert error in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_false_alarms_are_read_as_places_with_no_finding():
+    parsed = parse_expectations(
+        "findings: []\nfalse_alarms:\n  - category: links\n    lines: 4\n  - check: rubric:a/b\n    section: X\n",
+        "faq.expected.yaml",
+    )
+    assert parsed.findings == () and parsed.false_alarms == (
+        Expected(category="links", lines=(4, 4), line=3),
+        Expected(check="rubric:a/b", section="X", line=5),
+    )
+    assert parse_expectations("findings: []\n", "a.expected.yaml").false_alarms == ()
+    with pytest.raises(EvaluationError, match=r"b.expected.yaml:2: false_alarms must be a list"):
+        parse_expectations("findings: []\nfalse_alarms: links\n", "b.expected.yaml")
+    with pytest.raises(EvaluationError, match=r"c.expected.yaml:3: unknown key 'line'"):
+        parse_expectations("findings: []\nfalse_alarms:\n  - line: 4\n", "c.expected.yaml")

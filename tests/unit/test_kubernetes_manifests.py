@@ -598,7 +598,7 @@ images:
 patches:
   - target:
       kind: Job
-      name: docllm-init-db-0-11-0
+      name: docllm-init-db-0-12-0
     patch: |-
       - op: replace
         path: /metadata/name
@@ -614,9 +614,9 @@ def test_an_image_of_your_own_gets_a_migration_job_of_its_own(tmp_path):
     if kubectl is None:
         pytest.skip("kubectl is not installed")
     text = (ROOT / "docs" / "DEPLOY.md").read_text()
-    assert OWN_IMAGE.split("patches:")[1].replace("{tag}", "0-11-0-build-7") in text  # the doc's recipe
+    assert OWN_IMAGE.split("patches:")[1].replace("{tag}", "0-12-0-build-7") in text  # the doc's recipe
     jobs = []
-    for tag in ("0-11-0-build-7", "0-11-0-build-8"):
+    for tag in ("0-12-0-build-7", "0-12-0-build-8"):
         overlay = tmp_path / tag
         overlay.mkdir()
         external = os.path.relpath(KUBERNETES / "overlays" / "external", overlay)
@@ -626,7 +626,7 @@ def test_an_image_of_your_own_gets_a_migration_job_of_its_own(tmp_path):
         (job,) = [d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] == "Job"]
         assert job["spec"]["template"]["spec"]["containers"][0]["image"] == f"registry.example.com/docllm:{tag}"
         jobs.append(job["metadata"]["name"])
-    assert jobs == ["docllm-init-db-0-11-0-build-7", "docllm-init-db-0-11-0-build-8"]
+    assert jobs == ["docllm-init-db-0-12-0-build-7", "docllm-init-db-0-12-0-build-8"]
 
 
 def _schema_wait(name: str) -> str:

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import sys
+from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -38,12 +39,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--parallel", type=int, default=4, metavar="N", help="reviews at once (an LLM reviewer)")
     c.add_argument("--fleet", action="store_true", help="submit to the fleet (Redis, database, workers) and wait")
     c.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="--fleet: how long to wait")
+    c.add_argument("--baseline", metavar="FILE", help="report only findings new against this earlier SARIF run")
+    c.add_argument(
+        "--ignore-marks", action="store_true", help="count findings a person dismissed (docllm findings) too"
+    )
+    c.add_argument("--tenant", type=_tenant, help="whose judgements apply (and whose tasks, with --fleet)")
 
     def one_line(message: str) -> None:  # a CI log gets one line, not argparse's usage block
         print(f"docllm check: {message} (docllm check --help)", file=sys.stderr)
         raise SystemExit(EXIT_ERROR)
 
     c.error = one_line
+
+
+def _tenant(text: str) -> str:
+    from docllm.domain.lanes.model import tenant_error
+
+    reason = tenant_error(text)
+    if reason:
+        raise argparse.ArgumentTypeError(reason)
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,16 +105,54 @@ def _checked(args: argparse.Namespace) -> list[Checked]:
         from docllm.adapters.vcs.git_diff import changed_lines
 
         changed = changed_lines(args.changed_from)
+    baseline = None
+    if args.baseline is not None:  # before any review: a bad file costs nothing
+        from docllm.adapters.files.sarif_baseline import read_baseline
+
+        baseline = read_baseline(args.baseline)
     if args.fleet:
-        return _in_fleet(args, settings, changed)
-    container = build_container(settings)
-    try:
-        rubric = container.rubrics().get(args.rubric) if args.rubric is not None else None
-        sources = _sources(args, settings.max_document_bytes, changed)
-        results = asyncio.run(_review(container, sources, rubric, args.parallel))
-    finally:
-        container.shutdown_resources()
-    return results if changed is None else only_changed(results, changed)
+        results = _in_fleet(args, settings, changed)
+    else:
+        container = build_container(settings)
+        try:
+            rubric = container.rubrics().get(args.rubric) if args.rubric is not None else None
+            sources = _sources(args, settings.max_document_bytes, changed)
+            results = asyncio.run(_review(container, sources, rubric, args.parallel))
+        finally:
+            container.shutdown_resources()
+        results = results if changed is None else only_changed(results, changed)
+    return _judged(args, settings, results, baseline)
+
+
+def _judged(
+    args: argparse.Namespace,
+    settings: Settings,
+    results: list[Checked],
+    baseline: tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]] | None,
+) -> list[Checked]:
+    """Findings a person dismissed moved apart (docs/FINDINGS.md), then with ``--baseline`` only
+    the new ones kept."""
+    from docllm.domain.marks.checked import against_baseline, shared_names, with_marks
+
+    if not args.ignore_marks:
+        from docllm.entrypoints.check_marks import marks_for
+
+        names = {r.source.name for r in results} | {r.source.path for r in results}
+        marks = marks_for(settings, names, args.tenant or "")
+        for name, paths in shared_names(results).items():
+            if marks.get(name):
+                print(
+                    f"docllm check: {', '.join(paths)} share the name {name}: its marks are applied to neither "
+                    f"(name the tasks by path: docllm submit --name {paths[0]})",
+                    file=sys.stderr,
+                )
+        results = with_marks(results, marks)
+    if baseline is not None:
+        from docllm.adapters.files.sarif_baseline import where
+
+        seen, every = baseline
+        results = against_baseline(results, seen, lambda s: where(s.key), every)
+    return results
 
 
 def _sources(args: argparse.Namespace, limit: int, changed: dict[str, set[int]] | None) -> list[Source]:
@@ -127,7 +180,7 @@ def _in_fleet(args: argparse.Namespace, settings: Settings, changed: dict[str, s
     if args.timeout <= 0:
         raise ValueError(f"--timeout must be above 0 seconds, got {args.timeout:g}")
     sources = _sources(args, settings.max_document_bytes, changed)
-    results = check_in_fleet(settings, sources, args.rubric, args.timeout)
+    results = check_in_fleet(settings, sources, args.rubric, args.timeout, args.tenant)
     return results if changed is None else only_changed(results, changed)
 
 

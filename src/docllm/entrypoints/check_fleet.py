@@ -15,7 +15,7 @@ POLL_SECONDS = 0.5
 
 
 def check_in_fleet(
-    settings: Settings, sources: Sequence[Source], rubric: str | None, timeout_s: float
+    settings: Settings, sources: Sequence[Source], rubric: str | None, timeout_s: float, tenant: str | None = None
 ) -> list[Checked]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -28,7 +28,10 @@ def check_in_fleet(
         repo, queue, rubrics = container.repository(), container.queue(), container.rubrics()
         limit = settings.max_attempts
         readable = [s for s in sources if s.text.strip() and not s.unreadable]
-        ids = [submit(repo, queue, s.name, s.text, limit, rubric=rubric, rubrics=rubrics).task_id for s in readable]
+        ids = [
+            submit(repo, queue, s.name, s.text, limit, rubric=rubric, rubrics=rubrics, tenant=tenant).task_id
+            for s in readable
+        ]
         console = Console(stderr=True)
         with Progress(
             "reviewing in the fleet",

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from docllm.domain.errors import DocllmError
 from docllm.domain.lanes.model import LANES, tenant_error
-from docllm.entrypoints import check_command
+from docllm.entrypoints import check_command, findings_command
 from docllm.entrypoints.output import CommandError
 from docllm.entrypoints.processes import parse_processes
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
@@ -97,10 +97,19 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="show the worker surviving a SIGKILL, on embedded defaults")
     demo.add_argument("--workers", type=int, default=3)
     demo.add_argument("--dashboard", action="store_true", help="then serve the dashboard over the demo's data")
-    ev = sub.add_parser("eval", help="score the reviewer on a golden set: precision, recall and cost per document")
+    ev = sub.add_parser(
+        "eval",
+        help="score the reviewer on a golden set: precision, recall and cost per document",
+        epilog="docllm eval export --dismissed DIR: write the documents people judged as a golden set",
+    )
     ev.add_argument("directory", metavar="DIR", help="documents, each beside its NAME.expected.yaml")
     ev.add_argument("--json", action="store_true")
+    # `docllm eval export ...` (main() routes it here: eval's DIR would take the word "export")
+    ex = sub.add_parser("eval export")
+    ex.add_argument("--dismissed", required=True, metavar="DIR", help="a new or empty directory for the golden set")
+    ex.add_argument("--json", action="store_true")
     check_command.add_parser(sub)
+    findings_command.add_parser(sub)
     db = sub.add_parser("dashboard", help="serve the web dashboard (loopback unless DOCLLM_DASHBOARD_TOKEN is set)")
     db.add_argument("--host", default="127.0.0.1")
     db.add_argument("--port", type=int, default=8765)
@@ -115,6 +124,9 @@ def _usd(raw: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["eval", "export"]:  # a golden set named "export" is ./export
+        argv = ["eval export", *argv[2:]]
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for a usage error
@@ -141,8 +153,14 @@ def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | N
         return {"list": commands.dead_list, "retry": commands.dead_retry, "discard": commands.dead_discard}[
             args.dead_command
         ]
+    if args.command == "findings":
+        return findings_command.run
     if args.command == "eval":  # not the builtin's name
         return commands.evaluate
+    if args.command == "eval export":
+        from docllm.entrypoints.eval_export import export_dismissed
+
+        return export_dismissed
     return getattr(commands, args.command.replace("-", "_"))
 
 

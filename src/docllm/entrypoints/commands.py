@@ -191,18 +191,20 @@ def dashboard(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
+    from docllm.domain.marks.service import Judgements
     from docllm.entrypoints.report_view import render_task, show_json
 
     with _container() as c:
         task = c.repository().get(args.task_id)
         default_max = c.settings().max_attempts
         batches = batch_view.task_batches_json(c.batch_store(), args.task_id) if task is not None else []
+        marks = Judgements(c.repository(), c.marks()).of_task(task) if task is not None else {}
     if task is None:
         raise CommandError(f"no task with id {args.task_id}")
     if args.json:
-        print_json(show_json(task, batches))
+        print_json(show_json(task, batches, marks))
     else:
-        console().print(render_task(task, default_max, batches))
+        console().print(render_task(task, default_max, batches, marks))
     return 0
 
 

@@ -55,6 +55,7 @@ def eval_json(results: Sequence[CaseResult], reviewer: str, model: str | None) -
             "completion_tokens": r.usage.completion_tokens,
             "missed": [expected_json(e) for e in r.comparison.missed],
             "unexpected": [_unexpected_json(f) for f in r.comparison.unexpected],
+            "false_alarms": len(r.comparison.false_alarms),  # of the unexpected: dismissed before, back
         }
         for r in results
     ]
@@ -100,5 +101,8 @@ def eval_table(results: Sequence[CaseResult], reviewer: str, model: str | None) 
         for f in r.comparison.unexpected:
             loc = f["location"]
             where = f"line {loc['line_start']}" if loc["line_start"] else repr(loc["heading"] or "document")
-            notes.append(f"{r.case.name}: unexpected {f['category']} ({f['severity']}) at {where}: {f['message']}")
+            again = " (a false alarm a person dismissed)" if any(f is a for a in r.comparison.false_alarms) else ""
+            notes.append(
+                f"{r.case.name}: unexpected{again} {f['category']} ({f['severity']}) at {where}: {f['message']}"
+            )
     return Group(table, *(Text(n, style="dim") for n in notes))

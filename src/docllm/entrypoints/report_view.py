@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from docllm.domain.llm.usage import Usage
+from docllm.domain.marks.model import Mark
 from docllm.domain.review.report import SEVERITIES
 from docllm.domain.tasks.model import Task
 from docllm.entrypoints.batch_view import task_batches_lines
@@ -25,23 +26,32 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def show_json(task: Task, batches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def show_json(
+    task: Task, batches: list[dict[str, Any]] | None = None, marks: dict[int, Mark] | None = None
+) -> dict[str, Any]:
     """``batches``: those holding the task (batch_view.task_batches_json); the key is absent
-    when none does."""
+    when none does. ``marks``: the findings a person dismissed, by number (``dismissed``: absent
+    when none is)."""
     shown = task_json(task) | {
         "max_attempts": task.max_attempts,
         "processing_started_at": _iso(task.processing_started_at),
         "updated_at": _iso(task.updated_at),
         "rubric": task.rubric,
     }
-    return shown | ({"batches": batches} if batches else {})
+    dismissed = [{"number": n, **m.shown()} for n, m in sorted((marks or {}).items())]
+    return shown | ({"batches": batches} if batches else {}) | ({"dismissed": dismissed} if dismissed else {})
 
 
-def render_task(task: Task, default_max_attempts: int, batches: list[dict[str, Any]] | None = None) -> RenderableType:
+def render_task(
+    task: Task,
+    default_max_attempts: int,
+    batches: list[dict[str, Any]] | None = None,
+    marks: dict[int, Mark] | None = None,
+) -> RenderableType:
     parts: list[RenderableType] = [_header(task, default_max_attempts, task_batches_lines(batches or []))]
     report = task.result
     if isinstance(report, dict) and isinstance(report.get("findings"), list):
-        parts += _report(report)
+        parts += _report(report, marks or {})
     elif report is not None:  # a row of the original deployment: any text or JSON
         parts.append(Panel(Text(str(report)), title="result (not a docllm report)"))
     elif not task.status.terminal:
@@ -82,9 +92,12 @@ def _usage_line(u: Usage) -> str:
     )
 
 
-def _report(report: dict[str, Any]) -> list[RenderableType]:
+def _report(report: dict[str, Any], marks: dict[int, Mark]) -> list[RenderableType]:
+    """Findings numbered by their place in the report (what ``docllm findings dismiss`` takes),
+    grouped by severity; those a person dismissed last, apart."""
     usage = report.get("usage") or {}
-    findings = [f for f in report["findings"] if isinstance(f, dict)]
+    numbered = [(n, f) for n, f in enumerate(report["findings"], 1) if isinstance(f, dict)]
+    findings = [f for _, f in numbered]
     out: list[RenderableType] = [
         Text.from_markup(
             f"[bold]summary[/] {escape(str(report.get('summary') or '-'))}\n"
@@ -98,11 +111,15 @@ def _report(report: dict[str, Any]) -> list[RenderableType]:
     known = [s for s in reversed(SEVERITIES)]
     others = sorted({str(f.get("severity")) for f in findings} - set(known))
     for severity in known + others:
-        group = [f for f in findings if str(f.get("severity")) == severity]
+        group = [(n, f) for n, f in numbered if str(f.get("severity")) == severity and n not in marks]
         if group:
             style = COLOURS.get(severity, "")
             out.append(Text(f"\n{severity.upper()} ({len(group)})", style=style))
-            out += [_finding(i, f) for i, f in enumerate(group, 1)]
+            out += [_finding(n, f) for n, f in group]
+    gone = [(n, f) for n, f in numbered if n in marks]
+    if gone:
+        out.append(Text(f"\nDISMISSED ({len(gone)}, not counted)", style="dim"))
+        out += [_finding(n, f, marks[n]) for n, f in gone]
     return out
 
 
@@ -143,9 +160,11 @@ def _cached(report: dict[str, Any]) -> str:
     return ", from the cache: " + "; ".join(parts)
 
 
-def _finding(number: int, f: dict[str, Any]) -> RenderableType:
+def _finding(number: int, f: dict[str, Any], mark: Mark | None = None) -> RenderableType:
     text = Text()
     text.append(f"{number:>3}. ")
+    if mark is not None:
+        text.append(f"[{f.get('severity', '?')}, dismissed: {mark.reason}] ", style="dim")
     text.append(f"[{f.get('category', 'other')}] ", style="bold")
     text.append(_where(f.get("location")), style="dim")
     if f.get("check"):  # the rubric check that produced it
@@ -155,6 +174,10 @@ def _finding(number: int, f: dict[str, Any]) -> RenderableType:
         text.append(f'\n     "{f["quote"]}"', style="italic")
     if f.get("suggestion"):
         text.append(f"\n     -> {f['suggestion']}", style="green")
+    if mark is not None:
+        text.append(
+            f"\n     dismissed by {mark.marked_by or '?'}" + (f": {mark.note}" if mark.note else ""), style="dim"
+        )
     return text
 
 

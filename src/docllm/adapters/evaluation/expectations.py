@@ -14,7 +14,7 @@ from docllm.domain.review.evaluation import Expected
 
 MAX_EXPECTATIONS_BYTES = 256 * 1024
 _RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
-FINDING_KEYS = ("check", "category", "severity", "lines", "page", "section")
+FINDING_KEYS = ("check", "category", "severity", "lines", "page", "section", "quote")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Expectations:
     findings: tuple[Expected, ...]
     rubric: str | None = None  # a rubric's name, or a path to its file (relative to this file)
     rubric_line: int = 1
+    false_alarms: tuple[Expected, ...] = ()  # "no finding here": what a person dismissed (docs/FINDINGS.md)
 
 
 def _lines(node: yaml.Node) -> tuple[int, int]:
@@ -38,7 +39,7 @@ def _lines(node: yaml.Node) -> tuple[int, int]:
 def _expected(node: yaml.Node) -> Expected:
     fields = mapping(node, "an expected finding", FINDING_KEYS)
     values: dict[str, object] = {"line": node.start_mark.line + 1}
-    for key in ("check", "category", "severity", "section"):
+    for key in ("check", "category", "severity", "section", "quote"):
         if key in fields:
             values[key] = text(fields[key][1], key).strip()
     for key in ("category", "severity"):
@@ -62,17 +63,21 @@ def _expected(node: yaml.Node) -> Expected:
 def _expectations(root: yaml.Node | None) -> Expectations:
     if root is None:
         raise Bad(None, "the file is empty: it needs findings (a list, [] for none)")
-    fields = mapping(root, "an expectations file", ("rubric", "findings"))
+    fields = mapping(root, "an expectations file", ("rubric", "findings", "false_alarms"))
     if "findings" not in fields:
         raise Bad(root, "an expectations file needs findings: a list ([] for a document with no problem)")
-    items = fields["findings"][1]
-    if not isinstance(items, yaml.SequenceNode):
-        raise Bad(items, "findings must be a list")
-    findings = tuple(_expected(item) for item in items.value)
+    findings = _list(fields["findings"][1], "findings")
+    alarms = _list(fields["false_alarms"][1], "false_alarms") if "false_alarms" in fields else ()
     if "rubric" not in fields:
-        return Expectations(findings)
+        return Expectations(findings, false_alarms=alarms)
     rubric = fields["rubric"][1]
-    return Expectations(findings, text(rubric, "rubric").strip(), rubric.start_mark.line + 1)
+    return Expectations(findings, text(rubric, "rubric").strip(), rubric.start_mark.line + 1, alarms)
+
+
+def _list(items: yaml.Node, key: str) -> tuple[Expected, ...]:
+    if not isinstance(items, yaml.SequenceNode):
+        raise Bad(items, f"{key} must be a list")
+    return tuple(_expected(item) for item in items.value)
 
 
 def parse_expectations(content: str, path: str) -> Expectations:

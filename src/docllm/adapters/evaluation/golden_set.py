@@ -43,7 +43,7 @@ def _case(root: Path, spec: str, names: list[str], max_bytes: int, rubrics: Rubr
         document = read_document(root / docs[0], max_bytes)
     except DocumentError as exc:
         raise EvaluationError(str(exc)) from None
-    return Case(str(root / docs[0]), docs[0], document, expectations.findings, rubric)
+    return Case(str(root / docs[0]), docs[0], document, expectations.findings, rubric, expectations.false_alarms)
 
 
 def _rubric(expectations: Expectations, spec_path: str, rubrics: RubricCatalog) -> Rubric | None:

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.mysql import LONGTEXT
+from sqlalchemy.dialects.mysql import LONGTEXT, VARCHAR
 from sqlalchemy.types import TypeDecorator
 
 from docllm.adapters.sql.timestamps import UtcDateTime, utcnow
@@ -181,3 +181,35 @@ review_cache = Table(
 )
 # Expiry's sweep takes the oldest entries through this index, a bounded page at a time.
 Index(REVIEW_CACHE_AGE_INDEX, review_cache.c.created_ms)
+# Findings a person judged (issue 46, migration 0012): one mark per (document name, fingerprint),
+# domain/marks/model.py. Producers never see it.
+MARKS_TABLE = "finding_marks"
+
+
+def ExactString(length: int) -> Any:  # noqa: N802 - reads as the type it is
+    """A key compared byte for byte: MySQL's default collation would make ``Acme`` and ``acme``,
+    ``README.md`` and ``readme.md``, ``résumé.md`` and ``resume.md`` one key (SQLite compares exactly)."""
+    return String(length).with_variant(VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb")
+
+
+finding_marks = Table(
+    MARKS_TABLE,
+    metadata,
+    Column("tenant", ExactString(64), primary_key=True),  # '' for tasks without a tenant (a key holds no NULL)
+    Column("document", ExactString(255), primary_key=True),
+    Column("fingerprint", ExactString(64), primary_key=True),
+    Column("quote_print", String(64), nullable=True),  # the fingerprint without the heading
+    Column("reason", String(16), nullable=False),
+    Column("note", Text, nullable=True),
+    Column("rule", String(255), nullable=True),
+    Column("category", String(32), nullable=True),
+    Column("severity", String(16), nullable=True),
+    Column("quote", Text, nullable=True),
+    Column("heading", Text, nullable=True),
+    Column("message", Text, nullable=True),
+    Column("task_id", TaskId, nullable=True),  # where it was marked; the task may be deleted since
+    Column("number", Integer, nullable=True),
+    Column("marked_by", String(255), nullable=True),
+    timestamp("marked_at", defaulted=True),
+    **MYSQL_TABLE_OPTIONS,
+)

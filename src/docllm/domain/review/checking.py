@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from docllm.domain.errors import DocllmError
@@ -45,6 +45,9 @@ class Checked:
     findings: list[Finding]
     summary: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # reviewer, model: what made the report
+    # Findings a person dismissed (domain/marks, issue 46): shown apart, never counted by ``failing``.
+    dismissed: list[Finding] = field(default_factory=list)
+    known: int | None = None  # with --baseline: findings the earlier run had, left out; None: no baseline
 
     @property
     def path(self) -> str:
@@ -71,9 +74,10 @@ def only_changed(results: Sequence[Checked], changed: Mapping[str, set[int]]) ->
     for r in results:
         lines = changed.get(r.source.key)
         if lines is None:
-            kept.append(Checked(r.source, [], r.summary, r.extra))
+            kept.append(replace(r, findings=[], dismissed=[]))
             continue
-        kept.append(Checked(r.source, [f for f in r.findings if _touches(f, lines)], r.summary, r.extra))
+        touched = [f for f in r.findings if _touches(f, lines)]
+        kept.append(replace(r, findings=touched, dismissed=[f for f in r.dismissed if _touches(f, lines)]))
     return kept
 
 

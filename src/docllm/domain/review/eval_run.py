@@ -22,6 +22,7 @@ class Case:
     document: str
     expected: tuple[Expected, ...]
     rubric: Rubric | None = None
+    false_alarms: tuple[Expected, ...] = ()  # findings a person dismissed as false alarms (docs/FINDINGS.md)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ async def evaluate(reviewer: DocumentReviewer, cases: Sequence[Case]) -> list[Ca
             raise EvaluationError(f"{case.path}: the review failed: {exc}") from None
         usage = meter.total
         cost = usage.cost_usd if usage.calls else 0.0  # no call (offline), no cost
-        results.append(CaseResult(case, compare(case.expected, report["findings"], cost), usage))
+        comparison = compare(case.expected, report["findings"], cost, case.false_alarms)
+        results.append(CaseResult(case, comparison, usage))
     return results
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from docllm.domain.marks.model import quoted
 from docllm.domain.review.report import CATEGORIES, SEVERITIES
 
 
@@ -35,6 +36,7 @@ class Expected:
     lines: tuple[int, int] | None = None
     section: str | None = None  # a heading path; a PDF's page N is "page N"
     line: int = 0
+    quote: str | None = None  # the text it quotes, compared as marks compare quotes (docs/FINDINGS.md)
 
     def __post_init__(self) -> None:
         if self.check is None and self.category is None:
@@ -54,6 +56,8 @@ class Expected:
         if self.category is not None and finding["category"] != self.category:
             return False
         if SEVERITIES.index(finding["severity"]) < SEVERITIES.index(self.severity):
+            return False
+        if self.quote is not None and quoted(str(finding.get("quote") or "")) != quoted(self.quote):
             return False
         return self._overlaps(finding["location"])
 
@@ -119,15 +123,26 @@ class Comparison:
     score: Score
     missed: tuple[Expected, ...]
     unexpected: tuple[dict[str, Any], ...]
+    # Of the unexpected, those a person had dismissed as false alarms (``false_alarms:``): back again.
+    false_alarms: tuple[dict[str, Any], ...] = ()
 
 
 def compare(
-    expected: Sequence[Expected], produced: Sequence[dict[str, Any]], cost_usd: float | None = 0.0
+    expected: Sequence[Expected],
+    produced: Sequence[dict[str, Any]],
+    cost_usd: float | None = 0.0,
+    false_alarms: Sequence[Expected] = (),
 ) -> Comparison:
-    pairs = pair(expected, produced)
+    # A finding that is a known false alarm by its very quote pairs with no expectation: back again,
+    # it must not pass for the real finding of the same kind and lines that a new prompt lost.
+    known = {j for j, f in enumerate(produced) if any(a.quote is not None and a.matches(f) for a in false_alarms)}
+    candidates = [j for j in range(len(produced)) if j not in known]
+    pairs = [(i, candidates[j]) for i, j in pair(expected, [produced[j] for j in candidates])]
     paired_e, paired_p = {i for i, _ in pairs}, {j for _, j in pairs}
+    unexpected = tuple(f for j, f in enumerate(produced) if j not in paired_p)
     return Comparison(
         Score(len(expected), len(produced), len(pairs), cost_usd),
         tuple(e for i, e in enumerate(expected) if i not in paired_e),
-        tuple(f for j, f in enumerate(produced) if j not in paired_p),
+        unexpected,
+        tuple(f for f in unexpected if any(a.matches(f) for a in false_alarms)),
     )

@@ -13,7 +13,15 @@ def render(results: Sequence[Checked], threshold: str) -> str:
         "fail_on": threshold,
         "failing": failing(results, threshold),
         "documents": [
-            {"path": r.path, "name": r.source.name, "summary": r.summary, **r.extra, "findings": r.findings}
+            {
+                "path": r.path,
+                "name": r.source.name,
+                "summary": r.summary,
+                **r.extra,
+                "findings": r.findings,
+                "dismissed": r.dismissed,  # each with its judgement under "dismissed"
+                **({} if r.known is None else {"in_baseline": r.known}),
+            }
             for r in results
         ],
     }

@@ -35,6 +35,10 @@ def render(results: Sequence[Checked], threshold: str) -> str:
                 failure.text = _x(line) + _x(f"\n{f['suggestion']}" if f.get("suggestion") else "")
             else:
                 below.append(line)
+        below += [
+            f"{r.path}: {f['severity']} {f['category']} [dismissed: {f['dismissed']['reason']}]: {f['message']}"
+            for f in r.dismissed
+        ]
         if below:
             ET.SubElement(case, "system-out").text = _x("\n".join(below))
     suite.set("failures", str(failures))

@@ -11,6 +11,8 @@ from typing import Any
 from urllib.parse import quote
 
 import docllm
+from docllm.adapters.files.sarif_baseline import FINGERPRINT_KEY
+from docllm.domain.marks.model import fingerprint
 from docllm.domain.review.checking import Checked
 from docllm.entrypoints.check_formats.rules import SARIF_LEVEL, lines, rule_help, rule_id
 
@@ -25,7 +27,7 @@ def _artifact(path: str) -> dict[str, Any]:
     return {"uri": quote(os.fsencode(path)), "uriBaseId": "%SRCROOT%"}
 
 
-def _result(path: str, f: dict[str, Any], index: int) -> dict[str, Any]:  # path: the source's key
+def _result(path: str, f: dict[str, Any], index: int, compared: bool) -> dict[str, Any]:  # path: the source's key
     start, end = lines(f)
     physical: dict[str, Any] = {"artifactLocation": _artifact(path)}
     if start:
@@ -45,11 +47,20 @@ def _result(path: str, f: dict[str, Any], index: int) -> dict[str, Any]:  # path
     heading = (f.get("location") or {}).get("heading")
     if heading:
         result["locations"][0]["logicalLocations"] = [{"name": heading, "kind": "section"}]
+    result["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint(f)}  # what --baseline matches on
+    judged = f.get("dismissed")
+    if judged:  # a person dismissed it (docllm findings): suppressed, and known before this run
+        why = judged["reason"] + (f": {judged['note']}" if judged.get("note") else "")
+        result["suppressions"] = [{"kind": "external", "status": "accepted", "justification": why}]
+        if compared:  # against the earlier run (suppressed results too): judged is not the same as seen
+            result["baselineState"] = f.get("baseline_state", "new")
+    elif compared:  # --baseline: only the new ones are reported
+        result["baselineState"] = "new"
     return result
 
 
 def render(results: Sequence[Checked], threshold: str) -> str:
-    ids = sorted({rule_id(f) for r in results for f in r.findings})
+    ids = sorted({rule_id(f) for r in results for f in [*r.findings, *r.dismissed]})
     index = {rid: i for i, rid in enumerate(ids)}
     rules = [
         {
@@ -72,6 +83,10 @@ def render(results: Sequence[Checked], threshold: str) -> str:
         },
         "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(os.getcwd()).as_uri() + "/"}},
         "artifacts": [{"location": _artifact(r.source.key)} for r in results],
-        "results": [_result(r.source.key, f, index[rule_id(f)]) for r in results for f in r.findings],
+        "results": [
+            _result(r.source.key, f, index[rule_id(f)], r.known is not None)
+            for r in results
+            for f in [*r.findings, *r.dismissed]
+        ],
     }
     return json.dumps({"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, ensure_ascii=False, indent=2) + "\n"

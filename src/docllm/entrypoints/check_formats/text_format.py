@@ -17,9 +17,20 @@ def render(results: Sequence[Checked], threshold: str) -> str:
             where = f"{r.path}:{start}" if start else (f"{r.path} ({heading})" if heading else r.path)
             mark = " [fails]" if at_or_above(f, threshold) else ""
             out.append(f"{where}: {f['severity']} {f['category']}{mark}: {f['message']}")
+    for r in results:  # judged by a person: shown, never counted (docs/FINDINGS.md)
+        for f in r.dismissed:
+            start, _ = lines(f)
+            where = f"{r.path}:{start}" if start else r.path
+            out.append(
+                f"{where}: {f['severity']} {f['category']} [dismissed: {f['dismissed']['reason']}]: {f['message']}"
+            )
     total = sum(len(r.findings) for r in results)
+    dismissed = sum(len(r.dismissed) for r in results)
+    known = [r.known for r in results if r.known is not None]
     out.append(
         f"{len(results)} document(s) checked, {total} finding(s), "
         f"{failing(results, threshold)} at or above {threshold}."
+        + (f" {dismissed} dismissed." if dismissed else "")
+        + (f" {sum(known)} already in the baseline, not shown." if known else "")
     )
     return "\n".join(out) + "\n"

@@ -17,6 +17,9 @@ from werkzeug.routing import BaseConverter, ValidationError
 
 from docllm.domain.batches.ports import BatchStore
 from docllm.domain.events import EventSink
+from docllm.domain.marks.model import REASONS, Mark
+from docllm.domain.marks.ports import MarkStore
+from docllm.domain.marks.service import Judgements
 from docllm.domain.review.report import SEVERITIES
 from docllm.domain.tasks.cancel import Canceller
 from docllm.domain.tasks.model import Task, TaskStatus
@@ -26,6 +29,7 @@ from docllm.entrypoints import batch_view, lane_view
 from docllm.entrypoints.dashboard import security
 from docllm.entrypoints.dashboard.batch_pages import add_batch_pages
 from docllm.entrypoints.dashboard.chart import throughput_svg
+from docllm.entrypoints.dashboard.finding_actions import add_finding_actions, finding_counts
 from docllm.entrypoints.dashboard.redirects import safe_next
 from docllm.entrypoints.task_ids import BadTaskId, parse_task_id
 from docllm.entrypoints.views import printable, task_json
@@ -55,6 +59,7 @@ class Sources:
     refresh_seconds: float = 2.0
     batches: BatchStore | None = None  # the provider batches (issue 28); None: this build keeps none
     sessions: DashboardSessions | None = None  # the server's side of sessions; needed with a token
+    marks: MarkStore | None = None  # findings a person judged (issue 46); None: this build keeps none
 
 
 def create_app(src: Sources, token: str = "", access: security.Access | None = None) -> Flask:
@@ -67,6 +72,7 @@ def create_app(src: Sources, token: str = "", access: security.Access | None = N
     _add_probe(app)
     _add_status_pages(app, src)
     _add_task_pages(app, src)
+    add_finding_actions(app, src)
     _add_dead_letter_pages(app, src)
     add_batch_pages(app, src)
     _add_login(app, guard)
@@ -120,7 +126,8 @@ def _add_task_pages(app: Flask, src: Sources) -> None:
             abort(400, f"unknown status {status!r}")
         q = request.args.get("q", "").strip()
         rows = src.repository.search(TaskStatus(status) if status else None, q, LIST_LIMIT)
-        return render_template("tasks.html", tasks=rows, status=status or "", q=q, findings=_findings_count)
+        counts = finding_counts(rows, src.marks)
+        return render_template("tasks.html", tasks=rows, status=status or "", q=q, findings=counts.get)
 
     @app.get("/tasks/<task_id:task_id>")
     def task(task_id: int) -> str:
@@ -131,10 +138,13 @@ def _add_task_pages(app: Flask, src: Sources) -> None:
         running = [
             (w, f) for w in (src.registry.live() if src.registry else []) for f in w.in_flight if f.task_id == task_id
         ]
+        marks = Judgements(src.repository, src.marks).of_task(row) if src.marks is not None else {}
         return render_template(
             "task.html",
             task=row,
-            report=_report(row),
+            report=_report(row, marks),
+            judging=src.marks is not None,
+            reasons=REASONS,
             letters=letters,
             running=running,
             as_json=task_json(row),
@@ -204,23 +214,28 @@ def _add_error_pages(app: Flask) -> None:
     @app.errorhandler(404)
     @app.errorhandler(405)
     @app.errorhandler(429)
+    @app.errorhandler(503)
     def error(exc: Any) -> Any:
         return render_template("error.html", code=exc.code, message=exc.description), exc.code
 
 
-def _findings_count(task: Task) -> int | None:
-    findings = task.result.get("findings") if isinstance(task.result, dict) else None
-    return len(findings) if isinstance(findings, list) else None
-
-
-def _report(task: Task) -> dict[str, Any] | None:
-    """A report's findings grouped by severity, worst first; None when the result is no report
-    (rows of the original deployment hold any text: shown as it is)."""
+def _report(task: Task, marks: dict[int, Mark]) -> dict[str, Any] | None:
+    """A report's findings grouped by severity, worst first, each with its number (its place in
+    the report, as ``docllm show`` numbers it); those a person dismissed apart, with their mark.
+    None when the result is no report (rows of the original deployment hold any text: shown as it is)."""
     result = task.result
     if not isinstance(result, dict) or not isinstance(result.get("findings"), list):
         return None
-    groups: dict[str, list[dict[str, Any]]] = {s: [] for s in reversed(SEVERITIES)}
-    for f in result["findings"]:
-        if isinstance(f, dict):
-            groups.setdefault(str(f.get("severity", "other")), []).append(f)
-    return {"groups": {s: fs for s, fs in groups.items() if fs}, "total": len(result["findings"]), "raw": result}
+    groups: dict[str, list[tuple[int, dict[str, Any]]]] = {s: [] for s in reversed(SEVERITIES)}
+    dismissed = []
+    for n, f in enumerate(result["findings"], 1):
+        if isinstance(f, dict) and n in marks:
+            dismissed.append((n, f, marks[n]))
+        elif isinstance(f, dict):
+            groups.setdefault(str(f.get("severity", "other")), []).append((n, f))
+    return {
+        "groups": {s: fs for s, fs in groups.items() if fs},
+        "dismissed": dismissed,
+        "total": len(result["findings"]),
+        "raw": result,
+    }

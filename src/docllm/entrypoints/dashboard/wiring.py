@@ -16,7 +16,14 @@ def build_app(c: Container) -> Flask:
     registry = c.worker_registry() if hasattr(c, "worker_registry") else None
     sessions = c.dashboard_sessions() if hasattr(c, "dashboard_sessions") else None
     sources = Sources(
-        c.repository(), c.queue(), lambda: stats_of(c), registry, c.events(), batches=c.batch_store(), sessions=sessions
+        c.repository(),
+        c.queue(),
+        lambda: stats_of(c),
+        registry,
+        c.events(),
+        batches=c.batch_store(),
+        sessions=sessions,
+        marks=c.marks(),
     )
     s = c.settings()
     access = Access(s.dashboard_token, s.dashboard_session_seconds, s.dashboard_https, s.dashboard_trusted_proxies)

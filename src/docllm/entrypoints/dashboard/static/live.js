@@ -13,6 +13,7 @@
           const page = new DOMParser().parseFromString(await response.text(), "text/html");
           const fresh = page.getElementById("live");
           if (fresh) main.innerHTML = fresh.innerHTML;
+          if (fresh && !fresh.dataset.refreshMs) return; // the page is final now (a finished review)
         }
       } catch (e) {
         // the server is restarting or unreachable: keep the last view and try again

@@ -1,6 +1,6 @@
 """``python -m bench.otlp_sink [--port 4318]``: an OTLP/HTTP endpoint that accepts every export and
 keeps nothing, so that a traced worker pays its whole export path (batching, protobuf, HTTP) and
-no collector's CPU lands on the machine (docs/BENCHMARKS.md, "Tracing's cost")."""
+no collector's CPU lands on the machine (docs/DEPLOY.md, "What tracing costs")."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def test_review_dismiss_on_a_database_before_0012_names_the_fix(redis_url: str, 
         queue_prefix=f"m{uuid.uuid4().hex[:6]}",
     )
     c = build_container(settings, log=False)
-    upgrade_schema(c.engine(), "0010")  # the database of 0.10: no finding_marks yet
+    upgrade_schema(c.engine(), "0011")  # the database of 0.11: no finding_marks yet
     repo, queue = c.repository(), c.queue()
     task = submit(repo, queue, "guide.md", "# Guide\n\ntext\n")
     delivery = queue.claim("w1", 30_000)

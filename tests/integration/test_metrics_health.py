@@ -235,6 +235,9 @@ def test_counts_move_in_process(make_service):
     queue.push("not a payload")
     eventually(lambda: all(t.status is TaskStatus.success for t in repo.get_many(ids)), 10, "tasks to succeed")
     eventually(lambda: queue.stats().dead == 1, 10, "the malformed payload to be dead-lettered")
+    # A row reads success once its commit lands; the counter moves after the ack that follows it.
+    succeeded = lambda: value(scrape(port)[1], "docllm_tasks_succeeded_total")  # noqa: E731
+    eventually(lambda: succeeded() - value(before, "docllm_tasks_succeeded_total") == 3, 10, "3 counted")
     _, after = scrape(port)
     assert value(after, "docllm_tasks_succeeded_total") - value(before, "docllm_tasks_succeeded_total") == 3
     assert value(after, "docllm_tasks_claimed_total") == 4

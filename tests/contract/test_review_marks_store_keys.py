@@ -5,40 +5,19 @@ accent-) insensitive, so its primary key and WHERE clauses merge keys docllm kee
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from docllm.domain.marks.model import Mark
-from docllm.domain.marks.ports import MarkStore
-from tests.support.memory.marks import InMemoryMarkStore
+from tests.contract.test_mark_store_contract import store  # noqa: F401 - the contract's three stores
 
 A = "a" * 64
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
-def store(request, tmp_path) -> Iterator[MarkStore]:
-    if request.param == "memory":
-        yield InMemoryMarkStore()
-        return
-    from docllm.adapters.sql.engine import make_engine
-    from docllm.adapters.sql.marks import SqlAlchemyMarkStore
-    from docllm.adapters.sql.migrations import upgrade_schema
-
-    url = f"sqlite:///{tmp_path / 'tasks.db'}" if request.param == "sqlite" else request.getfixturevalue("mysql_url")
-    engine = make_engine(url)
-    upgrade_schema(engine)
-    yield SqlAlchemyMarkStore(engine)
-    engine.dispose()
-
-
-def test_review_a_tenant_differing_in_case_never_sees_anothers_marks(store):
+def test_review_a_tenant_differing_in_case_never_sees_anothers_marks(store):  # noqa: F811
     # tenants "Acme" and "acme" are two customers (tenant ids such as base62 keys differ by case)
     store.put(Mark("guide.md", A, "false-alarm", tenant="Acme"))
     assert store.for_documents(["guide.md"], "acme") == {}
 
 
-def test_review_a_dismissal_of_readme_md_is_not_swallowed_by_README_md(store):
+def test_review_a_dismissal_of_readme_md_is_not_swallowed_by_README_md(store):  # noqa: F811
     store.put(Mark("README.md", A, "accepted", note="the other repo's"))
     store.put(Mark("readme.md", A, "false-alarm", note="this one"))
     found = store.for_documents(["readme.md", "README.md"])
@@ -46,7 +25,7 @@ def test_review_a_dismissal_of_readme_md_is_not_swallowed_by_README_md(store):
     assert [(m.reason, m.note) for m in found.get("README.md", [])] == [("accepted", "the other repo's")]
 
 
-def test_review_resume_md_and_accented_resume_md_are_two_documents(store):
+def test_review_resume_md_and_accented_resume_md_are_two_documents(store):  # noqa: F811
     store.put(Mark("résumé.md", A, "accepted"))
     store.put(Mark("resume.md", A, "false-alarm"))
     found = store.for_documents(["résumé.md", "resume.md"])
@@ -54,7 +33,7 @@ def test_review_resume_md_and_accented_resume_md_are_two_documents(store):
     assert [m.reason for m in found.get("resume.md", [])] == ["false-alarm"]
 
 
-def test_review_people_dismissing_different_findings_of_one_document_at_once_all_land(store):
+def test_review_people_dismissing_different_findings_of_one_document_at_once_all_land(store):  # noqa: F811
     # Two people on one report, each dismissing other findings at the same moment (each put is an
     # UPDATE that finds nothing, then an INSERT: on InnoDB both take the same gap lock).
     import threading
@@ -79,7 +58,7 @@ def test_review_people_dismissing_different_findings_of_one_document_at_once_all
     assert len(store.for_documents(["guide.md"])["guide.md"]) == 60
 
 
-def test_review_the_same_judgement_twice_in_one_second_is_no_error(store):
+def test_review_the_same_judgement_twice_in_one_second_is_no_error(store):  # noqa: F811
     # A double click on Dismiss: the second UPDATE changes nothing (same values, same second).
     first = store.put(Mark("guide.md", A, "accepted", note="same"))
     again = store.put(Mark("guide.md", A, "accepted", note="same"))

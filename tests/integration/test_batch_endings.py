@@ -26,6 +26,7 @@ from tests.integration.test_batch_lane import (  # noqa: F401
     Rig,
     make_settings,
     rig_for,
+    run_until_finished,
     running,
     submitted_batch,
 )
@@ -59,11 +60,7 @@ def test_batches_the_provider_keeps_failing_hand_each_task_back_counted_then_rea
     leaves the batch lane and the realtime workers review it, nothing charged."""
     rig, llm = rig_for(llm_options={"fail_batches": lambda batch: True}, max_attempts=2, max_handbacks=2)
     ids = rig.submit(5)
-    service = running(rig)
-    try:
-        rig.until(rig.finished(ids))
-    finally:
-        assert service.wait(30)
+    run_until_finished(rig, ids)
     for row in rig.rows(ids):
         assert row.status is TaskStatus.success, row.error
         assert (row.retry_count, row.handbacks) == (0, 1)  # one failed batch, counted; then realtime
@@ -76,11 +73,7 @@ def test_batches_the_provider_keeps_failing_hand_each_task_back_counted_then_rea
 def test_a_batch_end_past_the_hand_back_bound_fails_its_tasks_saying_why(rig_for):  # noqa: F811 - the fixture
     rig, llm = rig_for(llm_options={"fail_batches": lambda batch: True}, max_attempts=2, max_handbacks=0)
     ids = rig.submit(5)
-    service = running(rig)
-    try:
-        rig.until(rig.finished(ids))
-    finally:
-        assert service.wait(30)
+    run_until_finished(rig, ids)
     for row in rig.rows(ids):
         assert row.status is TaskStatus.failed and row.attempt == 1
         assert "ended failed (failed: The batch failed (test server).)" in row.error, row.error  # the provider's why

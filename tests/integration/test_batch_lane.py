@@ -135,6 +135,15 @@ def running(rig: Rig) -> Any:
     return build_service(rig.container).start()
 
 
+def run_until_finished(rig: Rig, ids: list[int]) -> None:
+    """The whole service runs until every task of ``ids`` has ended, then stops."""
+    service = running(rig)
+    try:
+        rig.until(rig.finished(ids))
+    finally:
+        assert service.wait(30)
+
+
 def batch_cost(task: Task) -> float:
     usage = task.usage
     assert usage is not None
@@ -183,11 +192,7 @@ def test_bulk_tasks_go_by_batch_at_half_price_and_interactive_ones_stay_realtime
 def test_failed_lines_are_handed_back_and_succeed_later_and_a_poisoned_document_fails(rig_for):
     rig, llm = rig_for(llm_options={"batch_fail_rate": 0.15, "poison_marker": "POISON", "seed": 3})
     ids = rig.submit(20, doc=lambda i: DOC + ("POISON\n" if i == 4 else ""))
-    service = running(rig)
-    try:
-        rig.until(rig.finished(ids))
-    finally:
-        assert service.wait(30)
+    run_until_finished(rig, ids)
     assert llm.batches.counters["batch_lines_failed"] > 1, "no line failed: the test proves nothing"
     rows = rig.rows(ids)
     poisoned = rows[4]
@@ -203,11 +208,7 @@ def test_failed_lines_are_handed_back_and_succeed_later_and_a_poisoned_document_
 def test_an_expired_batch_or_a_lost_file_hands_its_tasks_back_uncharged_and_they_succeed_later(rig_for, knob):
     rig, llm = rig_for(llm_options={knob: 1})
     ids = rig.submit(5)
-    service = running(rig)
-    try:
-        rig.until(rig.finished(ids))
-    finally:
-        assert service.wait(30)
+    run_until_finished(rig, ids)
     for row in rig.rows(ids):
         assert row.status is TaskStatus.success, row.error
         # The first attempt cost nothing; its batch's end counts towards the task's bound (issue 43)
@@ -407,11 +408,7 @@ def test_an_operator_cancel_of_a_task_in_a_batch_fails_it_at_the_next_poll(rig_f
 def test_the_lane_works_on_mariadb_too(rig_for, mysql_url):
     rig, llm = rig_for(database_url=mysql_url)
     ids = rig.submit(5)
-    service = running(rig)
-    try:
-        rig.until(rig.finished(ids))
-    finally:
-        assert service.wait(30)
+    run_until_finished(rig, ids)
     assert all(r.status is TaskStatus.success and r.retry_count == 0 for r in rig.rows(ids))
     assert BatchState.applied in [b.state for b in rig.batches()]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from docllm.domain.tasks.model import TaskStatus
-from tests.integration.test_batch_lane import DOC, rig_for, running  # noqa: F401 - rig_for is a fixture
+from tests.integration.test_batch_lane import DOC, rig_for, run_until_finished, running  # noqa: F401 - rig_for is a fixture
 
 
 def chats(llm) -> int:
@@ -40,11 +40,7 @@ def test_a_committed_batch_member_feeds_the_cache_and_realtime_reads_it(rig_for)
 def test_with_the_cache_off_a_batch_writes_nothing(rig_for):  # noqa: F811
     rig, llm = rig_for(review_cache=False)
     bulk = rig.submit(1)
-    service = running(rig)
-    try:
-        rig.until(rig.finished(bulk))
-    finally:
-        assert service.wait(30)
+    run_until_finished(rig, bulk)
     assert rig.rows(bulk)[0].status is TaskStatus.success
     with rig.container.engine().connect() as conn:
         assert conn.execute(text("SELECT COUNT(*) FROM review_cache")).scalar_one() == 0

@@ -13,7 +13,7 @@ import pytest
 
 from docllm.domain.tasks.model import TaskStatus
 from docllm.domain.tasks.producer import submit
-from tests.integration.test_batch_lane import DOC, rig_for, running, submitted_batch  # noqa: F401 - rig_for is a fixture
+from tests.integration.test_batch_lane import DOC, rig_for, run_until_finished, running, submitted_batch  # noqa: F401 - rig_for is a fixture
 
 V1 = "version: 1\nchecks:\n  - {id: tone, kind: instruction, text: Flag marketing words.}\n"
 V2 = "version: 2\nchecks:\n  - {id: tone, kind: instruction, text: Flag every passive sentence.}\n"
@@ -48,11 +48,7 @@ def test_a_rubric_bumped_while_a_batch_runs_is_not_served_the_old_rubrics_answer
     realtime = [
         submit(rig.repo, rig.queue, "d.md", DOC, rubric="house", rubrics=catalog, priority="interactive").task_id
     ]
-    service = running(rig)
-    try:
-        rig.until(rig.finished(realtime))
-    finally:
-        assert service.wait(30)
+    run_until_finished(rig, realtime)
     row = rig.rows(realtime)[0]
     assert row.status is TaskStatus.success, row.error
     assert row.result["rubric_version"] == "2"
